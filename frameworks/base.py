@@ -1,0 +1,172 @@
+"""What every framework adapter provides, and the parts they share.
+
+An adapter is the only place that knows a framework's runtime: devices, numpy in/out,
+synchronisation, compile modes, the compilation counter, threads, matmul precision and
+memory. Workload implementations (frameworks/<fw>/<workload>.py) get the adapter and use
+it for anything runtime-specific, so they stay plain model code.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import numpy as np
+
+from workloads.base import FwbenchError, choose
+
+
+class FrameworkUnavailable(FwbenchError):
+    """The framework is not installed or fails to import (one line, with the pip command)."""
+
+
+class Unsupported(FwbenchError):
+    """Raised by a framework for a mode/task/device it cannot do. The case is recorded with
+    status 'unsupported' and this message; nothing is faked in its place."""
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def set_threads(n: int | None = None) -> int:
+    """Fix the intra-op thread count for every framework, before any of them starts.
+
+    Sets the environment variables each runtime reads at start-up (OpenMP/MKL for
+    PyTorch, TF_NUM_INTRAOP_THREADS for TensorFlow, the XLA CPU flags for JAX) and, when
+    n is below the CPUs available, pins the process to n CPUs so that no runtime's pool
+    can use more. Adapters also apply n through their own API in `configure`.
+    Returns the count in force.
+    """
+    cpus = available_cpus()
+    n = cpus if n is None else int(n)
+    if n < 1:
+        raise FwbenchError(f"threads must be a positive integer, got {n}")
+    n = min(n, cpus)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "TF_NUM_INTRAOP_THREADS"):
+        os.environ[var] = str(n)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if n < cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
+    os.environ["FWBENCH_THREADS"] = str(n)
+    return n
+
+
+def default_cache_dir() -> str:
+    """Where persistent compile caches live (FWBENCH_CACHE_DIR, else ~/.cache/fwbench)."""
+    return os.environ.get("FWBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fwbench")
+
+
+class Adapter:
+    """Base class of the three adapters. Subclasses fill in the framework-specific methods
+    (those that raise NotImplementedError here); the rest is shared."""
+
+    name: str = ""
+    modes: tuple[str, ...] = ("eager", "compiled")
+    # Which of the framework's own counters `compilations()` reads, in words.
+    compile_counter: str = ""
+    # What `peak_memory` measures on CPU, in words (None when it measures nothing there).
+    cpu_memory_note: str | None = None
+
+    def __init__(self) -> None:
+        self.threads: int | None = None
+        self.matmul_precision: str | None = None
+
+    # -- framework-specific --------------------------------------------------------
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def devices(self) -> list[str]:
+        """Usable device names, 'cpu' first; 'cuda' or 'gpu' when the framework sees one."""
+        raise NotImplementedError
+
+    def device_name(self, device: str) -> str:
+        """Human-readable name of the device (GPU model; 'cpu' for the CPU)."""
+        raise NotImplementedError
+
+    def _apply_threads(self, n: int) -> None:
+        raise NotImplementedError
+
+    def _apply_matmul_precision(self, precision: str) -> None:
+        """'highest': full float32 matmuls (TF32 off); 'tf32': allow TF32 on GPUs."""
+        raise NotImplementedError
+
+    def asarray(self, x: np.ndarray, device: str) -> Any:
+        raise NotImplementedError
+
+    def to_numpy(self, x: Any) -> Any:
+        """Framework array -> numpy array; dicts are converted value by value."""
+        raise NotImplementedError
+
+    def sync(self, x: Any) -> Any:
+        """Block until x (array, tuple or dict of arrays) has been computed; return x."""
+        raise NotImplementedError
+
+    def matmul_fn(self) -> Any:
+        """A callable (x, y) -> x @ y on framework arrays (compiled where that is the
+        framework's fast path); used to measure an accelerator's GEMM rate."""
+        raise NotImplementedError
+
+    def compilations(self) -> int:
+        """Cumulative compilations/traces so far, read from the framework's own counters."""
+        raise NotImplementedError
+
+    def fallbacks(self) -> list[str]:
+        """Cumulative reasons the compiler fell back to Python/eager for part of a program
+        (PyTorch graph breaks). Frameworks that refuse instead of falling back return []."""
+        return []
+
+    def reset_peak_memory(self, device: str) -> None:
+        pass
+
+    def peak_memory(self, device: str) -> int | None:
+        """Peak bytes since the last reset, from the device allocator; None where the
+        framework does not measure it (see cpu_memory_note)."""
+        return None
+
+    def compile_cache(self) -> str:
+        """State of the persistent compile cache: 'empty', 'warm' or 'off'."""
+        return "off"
+
+    # -- shared --------------------------------------------------------------------
+    def configure(self, threads: int | None = None, matmul_precision: str = "highest") -> dict[str, Any]:
+        """Apply the thread count and float32 matmul precision; call before any work."""
+        choose("matmul precision", matmul_precision, ("highest", "tf32"))
+        n = int(os.environ.get("FWBENCH_THREADS", 0)) or set_threads(threads)
+        if threads is not None and int(threads) != n:
+            n = set_threads(threads)
+        self._apply_threads(n)
+        self._apply_matmul_precision(matmul_precision)
+        self.threads, self.matmul_precision = n, matmul_precision
+        return {"threads": n, "matmul_precision": matmul_precision}
+
+    def check_mode(self, mode: str) -> str:
+        return choose(f"mode for {self.name}", mode, self.modes)
+
+    def check_device(self, device: str) -> str:
+        return choose(f"device for {self.name}", device, self.devices())
+
+    def build(self, workload: str, config: Any, params: dict[str, np.ndarray], mode: str,
+              device: str = "cpu") -> Any:
+        """Build `workload`'s model in this framework from numpy params."""
+        from workloads import WORKLOADS
+        choose("workload", workload, WORKLOADS)
+        self.check_mode(mode)
+        self.check_device(device)
+        if self.threads is None:
+            self.configure()
+        module = importlib.import_module(f"frameworks.{self.name}.{workload}")
+        return module.build(self, config, params, mode, device)
+
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version(), "devices": self.devices(),
+                "modes": list(self.modes), "threads": self.threads,
+                "matmul_precision": self.matmul_precision, "compile_counter": self.compile_counter}
+
+    def __repr__(self) -> str:
+        return f"<fwbench adapter {self.name} {self.version()}>"

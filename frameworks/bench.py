@@ -1,0 +1,268 @@
+"""The benchmark harness: one function times one case (framework x workload x task x mode)
+with pytest-benchmark and fills DESIGN.md's record; a pytest plugin part adds the options,
+the machine information and the records of cases that did not run.
+
+It is generic over workloads: everything workload-specific comes from the workload's
+`task_spec` (inputs, items, FLOPs) and its model's methods.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import frameworks
+import workloads
+from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, default_cache_dir
+from workloads import record as rec_mod
+from workloads.base import FwbenchError, choose
+
+DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
+
+
+@dataclass
+class Options:
+    frameworks: tuple[str, ...]
+    workloads: tuple[str, ...]
+    preset: str = "small"
+    device: str = "cpu"
+    threads: int | None = None
+    matmul_precision: str = "highest"
+    budget_s: float = 3.0          # timed seconds per case, to choose the round count
+    min_rounds: int = 7
+    max_rounds: int = 100
+    warmup_rounds: int = 2
+    rounds: int | None = None      # fixed round count (overrides the budget)
+    bare_loop: bool = False        # also time a bare loop over the same callable
+    seed: int = 0
+
+
+@dataclass
+class Session:
+    """Records of cases that ran no timing (unsupported / failed) and missing frameworks."""
+    options: Options
+    records: list[dict[str, Any]] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
+    """Map the user's device name onto the framework's ('cuda' and 'gpu' are one accelerator)."""
+    choose("device", device, DEVICE_ALIASES)
+    devs = adapter.devices()
+    if device in devs:
+        return device
+    if device in ("cuda", "gpu"):
+        for d in devs:
+            if d in ("cuda", "gpu"):
+                return d
+        raise Unsupported(f"{adapter.name} sees no GPU here (devices: {', '.join(devs)})")
+    raise Unsupported(f"{adapter.name} has no device {device!r} (devices: {', '.join(devs)})")
+
+
+def _first_line(e: BaseException) -> str:
+    msg = str(e).strip()
+    line = next((ln for ln in msg.splitlines() if ln.strip()), "")
+    return f"{type(e).__name__}: {line}"[:500]
+
+
+def choose_rounds(step_s: float, opts: Options) -> int:
+    if opts.rounds:
+        return opts.rounds
+    n = math.ceil(opts.budget_s / max(step_s, 1e-6))
+    return int(min(max(n, opts.min_rounds), opts.max_rounds))
+
+
+def run_case(benchmark: Any, session: Session, framework: str, workload: str, task: str,
+             mode: str, strategy: str | None = None) -> dict[str, Any]:
+    """Time one case with `benchmark.pedantic` and store its record in extra_info.
+
+    Raises pytest's skip for missing frameworks and unsupported modes (after recording
+    them) and re-raises failures (after recording them), so pytest reports each honestly.
+    """
+    import pytest
+
+    opts = session.options
+    W = workloads.get(workload)
+    p = W.preset(opts.preset)
+    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed)
+    record = rec_mod.empty(framework=framework, workload=workload, task=task, mode=mode,
+                           strategy=strategy, preset=opts.preset, shape=spec.shape, dtype="float32",
+                           device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
+                           status="ok")
+    try:
+        adapter = frameworks.load(framework)
+    except FrameworkUnavailable as e:
+        session.missing[framework] = str(e)
+        pytest.skip(str(e))
+    cfg = adapter.configure(opts.threads, opts.matmul_precision)
+    record.update(framework_version=adapter.version(), threads=cfg["threads"],
+                  matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter)
+
+    def not_run(status: str, e: BaseException) -> dict[str, Any]:
+        record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else _first_line(e))
+        session.records.append(record)
+        return record
+
+    try:
+        device = resolve_device(adapter, opts.device)
+        record["device"] = device
+        if mode not in adapter.modes:
+            raise Unsupported(f"{framework} has no {mode!r} mode (it has {', '.join(adapter.modes)})")
+        params = W.init_params(p.config, seed=opts.seed)
+        model = adapter.build(workload, p.config, params, mode, device)
+        pool = [tuple(adapter.asarray(a, device) for a in inp) for inp in spec.inputs]
+        fn = getattr(model, spec.method)
+        kwargs = dict(spec.kwargs)
+
+        def call(*args: Any) -> Any:
+            return adapter.sync(fn(*args, **kwargs))
+
+        adapter.reset_peak_memory(device)
+        c0, f0 = adapter.compilations(), len(adapter.fallbacks())
+        record["compile_cache"] = adapter.compile_cache()
+        t0 = time.perf_counter()
+        call(*pool[0])
+        record["first_call_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        call(*pool[1 % len(pool)])       # second call: a warm-up that also sizes the rounds
+        rounds = choose_rounds(time.perf_counter() - t0, opts)
+        turn = iter(range(1, 1 << 62))
+
+        def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+            return pool[next(turn) % len(pool)], {}
+
+        benchmark.pedantic(call, setup=setup, rounds=rounds, warmup_rounds=opts.warmup_rounds, iterations=1)
+    except Unsupported as e:
+        not_run("unsupported", e)
+        pytest.skip(record["reason"])
+    except Exception as e:
+        not_run("failed", e)
+        raise
+    record["compilations"] = adapter.compilations() - c0
+    record["peak_memory_bytes"] = adapter.peak_memory(device)
+    record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
+    breaks = adapter.fallbacks()[f0:]
+    if breaks:
+        record.update(status="fallback", reason="; ".join(dict.fromkeys(breaks))[:1000])
+    if opts.bare_loop:
+        record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
+    benchmark.extra_info.update(record)
+    return record
+
+
+def bare_loop(call: Callable[..., Any], pool: list[tuple[Any, ...]], rounds: int) -> float:
+    """Median seconds of `call` in a plain loop with the same input rotation: the check
+    that the harness adds nothing measurable to what it reports."""
+    times = []
+    for i in range(rounds):
+        args = pool[(i + 1) % len(pool)]
+        t0 = time.perf_counter()
+        call(*args)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+# ----------------------------------------------------------------------------- machine info
+
+def measure_gemm_flops(n: int = 2048, repeats: int = 5) -> float:
+    """The machine's fp32 matrix-multiply rate on the CPU at the thread count in force:
+    the best of `repeats` n x n numpy float32 products (BLAS), after one warm-up.
+    Framework-neutral, so every framework's utilisation has the same denominator."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n ** 3 / best
+
+
+def git_commit() -> str | None:
+    try:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info(opts: Options) -> dict[str, Any]:
+    """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`)."""
+    fws: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    accel = None
+    for name, a in frameworks.status(opts.frameworks).items():
+        if isinstance(a, str):
+            missing[name] = a
+            continue
+        a.configure(opts.threads, opts.matmul_precision)
+        fws[name] = {"version": a.version(), "devices": a.devices(), "modes": list(a.modes),
+                     "compile_counter": a.compile_counter, "compile_cache": a.compile_cache()}
+        if opts.device != "cpu" and accel is None:
+            try:
+                accel = a.device_name(resolve_device(a, opts.device))
+            except FwbenchError:
+                pass
+    threads = int(os.environ.get("FWBENCH_THREADS", 0)) or available_cpus()
+    info = {
+        "schema": rec_mod.SCHEMA_VERSION,
+        "fwbench_commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "frameworks": fws,
+        "missing": missing,
+        "threads": threads,
+        "cpus_available": available_cpus(),
+        "cpu": platform.processor() or platform.machine(),
+        "device": opts.device,
+        "accelerator": accel,
+        "matmul_precision": opts.matmul_precision,
+        "preset": opts.preset,
+        "workloads": list(opts.workloads),
+        "compile_cache_dir": default_cache_dir(),
+        "numpy": np.__version__,
+        "gemm_flops": None,
+        "gemm_note": None,
+    }
+    if opts.device == "cpu":
+        info["gemm_flops"] = measure_gemm_flops()
+        info["gemm_note"] = "numpy float32 2048x2048 matmul, best of 5, at the thread count in force"
+    else:
+        info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
+    return info
+
+
+def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, str | None]:
+    """fp32 GEMM rate on the accelerator, measured with the first framework that sees it
+    (no framework-neutral GEMM exists on a GPU), at the matmul precision in force."""
+    for name in fws:
+        a = frameworks.load(name)
+        try:
+            device = resolve_device(a, opts.device)
+        except FwbenchError:
+            continue
+        n = 8192
+        x = a.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device)
+        mm = a.matmul_fn()
+        a.sync(mm(x, x))
+        best = math.inf
+        for _ in range(10):
+            t0 = time.perf_counter()
+            a.sync(mm(x, x))
+            best = min(best, time.perf_counter() - t0)
+        return 2.0 * n ** 3 / best, f"{name} float32 {n}x{n} matmul on {device}, best of 10, precision {opts.matmul_precision}"
+    return None, "no framework sees the accelerator"

@@ -1,0 +1,112 @@
+"""fwbench's pytest hooks: options, case generation, machine info, non-timed records.
+
+tests/conftest.py star-imports this module, so the hooks apply to fwbench's own test
+tree only (no global pytest11 entry point that would add options to other projects).
+
+Options (all optional):
+    --framework torch,jax     frameworks to benchmark (default: all known; missing ones skip)
+    --workload gpt            workloads to benchmark (default: all)
+    --preset small            workload preset (default: small)
+    --device cpu              cpu (default), cuda or gpu
+    --threads N               intra-op threads for every framework (default: all CPUs available)
+    --matmul-precision        highest (default: full fp32, TF32 off) or tf32
+    --budget-s S              timed seconds per case used to size rounds (default 3)
+    --rounds N                fixed timed rounds per case (overrides --budget-s)
+    --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import frameworks
+import workloads
+from frameworks import bench
+from frameworks.base import set_threads
+from workloads.base import FwbenchError, split_names
+from workloads.record import MODES
+
+_SESSION_KEY = pytest.StashKey[bench.Session]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("fwbench")
+    g.addoption("--framework", default=None, help="comma list of frameworks (default: all)")
+    g.addoption("--workload", default=None, help="comma list of workloads (default: all)")
+    g.addoption("--preset", default="small", help="workload preset (default: small)")
+    g.addoption("--device", default="cpu", help="cpu (default), cuda or gpu")
+    g.addoption("--threads", type=int, default=None, help="intra-op threads (default: all CPUs)")
+    g.addoption("--matmul-precision", default="highest", help="highest (default) or tf32")
+    g.addoption("--budget-s", type=float, default=3.0, help="timed seconds per case (default 3)")
+    g.addoption("--rounds", type=int, default=None, help="fixed timed rounds per case")
+    g.addoption("--bare-loop", action="store_true", help="also time a bare loop (overhead check)")
+
+
+def _options(config: pytest.Config) -> bench.Options:
+    from workloads.base import choose
+    wl = split_names(config.getoption("workload"), "workload", workloads.available())
+    preset = config.getoption("preset")
+    for w in wl:
+        workloads.get(w).preset(preset)  # unknown preset: one line naming the valid ones
+    choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
+    choose("matmul precision", config.getoption("matmul_precision"), ("highest", "tf32"))
+    return bench.Options(
+        frameworks=split_names(config.getoption("framework"), "framework", frameworks.names()),
+        workloads=wl, preset=preset, device=config.getoption("device"),
+        threads=config.getoption("threads"), matmul_precision=config.getoption("matmul_precision"),
+        budget_s=config.getoption("budget_s"), rounds=config.getoption("rounds"),
+        bare_loop=config.getoption("bare_loop"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        opts = _options(config)
+        opts.threads = set_threads(opts.threads)   # before any framework starts its pools
+    except FwbenchError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[_SESSION_KEY] = bench.Session(opts)
+
+
+def session_of(config: pytest.Config) -> bench.Session:
+    return config.stash[_SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def fwbench_session(request: pytest.FixtureRequest) -> bench.Session:
+    return session_of(request.config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Benchmark modules set WORKLOAD = "..." and take (framework, mode, task)."""
+    workload = getattr(metafunc.module, "WORKLOAD", None)
+    if workload is None or "task" not in metafunc.fixturenames:
+        return
+    opts = session_of(metafunc.config).options
+    cases = []
+    if workload in opts.workloads:
+        tasks = workloads.get(workload).TASKS
+        cases = [(f, m, t) for f in opts.frameworks for m in MODES for t in tasks]
+    metafunc.parametrize("framework,mode,task", cases, ids=["-".join(c) for c in cases])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Benchmark cases time real work: they run under --benchmark-only (or with
+    --benchmark-enable), and are skipped with that reason in a plain test run."""
+    if config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False):
+        return
+    skip = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
+    for item in items:
+        if getattr(item.module, "WORKLOAD", None) is not None and "benchmark" in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    machine_info["fwbench"] = bench.machine_info(session_of(config).options)
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]) -> None:
+    s = session_of(config)
+    fw = output_json["machine_info"].setdefault("fwbench", {})
+    fw.setdefault("missing", {}).update(s.missing)
+    output_json["fwbench"] = {"schema": fw.get("schema"), "records": s.records, "missing": fw["missing"]}

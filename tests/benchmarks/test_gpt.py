@@ -1,0 +1,11 @@
+"""GPT benchmarks: framework x mode x task, one pytest-benchmark case and record each.
+
+    pytest --benchmark-only tests/benchmarks/test_gpt.py --preset small --framework torch,jax
+"""
+from frameworks.bench import run_case
+
+WORKLOAD = "gpt"
+
+
+def test_gpt(benchmark, fwbench_session, framework, mode, task):
+    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode)

@@ -1,0 +1,38 @@
+"""Shared test helpers: which (framework, mode) implementations are installed, and
+parameters with non-trivial values everywhere (zero biases would hide bias bugs)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frameworks
+
+_STATUS = frameworks.status()
+INSTALLED = tuple(n for n, a in _STATUS.items() if not isinstance(a, str))
+MISSING = {n: a for n, a in _STATUS.items() if isinstance(a, str)}
+
+
+def impls() -> list:
+    """pytest params for every installed (framework, mode), plus a skip per missing framework."""
+    out = []
+    for name in frameworks.names():
+        a = _STATUS[name]
+        if isinstance(a, str):
+            out.append(pytest.param(name, "eager", id=f"{name}-missing", marks=pytest.mark.skip(reason=a)))
+            continue
+        for mode in a.modes:
+            marks = [pytest.mark.slow] if mode == "compiled" else []
+            out.append(pytest.param(name, mode, id=f"{name}-{mode}", marks=marks))
+    return out
+
+
+def baseline() -> tuple[str, str] | None:
+    """The implementation others are compared against: the first installed eager one."""
+    return (INSTALLED[0], "eager") if INSTALLED else None
+
+
+def perturbed(params: dict[str, np.ndarray], seed: int = 1, scale: float = 0.05) -> dict[str, np.ndarray]:
+    """Add seeded noise to every 1-D parameter (biases, norm weights) so they are not 0 / 1."""
+    rng = np.random.default_rng(seed)
+    return {k: (v + scale * rng.standard_normal(v.shape)).astype(np.float32) if v.ndim == 1 else v
+            for k, v in params.items()}

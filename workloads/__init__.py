@@ -1,0 +1,27 @@
+"""Framework-free workload definitions: what is computed, never how.
+
+Each workload module (workloads.gpt, workloads.diffusion) provides:
+    NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
+    task_spec(config, batch, task, seed) -> TaskSpec, and a Protocol for its model.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from workloads.base import FwbenchError, choose
+
+WORKLOADS = ("gpt", "diffusion")
+
+
+def get(name: str) -> ModuleType:
+    """The workload module by name, e.g. get("gpt") -> workloads.gpt."""
+    return importlib.import_module(f"workloads.{choose('workload', name, WORKLOADS)}")
+
+
+def available() -> tuple[str, ...]:
+    """Workloads whose module is present in this checkout."""
+    return tuple(w for w in WORKLOADS if importlib.util.find_spec(f"workloads.{w}") is not None)
+
+
+__all__ = ["WORKLOADS", "get", "available", "FwbenchError"]

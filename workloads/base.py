@@ -1,0 +1,149 @@
+"""Pieces every workload shares: user-facing errors, name checking, the task spec
+that drives the benchmark harness, optimizer hyperparameters and tolerance maths.
+
+Nothing here imports a framework.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+
+class FwbenchError(ValueError):
+    """An error meant for the user: its message is one line saying what was wrong
+    and what is valid. Command-line entry points print it without a traceback."""
+
+
+def choose(kind: str, name: str, valid: Iterable[str]) -> str:
+    """Return `name` if it is one of `valid`, else raise a one-line FwbenchError."""
+    valid = tuple(valid)
+    if name not in valid:
+        raise FwbenchError(f"unknown {kind} {name!r}: choose one of {', '.join(valid)}")
+    return name
+
+
+def split_names(text: str | Iterable[str] | None, kind: str, valid: Iterable[str]) -> tuple[str, ...]:
+    """Parse a comma list ('torch,jax') or an iterable of names, checking each one.
+    None or 'all' means every valid name."""
+    valid = tuple(valid)
+    if text is None:
+        return valid
+    items = text.split(",") if isinstance(text, str) else list(text)
+    items = [i.strip() for i in items if i.strip()]
+    if not items or items == ["all"]:
+        return valid
+    return tuple(choose(kind, i, valid) for i in items)
+
+
+def check_positive(obj: Any, *names: str) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise FwbenchError(f"{type(obj).__name__}.{n} must be a positive integer, got {v!r}")
+
+
+def replace_config(config: Any, **changes: Any) -> Any:
+    """dataclasses.replace with a clear error for unknown fields."""
+    names = {f.name for f in dataclasses.fields(config)}
+    bad = sorted(set(changes) - names)
+    if bad:
+        raise FwbenchError(
+            f"{type(config).__name__} has no field {', '.join(bad)}: valid fields are {', '.join(sorted(names))}"
+        )
+    return dataclasses.replace(config, **changes)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named configuration and the batch size its benchmarks use."""
+    name: str
+    config: Any
+    batch: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the benchmark harness needs to time one task, framework-free.
+
+    The harness converts every numpy array of `inputs[i]` with the framework adapter
+    (outside the timed region), then calls `getattr(model, method)(*inputs[i], **kwargs)`,
+    rotating i each round so no cache can flatter a number.
+    """
+    task: str
+    method: str
+    inputs: tuple[tuple[np.ndarray, ...], ...]
+    items: int            # work of one call, in `unit`; throughput = items / time
+    unit: str
+    flops: float          # model FLOPs of one call (workload formula)
+    shape: str            # human-readable shape of the work, e.g. "B=8,T=128"
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class AdamW:
+    """AdamW as torch.optim.AdamW defines it (decoupled weight decay, bias-corrected
+    moments, eps added to the bias-corrected sqrt(v)), with global-norm gradient
+    clipping first, as nanoGPT's training loop does:
+
+        g <- g * min(1, clip / (||g||_2 + 1e-6))
+        m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
+        p <- p (1 - lr wd [p is decayed]) - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    """
+    lr: float
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    clip_norm: float = 1.0
+
+
+def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mapping[str, np.ndarray]],
+                    opt: AdamW, decay: Iterable[str]) -> dict[str, np.ndarray]:
+    """Numpy float64 AdamW over a sequence of given gradients; a reference for tests."""
+    decay = set(decay)
+    p = {k: np.asarray(v, np.float64).copy() for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in p.items()}
+    v2 = {k: np.zeros_like(v) for k, v in p.items()}
+    for t, grads in enumerate(grads_seq, start=1):
+        g = {k: np.asarray(grads[k], np.float64) for k in p}
+        norm = np.sqrt(sum(float(np.sum(x * x)) for x in g.values()))
+        scale = min(1.0, opt.clip_norm / (norm + 1e-6))
+        for k in p:
+            gk = g[k] * scale
+            m[k] = opt.beta1 * m[k] + (1 - opt.beta1) * gk
+            v2[k] = opt.beta2 * v2[k] + (1 - opt.beta2) * gk * gk
+            if k in decay:
+                p[k] *= 1 - opt.lr * opt.weight_decay
+            mhat = m[k] / (1 - opt.beta1 ** t)
+            vhat = v2[k] / (1 - opt.beta2 ** t)
+            p[k] -= opt.lr * mhat / (np.sqrt(vhat) + opt.eps)
+    return p
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    """Relative error in the Frobenius (flattened L2) norm: ||a - b|| / ||b||.
+
+    This is the norm every equivalence tolerance in fwbench uses. Where b is all
+    zeros the absolute norm ||a - b|| is returned instead.
+    """
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise AssertionError(f"shape mismatch {a.shape} vs {b.shape}")
+    den = float(np.linalg.norm(b.ravel()))
+    num = float(np.linalg.norm((a - b).ravel()))
+    return num / den if den > 0 else num
+
+
+def max_rel_err(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> tuple[float, str]:
+    """Largest per-tensor rel_err over two dicts with the same keys, and its key."""
+    if set(a) != set(b):
+        raise AssertionError(f"different keys: only in first {sorted(set(a) - set(b))}, "
+                             f"only in second {sorted(set(b) - set(a))}")
+    worst = max(((rel_err(a[k], b[k]), k) for k in b), default=(0.0, ""))
+    return worst

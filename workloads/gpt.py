@@ -1,0 +1,316 @@
+"""GPT (GPT-2 architecture), framework-free: config, presets, parameters, data, FLOPs,
+the interface every framework implements, and a numpy float64 reference forward pass.
+
+The architecture is GPT-2's exactly (Radford et al. 2019; nanoGPT's model.py):
+pre-LayerNorm blocks (eps 1e-5), learned position embeddings, causal self-attention,
+GELU with the tanh approximation, a final LayerNorm, the output head tied to the token
+embedding, and biases on every linear layer and LayerNorm.
+
+Parameters are a flat dict of float32 numpy arrays named and shaped as in the GPT-2
+checkpoint (Hugging Face `GPT2Model` state dict), so real GPT-2 weights load by name.
+Linear weights use GPT-2's Conv1D layout, (in_features, out_features): y = x @ W + b.
+
+    wte.weight               (vocab_size, n_embd)      token embedding, tied output head
+    wpe.weight               (block_size, n_embd)      learned position embedding
+    h.{i}.ln_1.weight/bias   (n_embd,)
+    h.{i}.attn.c_attn.weight (n_embd, 3*n_embd)        q, k, v in that order
+    h.{i}.attn.c_attn.bias   (3*n_embd,)
+    h.{i}.attn.c_proj.weight (n_embd, n_embd)          residual projection
+    h.{i}.attn.c_proj.bias   (n_embd,)
+    h.{i}.ln_2.weight/bias   (n_embd,)
+    h.{i}.mlp.c_fc.weight    (n_embd, 4*n_embd)
+    h.{i}.mlp.c_fc.bias      (4*n_embd,)
+    h.{i}.mlp.c_proj.weight  (4*n_embd, n_embd)        residual projection
+    h.{i}.mlp.c_proj.bias    (n_embd,)
+    ln_f.weight/bias         (n_embd,)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from workloads.base import AdamW, FwbenchError, Preset, TaskSpec, check_positive, choose
+
+NAME = "gpt"
+TASKS = ("forward", "train_step", "generate")
+LN_EPS = 1e-5
+# nanoGPT's train.py: learning_rate 6e-4 (held fixed here: no warm-up or decay, so
+# every step does the same work), betas (0.9, 0.95), weight decay 0.1, grad_clip 1.0.
+OPTIMIZER = AdamW(lr=6e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip_norm=1.0)
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """nanoGPT's GPTConfig, frozen. Variants: `dataclasses.replace(cfg, n_layer=2)`."""
+    block_size: int = 1024
+    vocab_size: int = 50257
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive(self, "block_size", "vocab_size", "n_layer", "n_head", "n_embd")
+        if self.n_embd % self.n_head:
+            raise FwbenchError(
+                f"GPTConfig.n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.dropout != 0.0:
+            raise FwbenchError("GPTConfig.dropout must be 0.0: fwbench compares deterministic math")
+        if self.bias is not True:
+            raise FwbenchError("GPTConfig.bias must be True: GPT-2 has biases on linears and LayerNorms")
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    def check_tokens(self, tokens: np.ndarray) -> None:
+        """Refuse a batch the model cannot take, with the reason."""
+        if tokens.ndim != 2:
+            raise FwbenchError(f"tokens must be (batch, time), got shape {tokens.shape}")
+        if tokens.shape[1] > self.block_size:
+            raise FwbenchError(
+                f"sequence length {tokens.shape[1]} exceeds block_size {self.block_size}")
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset("tiny", GPTConfig(block_size=32, vocab_size=256, n_layer=2, n_head=4, n_embd=64),
+                   batch=2, note="for tests"),
+    "small": Preset("small", GPTConfig(block_size=128, vocab_size=4096, n_layer=4, n_head=4, n_embd=256),
+                    batch=8, note="CPU benchmark default"),
+    "gpt2": Preset("gpt2", GPTConfig(), batch=12, note="GPT-2 124M, for GPUs"),
+}
+
+
+def preset(name: str) -> Preset:
+    return PRESETS[choose("GPT preset", name, PRESETS)]
+
+
+# ----------------------------------------------------------------------------- params
+
+def param_shapes(cfg: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Every parameter's name and shape, in the GPT-2 checkpoint's order."""
+    d, shapes = cfg.n_embd, {}
+    shapes["wte.weight"] = (cfg.vocab_size, d)
+    shapes["wpe.weight"] = (cfg.block_size, d)
+    for i in range(cfg.n_layer):
+        p = f"h.{i}."
+        shapes[p + "ln_1.weight"] = (d,)
+        shapes[p + "ln_1.bias"] = (d,)
+        shapes[p + "attn.c_attn.weight"] = (d, 3 * d)
+        shapes[p + "attn.c_attn.bias"] = (3 * d,)
+        shapes[p + "attn.c_proj.weight"] = (d, d)
+        shapes[p + "attn.c_proj.bias"] = (d,)
+        shapes[p + "ln_2.weight"] = (d,)
+        shapes[p + "ln_2.bias"] = (d,)
+        shapes[p + "mlp.c_fc.weight"] = (d, 4 * d)
+        shapes[p + "mlp.c_fc.bias"] = (4 * d,)
+        shapes[p + "mlp.c_proj.weight"] = (4 * d, d)
+        shapes[p + "mlp.c_proj.bias"] = (d,)
+    shapes["ln_f.weight"] = (d,)
+    shapes["ln_f.bias"] = (d,)
+    return shapes
+
+
+def decayed(name: str, shape: tuple[int, ...]) -> bool:
+    """nanoGPT's rule: weight decay on every parameter of 2 or more dimensions
+    (linear weights and embeddings), none on biases and LayerNorm weights."""
+    return len(shape) >= 2
+
+
+def init_params(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """GPT-2's initialisation (nanoGPT `_init_weights`): weights and embeddings
+    N(0, 0.02); residual projections N(0, 0.02/sqrt(2 n_layer)); biases 0; LayerNorm
+    weight 1, bias 0. float32."""
+    rng = np.random.default_rng(seed)
+    resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
+    out = {}
+    for name, shape in param_shapes(cfg).items():
+        if name.endswith("c_proj.weight"):
+            arr = rng.normal(0.0, resid_std, shape)
+        elif name.endswith((".bias",)):
+            arr = np.zeros(shape)
+        elif ".ln_" in name or name.startswith("ln_f"):
+            arr = np.ones(shape)
+        else:
+            arr = rng.normal(0.0, 0.02, shape)
+        out[name] = arr.astype(np.float32)
+    return out
+
+
+def check_params(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
+    """Refuse a parameter dict that does not fit the config, naming what differs."""
+    want = param_shapes(cfg)
+    missing = [k for k in want if k not in params]
+    extra = [k for k in params if k not in want]
+    if missing or extra:
+        raise FwbenchError(f"GPT params do not match the config: missing {missing[:4]}, unexpected {extra[:4]}")
+    for k, s in want.items():
+        if tuple(params[k].shape) != s:
+            raise FwbenchError(f"GPT param {k} has shape {tuple(params[k].shape)}, config needs {s}")
+
+
+# ----------------------------------------------------------------------------- data
+
+def make_batch(cfg: GPTConfig, batch: int, seed: int = 0, seq_len: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded synthetic tokens (B, T) and next-token targets (B, T), int32."""
+    T = cfg.block_size if seq_len is None else seq_len
+    if not 0 < T <= cfg.block_size:
+        raise FwbenchError(f"sequence length {T} must be in 1..block_size ({cfg.block_size})")
+    seq = np.random.default_rng(seed).integers(0, cfg.vocab_size, (batch, T + 1), dtype=np.int32)
+    return seq[:, :-1].copy(), seq[:, 1:].copy()
+
+
+# ----------------------------------------------------------------------------- FLOPs
+
+def n_params(cfg: GPTConfig, non_embedding: bool = True) -> int:
+    """Parameter count. With non_embedding, position embeddings are left out (they are
+    a lookup, not a matmul); the token embedding stays because it is also the output head."""
+    n = sum(int(np.prod(s)) for s in param_shapes(cfg).values())
+    return n - cfg.block_size * cfg.n_embd if non_embedding else n
+
+
+def flops_per_token(cfg: GPTConfig, context: int, training: bool) -> float:
+    """Model FLOPs per token at a given attention context length.
+
+    Source: PaLM (Chowdhery et al. 2022), Appendix B, as used by nanoGPT's
+    `estimate_mfu`: training = 6N + 12 L H Q T, with N the non-embedding parameters,
+    L layers, H heads, Q head size, T context. The forward pass is a third of it,
+    2N + 4 L H Q T (each weight: one multiply-add per token; attention: QK^T and AV).
+    """
+    fwd = 2 * n_params(cfg) + 4 * cfg.n_layer * cfg.n_embd * context
+    return 3.0 * fwd if training else float(fwd)
+
+
+def generate_flops(cfg: GPTConfig, batch: int, prompt_len: int, n_new: int) -> float:
+    """Model FLOPs of greedy decoding: a forward pass over the prompt (which yields the
+    first new token), then n_new-1 single-token steps attending to a growing context."""
+    total = prompt_len * flops_per_token(cfg, prompt_len, training=False)
+    total += sum(flops_per_token(cfg, prompt_len + j, training=False) for j in range(1, n_new))
+    return batch * total
+
+
+# ----------------------------------------------------------------------------- tasks
+
+POOL = 4  # input batches rotated through the timed rounds
+
+
+def generate_lengths(cfg: GPTConfig) -> tuple[int, int]:
+    """(prompt length, new tokens) used by the generate task: a quarter block each."""
+    q = max(1, cfg.block_size // 4)
+    return q, q
+
+
+def task_spec(cfg: GPTConfig, batch: int, task: str, seed: int = 0) -> TaskSpec:
+    choose("GPT task", task, TASKS)
+    T = cfg.block_size
+    batches = [make_batch(cfg, batch, seed + i) for i in range(POOL)]
+    shape = f"B={batch},T={T}"
+    if task == "forward":
+        return TaskSpec(task, "logits", tuple((x,) for x, _ in batches), batch * T, "tokens",
+                        batch * T * flops_per_token(cfg, T, training=False), shape)
+    if task == "train_step":
+        return TaskSpec(task, "train_step", tuple(batches), batch * T, "tokens",
+                        batch * T * flops_per_token(cfg, T, training=True), shape,
+                        note="AdamW step, params updated in place")
+    t0, n_new = generate_lengths(cfg)
+    return TaskSpec(task, "generate", tuple((x[:, :t0].copy(),) for x, _ in batches), batch * n_new,
+                    "tokens", generate_flops(cfg, batch, t0, n_new),
+                    f"B={batch},prompt={t0},new={n_new}", kwargs={"n_new": n_new},
+                    note="greedy, KV cache sized to block_size")
+
+
+# ----------------------------------------------------------------------------- interface
+
+class GPTModel(Protocol):
+    """What every framework's GPT implements (frameworks/<fw>/gpt.py, `build`).
+
+    Arrays in and out are the framework's own, made from numpy by the adapter's
+    `asarray` (outside any timed region); `adapter.to_numpy` turns results back.
+
+    build(adapter, config, params, mode, device) -> GPTModel
+    """
+    config: GPTConfig
+    mode: str
+    device: str
+
+    def logits(self, tokens: Any) -> Any:
+        """(B, T) int32 -> (B, T, vocab_size) float32."""
+
+    def loss(self, tokens: Any, targets: Any) -> Any:
+        """Mean token cross-entropy, a float32 scalar."""
+
+    def grads(self, tokens: Any, targets: Any) -> dict[str, Any]:
+        """Gradient of `loss` for every parameter, keyed by the parameter names."""
+
+    def train_step(self, tokens: Any, targets: Any) -> Any:
+        """One AdamW step (OPTIMIZER, with clipping) on the model's own parameters and
+        optimizer state; returns the loss before the step."""
+
+    def generate(self, prompt: Any, n_new: int, use_cache: bool = True) -> Any:
+        """Greedy decoding: (B, T0) -> (B, T0 + n_new) int32. With use_cache, a key/value
+        cache sized to block_size keeps shapes static; without, each step reruns the
+        full forward pass (the reference the cache must match token for token)."""
+
+    def export_params(self) -> dict[str, np.ndarray]:
+        """The current parameters, back in the numpy layout of `init_params`."""
+
+
+# ----------------------------------------------------------------------------- reference
+
+def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + LN_EPS) * w + b
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def reference_logits(cfg: GPTConfig, params: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """Numpy float64 forward pass: the ground truth the frameworks are tested against."""
+    cfg.check_tokens(tokens)
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    B, T = tokens.shape
+    nh, hs = cfg.n_head, cfg.head_size
+    x = p["wte.weight"][tokens] + p["wpe.weight"][:T]                    # (B, T, C)
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    for i in range(cfg.n_layer):
+        h = f"h.{i}."
+        a = _layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"])
+        qkv = a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"]  # (B, T, 3C)
+        q, k, v = (t.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)           # (B, nh, T, hs)
+                   for t in np.split(qkv, 3, axis=-1))
+        att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)                  # (B, nh, T, T)
+        att = np.where(causal, att, -np.inf)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, -1)              # (B, T, C)
+        x = x + y @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
+        m = _layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"])
+        m = gelu_tanh(m @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"])
+        x = x + m @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
+    x = _layer_norm(x, p["ln_f.weight"], p["ln_f.bias"])
+    return x @ p["wte.weight"].T                                           # (B, T, vocab)
+
+
+def reference_loss(cfg: GPTConfig, params: dict[str, np.ndarray], tokens: np.ndarray,
+                   targets: np.ndarray) -> float:
+    logits = reference_logits(cfg, params, tokens)
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return float(-np.take_along_axis(logp, targets[..., None].astype(np.int64), -1).mean())
+
+
+def reference_generate(cfg: GPTConfig, params: dict[str, np.ndarray], prompt: np.ndarray, n_new: int) -> np.ndarray:
+    """Greedy decoding by full recomputation, float64."""
+    seq = np.asarray(prompt)
+    for _ in range(n_new):
+        nxt = reference_logits(cfg, params, seq)[:, -1].argmax(-1).astype(seq.dtype)
+        seq = np.concatenate([seq, nxt[:, None]], axis=1)
+    return seq
