@@ -91,14 +91,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Benchmark cases time real work: they run under --benchmark-only (or with
-    --benchmark-enable), and are skipped with that reason in a plain test run."""
-    if config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False):
-        return
-    skip = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
+    """Benchmark cases (modules with WORKLOAD) time real work: they run under
+    --benchmark-only (or --benchmark-enable) and are skipped with that reason in a plain
+    test run. Tests of the harness itself use the benchmark fixture on stand-in work: they
+    run in a plain test run and are skipped under --benchmark-only, so that no stand-in
+    timing ever lands in a results file."""
+    timing = config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False)
+    skip_case = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
+    skip_self = pytest.mark.skip(reason="harness self-test, not a benchmark")
     for item in items:
-        if getattr(item.module, "WORKLOAD", None) is not None and "benchmark" in getattr(item, "fixturenames", ()):
-            item.add_marker(skip)
+        if "benchmark" not in getattr(item, "fixturenames", ()):
+            continue
+        is_case = getattr(getattr(item, "module", None), "WORKLOAD", None) is not None
+        if is_case and not timing:
+            item.add_marker(skip_case)
+        elif not is_case and timing:
+            item.add_marker(skip_self)
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -1,0 +1,173 @@
+"""The registry, the configs and the option parsing refuse bad input with one clear line."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import frameworks
+from frameworks.base import FrameworkUnavailable
+from workloads import gpt
+from workloads import record as record_mod
+from workloads.base import FwbenchError, adamw_reference, rel_err, replace_config, split_names
+
+
+def test_importing_fwbench_imports_no_framework():
+    code = ("import sys, frameworks, workloads, workloads.gpt, frameworks.bench, frameworks.pytest_plugin;"
+            "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_framework_names_the_valid_ones():
+    with pytest.raises(FwbenchError, match=r"unknown framework 'pytorch': choose one of torch, jax, tensorflow"):
+        frameworks.load("pytorch")
+    with pytest.raises(FwbenchError, match="unknown framework 'mxnet'"):
+        split_names("torch,mxnet", "framework", frameworks.names())
+
+
+def test_missing_framework_is_one_line_with_pip_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "jax" else real(n, *a))
+    monkeypatch.setattr(frameworks, "_LOADED", {})
+    with pytest.raises(FrameworkUnavailable) as e:
+        frameworks.load("jax")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("jax is not installed: pip install 'fwbench[jax]'")
+    assert frameworks.status(("jax",))["jax"] == msg
+
+
+def test_broken_framework_import_is_reported_not_raised(monkeypatch):
+    monkeypatch.setattr(frameworks, "_LOADED", {})
+
+    def boom(name, *a):
+        raise ImportError("libfoo.so: cannot open shared object file\nmore detail")
+    monkeypatch.setattr(frameworks.importlib, "import_module", boom)
+    reason = frameworks.status(("torch",))["torch"]
+    assert reason.startswith("torch failed to import (ImportError: libfoo.so: cannot open shared object file)")
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"n_embd": 65}, "n_embd \\(65\\) must be divisible by n_head \\(4\\)"),
+    ({"n_layer": 0}, "n_layer must be a positive integer, got 0"),
+    ({"vocab_size": -3}, "vocab_size must be a positive integer"),
+    ({"dropout": 0.1}, "dropout must be 0.0"),
+    ({"n_heads": 4}, "GPTConfig has no field n_heads: valid fields are"),
+])
+def test_invalid_gpt_configs_are_refused_with_reason(changes, match):
+    with pytest.raises(FwbenchError, match=match):
+        replace_config(gpt.preset("tiny").config, **changes)
+
+
+def test_unknown_preset_and_task():
+    with pytest.raises(FwbenchError, match="unknown GPT preset 'huge': choose one of tiny, small, gpt2"):
+        gpt.preset("huge")
+    with pytest.raises(FwbenchError, match="unknown GPT task 'backward'"):
+        gpt.task_spec(gpt.preset("tiny").config, 2, "backward")
+
+
+def test_sequence_longer_than_block_is_refused():
+    cfg = gpt.preset("tiny").config
+    with pytest.raises(FwbenchError, match="sequence length 33 exceeds block_size 32"):
+        cfg.check_tokens(np.zeros((1, 33), np.int32))
+    with pytest.raises(FwbenchError, match="sequence length 40 must be in 1..block_size"):
+        gpt.make_batch(cfg, 2, seq_len=40)
+
+
+def test_params_have_gpt2_names_shapes_and_init():
+    cfg = gpt.preset("small").config
+    p = gpt.init_params(cfg, seed=0)
+    assert p["h.0.attn.c_attn.weight"].shape == (256, 768)        # Conv1D layout (in, out)
+    assert p["h.3.mlp.c_proj.weight"].shape == (1024, 256)
+    assert p["wte.weight"].shape == (4096, 256) and p["wpe.weight"].shape == (128, 256)
+    assert all(v.dtype == np.float32 for v in p.values())
+    assert np.std(p["wte.weight"]) == pytest.approx(0.02, rel=0.02)
+    assert np.std(p["h.0.attn.c_proj.weight"]) == pytest.approx(0.02 / math.sqrt(8), rel=0.03)
+    assert np.std(p["h.0.mlp.c_proj.weight"]) == pytest.approx(0.02 / math.sqrt(8), rel=0.03)
+    assert not p["h.1.attn.c_attn.bias"].any() and (p["ln_f.weight"] == 1).all()
+    np.testing.assert_array_equal(p["wte.weight"], gpt.init_params(cfg, seed=0)["wte.weight"])
+    assert not np.array_equal(p["wte.weight"], gpt.init_params(cfg, seed=1)["wte.weight"])
+    with pytest.raises(FwbenchError, match="shape"):
+        gpt.check_params(cfg, {**p, "wte.weight": p["wte.weight"][:10]})
+
+
+def test_gpt2_preset_has_124m_parameters():
+    assert gpt.n_params(gpt.preset("gpt2").config, non_embedding=False) == 124_439_808
+
+
+def test_flops_formula_by_hand():
+    cfg = gpt.GPTConfig(block_size=8, vocab_size=10, n_layer=1, n_head=1, n_embd=4)
+    # non-embedding params: wte 40 + block (2*4 + 4*12+12 + 4*4+4 + 2*4 + 4*16+16 + 16*4+4) + ln_f 8
+    n = 40 + (8 + 60 + 20 + 8 + 80 + 68) + 8
+    assert gpt.n_params(cfg) == n
+    assert gpt.flops_per_token(cfg, 8, training=False) == 2 * n + 4 * 1 * 4 * 8
+    assert gpt.flops_per_token(cfg, 8, training=True) == 3 * (2 * n + 4 * 1 * 4 * 8)
+    spec = gpt.task_spec(cfg, 3, "train_step")
+    assert spec.items == 24 and spec.flops == 24 * 3 * (2 * n + 128)
+
+
+def test_task_specs_rotate_distinct_nonzero_inputs():
+    cfg = gpt.preset("tiny").config
+    for task in gpt.TASKS:
+        spec = gpt.task_spec(cfg, 2, task)
+        assert len(spec.inputs) == gpt.POOL
+        assert not np.array_equal(spec.inputs[0][0], spec.inputs[1][0])
+        assert all(a.any() for inp in spec.inputs for a in inp)
+    gen = gpt.task_spec(cfg, 2, "generate")
+    assert gen.inputs[0][0].shape == (2, 8) and gen.kwargs == {"n_new": 8} and gen.items == 16
+
+
+def test_reference_targets_are_next_tokens_and_loss_near_uniform():
+    cfg = gpt.preset("tiny").config
+    x, y = gpt.make_batch(cfg, 2, seed=5)
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])
+    loss = gpt.reference_loss(cfg, gpt.init_params(cfg), x, y)
+    assert abs(loss - math.log(cfg.vocab_size)) < 0.2   # small init: near-uniform predictions
+
+
+def test_adamw_reference_first_step_is_sign_times_lr():
+    opt = gpt.OPTIMIZER
+    p = {"w": np.ones((2, 2)), "b": np.ones(2)}
+    g = {"w": np.full((2, 2), 1e-3), "b": np.full(2, -1e-3)}
+    out = adamw_reference(p, [g], opt, decay=["w"])
+    # step 1: m_hat = g, v_hat = g^2 -> update = lr * sign(g) (eps negligible); decay on w only
+    np.testing.assert_allclose(out["w"], 1 * (1 - opt.lr * opt.weight_decay) - opt.lr, rtol=1e-6)
+    np.testing.assert_allclose(out["b"], 1 + opt.lr, rtol=1e-6)
+
+
+def test_rel_err_norm():
+    assert rel_err(np.array([3.0, 4.0]), np.array([3.0, 4.0])) == 0
+    assert rel_err(np.array([3.0, 4.5]), np.array([3.0, 4.0])) == pytest.approx(0.1)
+    with pytest.raises(AssertionError, match="shape mismatch"):
+        rel_err(np.zeros(2), np.zeros(3))
+
+
+def test_record_validation():
+    rec = record_mod.empty(framework="torch", framework_version="2", workload="gpt", task="forward",
+                           mode="eager", preset="tiny", shape="B=2", dtype="float32", device="cpu",
+                           threads=2, items=64, unit="tokens", flops=1.0, status="ok")
+    assert record_mod.problems(rec) == []
+    bad = dict(rec, status="great", threads="2")
+    del bad["flops"]
+    probs = record_mod.problems(bad)
+    assert any("missing field(s) flops" in p for p in probs)
+    assert any("status 'great'" in p for p in probs)
+    assert any("'threads' has str" in p for p in probs)
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--framework", "pytorch"], "unknown framework 'pytorch': choose one of torch, jax, tensorflow"),
+    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2"),
+    (["--device", "tpu"], "unknown device 'tpu': choose one of cpu, cuda, gpu"),
+    (["--workload", "bert"], "unknown workload 'bert'"),
+])
+def test_bad_pytest_options_give_one_line(args, expected):
+    out = subprocess.run([sys.executable, "-m", "pytest", "tests/benchmarks", "--benchmark-only",
+                          "--collect-only", "-q", *args], capture_output=True, text=True)
+    assert out.returncode != 0
+    err = out.stderr.strip()
+    assert expected in err and "Traceback" not in err, err
