@@ -187,6 +187,18 @@ def measure_gemm_flops(n: int = 2048, repeats: int = 5) -> float:
     return 2.0 * n ** 3 / best
 
 
+def cpu_name() -> str:
+    """The CPU model ("model name" in /proc/cpuinfo on Linux, else platform's answer)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def git_commit() -> str | None:
     try:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -227,7 +239,7 @@ def machine_info(opts: Options) -> dict[str, Any]:
         "missing": missing,
         "threads": threads,
         "cpus_available": available_cpus(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_name(),
         "device": opts.device,
         "accelerator": accel,
         "matmul_precision": opts.matmul_precision,

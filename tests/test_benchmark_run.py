@@ -1,0 +1,57 @@
+"""A real `pytest --benchmark-only` run (tiny preset, cheap cases) writes a JSON that holds
+everything a report needs: a valid record per timed case, records for the cases that did
+not run, and fwbench's machine information."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import INSTALLED, MISSING
+from workloads import record as record_mod
+
+
+@pytest.fixture(scope="module")
+def run_json(tmp_path_factory):
+    if not INSTALLED:
+        pytest.skip("no framework installed")
+    out = tmp_path_factory.mktemp("bench") / "run.json"
+    cmd = [sys.executable, "-m", "pytest", "tests/benchmarks/test_gpt.py", "--benchmark-only",
+           "--preset", "tiny", "--rounds", "3", "-k", "forward and not compiled", "-q",
+           "-p", "no:cacheprovider", f"--benchmark-json={out}", "--benchmark-save-data"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_every_timed_case_carries_a_valid_record(run_json):
+    benches = run_json["benchmarks"]
+    assert {b["extra_info"]["framework"] for b in benches} == set(INSTALLED)
+    for b in benches:
+        rec = b["extra_info"]
+        assert record_mod.problems(rec) == [], (b["fullname"], record_mod.problems(rec))
+        assert rec["workload"] == "gpt" and rec["task"] == "forward" and rec["preset"] == "tiny"
+        assert rec["status"] == "ok" and rec["first_call_s"] > 0 and rec["items"] == 64
+        assert "test_gpt[" in b["fullname"] and len(b["stats"]["data"]) == 3
+        assert b["stats"]["median"] > 0
+
+
+def test_cases_that_did_not_run_leave_records(run_json):
+    recs = run_json["fwbench"]["records"]
+    unsupported = {(r["framework"], r["mode"]) for r in recs if r["status"] == "unsupported"}
+    for fw in INSTALLED:
+        if fw != "tensorflow":
+            assert (fw, "graph") in unsupported
+    assert all(record_mod.problems(r) == [] for r in recs)
+    assert set(run_json["fwbench"]["missing"]) == set(MISSING)
+
+
+def test_machine_info_has_what_utilisation_needs(run_json):
+    info = run_json["machine_info"]["fwbench"]
+    assert info["gemm_flops"] > 1e9 and info["threads"] >= 1
+    assert set(info["frameworks"]) == set(INSTALLED)
+    for fw in INSTALLED:
+        assert info["frameworks"][fw]["version"]
+    assert info["cpu"] and info["preset"] == "tiny"
