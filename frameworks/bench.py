@@ -27,11 +27,32 @@ from workloads.base import FwbenchError, choose
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
 
+def parse_presets(text: str, selected: tuple[str, ...]) -> dict[str, str]:
+    """`--preset small` (every workload) or `--preset gpt=gpt2,diffusion=ddpm-cifar` (per
+    workload; a bare name is the default for the others) -> {workload: preset}, each checked."""
+    default, per = "small", {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if "=" in part:
+            wl, name = (x.strip() for x in part.split("=", 1))
+            per[choose("workload", wl, workloads.WORKLOADS)] = name
+        else:
+            default = part
+    out = {}
+    for wl in selected:
+        name = per.get(wl, default)
+        try:
+            workloads.get(wl).preset(name)
+        except FwbenchError as e:
+            raise FwbenchError(f"{e} (per-workload presets: --preset gpt=gpt2,diffusion=ddpm-cifar)") from None
+        out[wl] = name
+    return out
+
+
 @dataclass
 class Options:
     frameworks: tuple[str, ...]
     workloads: tuple[str, ...]
-    preset: str = "small"
+    preset: str = "small"          # as given; presets[workload] is what runs
     device: str = "cpu"
     threads: int | None = None
     matmul_precision: str = "highest"
@@ -42,6 +63,11 @@ class Options:
     rounds: int | None = None      # fixed round count (overrides the budget)
     bare_loop: bool = False        # also time a bare loop over the same callable
     seed: int = 0
+    presets: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.presets:
+            self.presets = parse_presets(self.preset, self.workloads)
 
 
 @dataclass
@@ -90,10 +116,11 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
 
     opts = session.options
     W = workloads.get(workload)
-    p = W.preset(opts.preset)
+    preset = opts.presets.get(workload) or parse_presets(opts.preset, (workload,))[workload]
+    p = W.preset(preset)
     spec = W.task_spec(p.config, p.batch, task, seed=opts.seed)
     record = rec_mod.empty(framework=framework, workload=workload, task=task, mode=mode,
-                           strategy=strategy, preset=opts.preset, shape=spec.shape, dtype="float32",
+                           strategy=strategy, preset=preset, shape=spec.shape, dtype="float32",
                            device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok")
     try:
@@ -243,7 +270,7 @@ def machine_info(opts: Options) -> dict[str, Any]:
         "device": opts.device,
         "accelerator": accel,
         "matmul_precision": opts.matmul_precision,
-        "preset": opts.preset,
+        "preset": ",".join(f"{w}={p}" for w, p in opts.presets.items()),
         "workloads": list(opts.workloads),
         "compile_cache_dir": default_cache_dir(),
         "numpy": np.__version__,

@@ -6,7 +6,8 @@ tree only (no global pytest11 entry point that would add options to other projec
 Options (all optional):
     --framework torch,jax     frameworks to benchmark (default: all known; missing ones skip)
     --workload gpt            workloads to benchmark (default: all)
-    --preset small            workload preset (default: small)
+    --preset small            workload preset (default: small), or per workload:
+                              --preset gpt=gpt2,diffusion=ddpm-cifar
     --device cpu              cpu (default), cuda or gpu
     --threads N               intra-op threads for every framework (default: all CPUs available)
     --matmul-precision        highest (default: full fp32, TF32 off) or tf32
@@ -34,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("fwbench")
     g.addoption("--framework", default=None, help="comma list of frameworks (default: all)")
     g.addoption("--workload", default=None, help="comma list of workloads (default: all)")
-    g.addoption("--preset", default="small", help="workload preset (default: small)")
+    g.addoption("--preset", default="small", help="preset for every workload (default: small), or per workload: gpt=gpt2,diffusion=ddpm-cifar")
     g.addoption("--device", default="cpu", help="cpu (default), cuda or gpu")
     g.addoption("--threads", type=int, default=None, help="intra-op threads (default: all CPUs)")
     g.addoption("--matmul-precision", default="highest", help="highest (default) or tf32")
@@ -47,8 +48,6 @@ def _options(config: pytest.Config) -> bench.Options:
     from workloads.base import choose
     wl = split_names(config.getoption("workload"), "workload", workloads.available())
     preset = config.getoption("preset")
-    for w in wl:
-        workloads.get(w).preset(preset)  # unknown preset: one line naming the valid ones
     choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
     choose("matmul precision", config.getoption("matmul_precision"), ("highest", "tf32"))
     return bench.Options(

@@ -161,7 +161,7 @@ def test_record_validation():
 
 @pytest.mark.parametrize("args,expected", [
     (["--framework", "pytorch"], "unknown framework 'pytorch': choose one of torch, jax, tensorflow"),
-    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2"),
+    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2 (per-workload presets"),
     (["--device", "tpu"], "unknown device 'tpu': choose one of cpu, cuda, gpu"),
     (["--workload", "bert"], "unknown workload 'bert'"),
 ])
@@ -171,3 +171,13 @@ def test_bad_pytest_options_give_one_line(args, expected):
     assert out.returncode != 0
     err = out.stderr.strip()
     assert expected in err and "Traceback" not in err, err
+
+
+def test_per_workload_presets():
+    from frameworks.bench import parse_presets
+    assert parse_presets("small", ("gpt", "diffusion")) == {"gpt": "small", "diffusion": "small"}
+    assert parse_presets("tiny,gpt=gpt2", ("gpt", "diffusion")) == {"gpt": "gpt2", "diffusion": "tiny"}
+    with pytest.raises(FwbenchError, match="unknown diffusion preset 'gpt2'"):
+        parse_presets("gpt2", ("gpt", "diffusion"))
+    with pytest.raises(FwbenchError, match="unknown workload 'bert'"):
+        parse_presets("bert=tiny", ("gpt",))
