@@ -1,0 +1,163 @@
+"""The JAX adapter: devices, numpy in/out, synchronisation, JAX's compile events, threads,
+float32 matmul precision, device memory and the persistent compilation cache.
+
+This package is named like the framework; `import jax` below is an absolute import and
+gets JAX itself (never use relative imports here, they could shadow it).
+"""
+from __future__ import annotations
+
+import os
+
+# Threads. XLA's CPU client sizes its intra-op (Eigen) thread pool when it is created, on
+# the first use of the CPU backend, from the PJRT_NPROC environment variable
+# (xla/pjrt/utils.cc, DefaultThreadPoolSize(): PJRT_NPROC, else NPROC, else the CPUs this
+# process may run on). There is no XLA flag or JAX option for the count in jaxlib 0.10.2
+# (--xla_cpu_multi_thread_eigen is only on/off), and nothing resizes the pool afterwards.
+# So apply fwbench's thread count now, before anything can start the backend.
+if os.environ.get("FWBENCH_THREADS"):
+    os.environ["PJRT_NPROC"] = os.environ["FWBENCH_THREADS"]
+
+import warnings  # noqa: E402
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax._src import xla_bridge  # noqa: E402  (the only place that says whether the backend started)
+
+from frameworks import base  # noqa: E402
+
+# jax.monitoring events, names as this version's jax/_src/dispatch.py and compiler.py record them.
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+# Counted by listeners registered once per process, however many adapters are made.
+_COUNTS = {"compilations": 0, "cache_hits": 0}
+_LISTENING = False
+
+
+def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
+    if event == BACKEND_COMPILE_EVENT:
+        _COUNTS["compilations"] += 1
+
+
+def _on_event(event: str, **kwargs: Any) -> None:
+    if event == CACHE_HIT_EVENT:
+        _COUNTS["cache_hits"] += 1
+
+
+def _listen() -> None:
+    global _LISTENING
+    if not _LISTENING:
+        jax.monitoring.register_event_duration_secs_listener(_on_duration)
+        jax.monitoring.register_event_listener(_on_event)
+        _LISTENING = True
+
+
+class Adapter(base.Adapter):
+    name = "jax"
+    modes = ("eager", "compiled")
+    compile_counter = ("jax.monitoring events '/jax/core/compile/backend_compile_duration': XLA "
+                       "executables built, by jit or by eager ops on new shapes, including those "
+                       "loaded from the persistent cache ('/jax/compilation_cache/cache_hits')")
+    cpu_memory_note = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        _listen()
+        # The persistent compilation cache, in fwbench's cache directory unless the user chose
+        # one (jax_compilation_cache_dir or JAX_COMPILATION_CACHE_DIR). JAX's defaults write
+        # only programs that took over a second to compile; fwbench's programs are small, so
+        # every program is cached, whatever its compile time or size.
+        if not jax.config.jax_compilation_cache_dir:
+            jax.config.update("jax_compilation_cache_dir", os.path.join(base.default_cache_dir(), "jax"))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        self._peak_at_reset: dict[str, int | None] = {}
+
+    # -- runtime ---------------------------------------------------------------------
+    def version(self) -> str:
+        return jax.__version__
+
+    def devices(self) -> list[str]:
+        try:
+            has_gpu = bool(jax.devices("gpu"))
+        except RuntimeError:  # no GPU backend in this jaxlib, or no GPU
+            has_gpu = False
+        return ["cpu"] + (["gpu"] if has_gpu else [])
+
+    def jax_device(self, device: str) -> jax.Device:
+        """The jax.Device for a device name ('cuda' is the same accelerator as 'gpu')."""
+        return jax.devices("gpu" if device == "cuda" else device)[0]
+
+    def device_name(self, device: str) -> str:
+        return "cpu" if device == "cpu" else self.jax_device(device).device_kind
+
+    def _apply_threads(self, n: int) -> None:
+        if not xla_bridge.backends_are_initialized():
+            os.environ["PJRT_NPROC"] = str(n)  # read when the CPU client is created (see the top)
+        elif os.environ.get("PJRT_NPROC") != str(n):
+            # Too late: the CPU client exists and its pool keeps the size it was created with.
+            # When n is below the CPUs available, set_threads has pinned the process to n CPUs,
+            # so the pool's threads share those n CPUs; the pool size itself is unchanged.
+            warnings.warn(f"JAX's CPU backend already started with its own thread pool size; "
+                          f"{n} threads are enforced only through CPU affinity", stacklevel=2)
+
+    def _apply_matmul_precision(self, precision: str) -> None:
+        # JAX lets GPUs use TF32 for float32 matmuls by default: say which one we want.
+        jax.config.update("jax_default_matmul_precision",
+                          "tensorfloat32" if precision == "tf32" else "highest")
+
+    def asarray(self, x: np.ndarray, device: str) -> jax.Array:
+        return jax.device_put(np.asarray(x), self.jax_device(device))
+
+    def to_numpy(self, x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: self.to_numpy(v) for k, v in x.items()}
+        return np.asarray(x)
+
+    def sync(self, x: Any) -> Any:
+        # JAX dispatches asynchronously: wait for every array in the pytree.
+        return jax.block_until_ready(x)
+
+    def matmul_fn(self) -> Any:
+        return jax.jit(jnp.matmul)
+
+    # -- compilation -----------------------------------------------------------------
+    def compilations(self) -> int:
+        return _COUNTS["compilations"]
+
+    def cache_hits(self) -> int:
+        """Of compilations(), how many were loaded from the persistent cache."""
+        return _COUNTS["cache_hits"]
+
+    def compile_cache(self) -> str:
+        path = jax.config.jax_compilation_cache_dir
+        if not path or not jax.config.jax_enable_compilation_cache:
+            return "off"
+        if not os.path.isdir(path):
+            return "empty"
+        # "warm" says that the cache holds entries, not that it holds this case's programs.
+        with os.scandir(path) as entries:
+            return "warm" if next(entries, None) is not None else "empty"
+
+    # -- memory ----------------------------------------------------------------------
+    def _peak(self, device: str) -> int | None:
+        # XLA's device allocator statistics (GPU); the CPU client keeps none (memory_stats()
+        # returns None there).
+        stats = self.jax_device(device).memory_stats()
+        return None if not stats else stats.get("peak_bytes_in_use")
+
+    def reset_peak_memory(self, device: str) -> None:
+        # JAX cannot reset the peak: remember it, and report it later only if it grew.
+        self._peak_at_reset[device] = self._peak(device)
+
+    def peak_memory(self, device: str) -> int | None:
+        """The allocator's peak since reset_peak_memory when it rose in between (then it is
+        exactly this interval's peak); None when it did not rise, since then the interval's
+        peak is unknown (below an earlier one), and None on the CPU."""
+        peak, before = self._peak(device), self._peak_at_reset.get(device)
+        if peak is None or (before is not None and peak <= before):
+            return None
+        return int(peak)
+

@@ -1,0 +1,255 @@
+"""GPT-2 in JAX: pure functions of a parameter pytree, behind fwbench's GPTModel interface.
+
+The parameters are a flat dict keyed by the GPT-2 checkpoint names of workloads/gpt.py (a
+dict is a pytree), each a float32 jax.Array in GPT-2's Conv1D layout (in, out), which is
+what `x @ W + b` wants. So loading is one device_put per array, gradients come out under
+the checkpoint names, and exporting copies the arrays back bit for bit.
+
+The model is pure functions, `logits(params, tokens)` and `loss(params, tokens, targets)`;
+gradients are `jax.value_and_grad(loss)`; AdamW with gradient clipping is optax. Attention
+is jax.nn.dot_product_attention, JAX's fused-attention entry point (layout (B, T, nh, hs),
+so heads need no transposes).
+
+Modes: "eager" calls the functions as they are, so JAX dispatches every operation (and
+every operation of the backward pass and the optimizer update) one at a time; nothing is
+wrapped in jax.jit here. "compiled" wraps each entry point in jax.jit: the forward, the
+loss, the gradient, the whole training step (gradient, clipping and AdamW in one program
+that donates the old parameters and optimizer state), and the whole generation loop
+(lax.fori_loop over a buffer padded to block_size, so every shape is static).
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from workloads import gpt as W
+from workloads.base import FwbenchError
+
+Params = dict[str, jax.Array]
+KV = list[tuple[jax.Array, jax.Array]]  # per layer: key and value caches, each (B, nh, S, hs)
+
+
+# ----------------------------------------------------------------------------- the model
+
+def layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    """(x - mean) / sqrt(var + eps) * w + b over the channels (biased variance, as GPT-2)."""
+    mu = x.mean(-1, keepdims=True)
+    var = jnp.square(x - mu).mean(-1, keepdims=True)
+    return (x - mu) * lax.rsqrt(var + W.LN_EPS) * w + b
+
+
+def linear(p: Params, name: str, x: jax.Array) -> jax.Array:
+    """GPT-2's Conv1D: x @ W + b with W stored (in, out)."""
+    return x @ p[name + ".weight"] + p[name + ".bias"]
+
+
+def causal_self_attention(p: Params, h: str, x: jax.Array, n_head: int,
+                          kv: tuple[jax.Array, jax.Array] | None = None, pos: Any = 0
+                          ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """softmax(q k^T / sqrt(hs) + causal mask) v over the heads, then c_proj.
+
+    Without a cache, x (B, T, C) is a whole sequence and attends causally to itself. With a
+    cache kv = (k_cache, v_cache), each (B, nh, block_size, hs), x is the token at position
+    `pos`: its key and value are written there and it attends to every position <= pos, the
+    rest of the cache masked, so no shape depends on pos. Returns the output and the updated
+    caches, or without a cache x's own keys and values (B, T, nh, hs), for a prefill to store.
+    """
+    B, T, C = x.shape
+    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x), 3, axis=-1)
+    q, k, v = (t.reshape(B, T, n_head, C // n_head) for t in (q, k, v))   # (B, T, nh, hs)
+    if kv is None:
+        y = jax.nn.dot_product_attention(q, k, v, is_causal=True)          # (B, T, nh, hs)
+    else:
+        # The caches are kept (B, nh, S, hs), the layout of the q k^T and att v products,
+        # so the swapaxes below cancel against the attention's own transposes instead of
+        # copying the whole cache on every step.
+        k = lax.dynamic_update_slice_in_dim(kv[0], k.swapaxes(1, 2), pos, axis=2)  # (B, nh, S, hs)
+        v = lax.dynamic_update_slice_in_dim(kv[1], v.swapaxes(1, 2), pos, axis=2)
+        seen = jnp.full((B,), pos + 1, jnp.int32)                          # keys 0..pos
+        y = jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
+                                         key_value_seq_lengths=seen)      # (B, 1, nh, hs)
+    y = y.reshape(B, T, C)  # re-assemble all head outputs side by side
+    return linear(p, h + "attn.c_proj", y), (k, v)
+
+
+def mlp(p: Params, h: str, x: jax.Array) -> jax.Array:
+    return linear(p, h + "mlp.c_proj", jax.nn.gelu(linear(p, h + "mlp.c_fc", x), approximate=True))
+
+
+def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = None, pos: Any = 0
+           ) -> tuple[jax.Array, KV]:
+    """Final-LayerNorm hidden states (B, T, C) of tokens (B, T) at positions pos..pos+T-1,
+    and every layer's keys and values (see causal_self_attention)."""
+    T = tokens.shape[1]
+    x = p["wte.weight"][tokens] + lax.dynamic_slice_in_dim(p["wpe.weight"], pos, T)  # (B, T, C)
+    new_kv = []
+    for i in range(cfg.n_layer):  # unrolled: n_layer is small and XLA fuses across layers
+        h = f"h.{i}."
+        y, kv_i = causal_self_attention(p, h, layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"]),
+                                        cfg.n_head, None if kv is None else kv[i], pos)
+        x = x + y  # pre-LayerNorm residual blocks
+        x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"]))
+        new_kv.append(kv_i)
+    return layer_norm(x, p["ln_f.weight"], p["ln_f.bias"]), new_kv
+
+
+def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
+    """(B, T) int32 -> (B, T, vocab_size): the output head is the token embedding (tied)."""
+    x, _ = hidden(p, tokens, cfg=cfg)
+    return x @ p["wte.weight"].T
+
+
+def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
+    """Mean next-token cross-entropy."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits(p, tokens, cfg=cfg), targets).mean()
+
+
+# ----------------------------------------------------------------------------- training
+
+def adamw(params: dict[str, np.ndarray]) -> optax.GradientTransformation:
+    """nanoGPT's update: clip the global gradient norm, then AdamW with weight decay on
+    tensors of 2+ dimensions only (workloads.gpt.decayed).
+
+    optax.adamw is torch's AdamW: m, v with bias correction, update m_hat/(sqrt(v_hat)+eps),
+    then p - lr (update + wd p) = p (1 - lr wd) - lr update. optax's clip scales by
+    clip/||g|| where torch scales by clip/(||g|| + 1e-6): a relative difference of
+    1e-6/||g||, and only on steps where ||g|| > clip.
+    """
+    o = W.OPTIMIZER
+    mask = {k: W.decayed(k, v.shape) for k, v in params.items()}
+    return optax.chain(
+        optax.clip_by_global_norm(o.clip_norm),
+        optax.adamw(o.lr, b1=o.beta1, b2=o.beta2, eps=o.eps, weight_decay=o.weight_decay, mask=mask))
+
+
+def train_step(p: Params, opt_state: Any, tokens: jax.Array, targets: jax.Array, *,
+               cfg: W.GPTConfig, tx: optax.GradientTransformation) -> tuple[Params, Any, jax.Array]:
+    """One optimizer step; returns the new parameters and state, and the loss before the step."""
+    loss_value, grads = jax.value_and_grad(loss)(p, tokens, targets, cfg=cfg)
+    updates, opt_state = tx.update(grads, opt_state, p)
+    return optax.apply_updates(p, updates), opt_state, loss_value
+
+
+# ----------------------------------------------------------------------------- generation
+
+def python_loop(lower: int, upper: int, body: Callable[[int, Any], Any], carry: Any) -> Any:
+    """lax.fori_loop's meaning as a Python loop, for eager mode: each step's operations are
+    dispatched as they come (lax.fori_loop outside jit would compile the whole loop)."""
+    for i in range(lower, upper):
+        carry = body(i, carry)
+    return carry
+
+
+def next_token(p: Params, x: jax.Array, dtype: Any) -> jax.Array:
+    """Greedy choice from hidden states x (B, C): the head on one position only."""
+    return jnp.argmax(x @ p["wte.weight"].T, axis=-1).astype(dtype)  # (B,)
+
+
+def generate_cached(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
+                    loop: Callable) -> jax.Array:
+    """Greedy decoding with a key/value cache: a forward pass over the prompt (B, T0) fills
+    the caches and yields the first new token; each further token is one decode step."""
+    B, T0 = prompt.shape
+    S = cfg.block_size
+    buf = jnp.zeros((B, S), prompt.dtype).at[:, :T0].set(prompt)  # (B, S): padded, static shape
+    x, kv = hidden(p, prompt, cfg=cfg)                             # prefill: (B, T0, C)
+    pad = ((0, 0), (0, 0), (0, S - T0), (0, 0))
+    kv = [(jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad))  # (B, nh, S, hs) each
+          for k, v in kv]
+    buf = buf.at[:, T0].set(next_token(p, x[:, -1], buf.dtype))
+
+    def step(t: Any, carry: tuple[jax.Array, KV]) -> tuple[jax.Array, KV]:
+        """The token at position t, through the caches -> the token at t + 1."""
+        buf, kv = carry
+        x, kv = hidden(p, lax.dynamic_slice_in_dim(buf, t, 1, axis=1), cfg=cfg, kv=kv, pos=t)
+        nxt = next_token(p, x[:, -1], buf.dtype)
+        return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1), kv
+
+    buf, _ = loop(T0, T0 + n_new - 1, step, (buf, kv))
+    return buf[:, :T0 + n_new]
+
+
+def generate_full(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
+                  loop: Callable) -> jax.Array:
+    """The reference: every token from the full forward pass over the buffer padded to
+    block_size (causal attention keeps the padding out of the real positions)."""
+    B, T0 = prompt.shape
+    buf = jnp.zeros((B, cfg.block_size), prompt.dtype).at[:, :T0].set(prompt)
+
+    def step(t: Any, buf: jax.Array) -> jax.Array:
+        """Tokens up to position t -> the token at t + 1."""
+        x, _ = hidden(p, buf, cfg=cfg)                                 # (B, S, C)
+        nxt = next_token(p, lax.dynamic_index_in_dim(x, t, axis=1, keepdims=False), buf.dtype)
+        return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1)
+
+    return loop(T0 - 1, T0 + n_new - 1, step, buf)[:, :T0 + n_new]
+
+
+# ----------------------------------------------------------------------------- interface
+
+def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
+          device: str) -> JaxGPT:
+    return JaxGPT(adapter, config, params, mode, device)
+
+
+class JaxGPT:
+    """workloads.gpt.GPTModel for JAX: the parameters and optimizer state (replaced by
+    every train_step) and the entry points the benchmarks time."""
+
+    def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray],
+                 mode: str, device: str) -> None:
+        W.check_params(config, params)
+        self.config, self.mode, self.device = config, mode, device
+        self.params = {k: adapter.asarray(params[k], device) for k in W.param_shapes(config)}
+        self.tx = adamw(params)
+        # optax creates its zeros on the default device: put the state beside the params.
+        self.opt_state = jax.device_put(self.tx.init(self.params), adapter.jax_device(device))
+
+        compiled = mode == "compiled"
+        jit = jax.jit if compiled else (lambda f, **kw: f)
+        loop = lax.fori_loop if compiled else python_loop
+        self._logits = jit(partial(logits, cfg=config))
+        self._loss = jit(partial(loss, cfg=config))
+        self._grads = jit(jax.grad(partial(loss, cfg=config)))
+        # Donation lets XLA write the new parameters and moments into the old buffers.
+        self._step = jit(partial(train_step, cfg=config, tx=self.tx), donate_argnums=(0, 1))
+        self._generate = jit(partial(generate_cached, cfg=config, loop=loop), static_argnames="n_new")
+        self._generate_full = jit(partial(generate_full, cfg=config, loop=loop), static_argnames="n_new")
+
+    def logits(self, tokens: jax.Array) -> jax.Array:
+        self.config.check_tokens(tokens)
+        return self._logits(self.params, tokens)
+
+    def loss(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
+        self.config.check_tokens(tokens)
+        return self._loss(self.params, tokens, targets)
+
+    def grads(self, tokens: jax.Array, targets: jax.Array) -> dict[str, jax.Array]:
+        self.config.check_tokens(tokens)
+        return self._grads(self.params, tokens, targets)
+
+    def train_step(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
+        self.config.check_tokens(tokens)
+        self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, tokens, targets)
+        return loss_value  # a jax.Array: reading its value would wait for the step
+
+    def generate(self, prompt: jax.Array, n_new: int, use_cache: bool = True) -> jax.Array:
+        self.config.check_tokens(prompt)
+        T0, S = prompt.shape[1], self.config.block_size
+        if T0 < 1 or n_new < 0 or T0 + n_new > S:
+            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {S} "
+                               f"(prompt length >= 1, n_new >= 0)")
+        if n_new == 0:
+            return prompt
+        fn = self._generate if use_cache else self._generate_full
+        return fn(self.params, prompt, n_new=int(n_new))
+
+    def export_params(self) -> dict[str, np.ndarray]:
+        # Copies: the next train_step donates these buffers to XLA.
+        return {k: np.array(self.params[k]) for k in W.param_shapes(self.config)}

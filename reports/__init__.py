@@ -1,0 +1,29 @@
+"""fwbench reports: result JSON -> tidy DataFrame -> figures, tables and a document.
+
+    >>> import reports
+    >>> df = reports.load(["results/"])      # one row per record; df.attrs["problems"] lists skipped input
+    >>> reports.render(df, "report/")        # report.md, report.html, tables.tex, data.csv, figures/
+
+Imports no framework (it reads JSON), so reports render where torch, jax or tensorflow
+are not installed. The `fwbench` command line lives in reports.cli. pandas and seaborn are
+imported on first use, so the command line and the pytest plugin (reports.pytest_events)
+start quickly.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def load(paths: Any, strict: bool = False) -> Any:
+    """Result files or folders -> tidy pandas DataFrame (see reports.data.load)."""
+    from reports.data import load as load_
+    return load_(paths, strict=strict)
+
+
+def render(df: Any, out_dir: Any, weights: dict[str, float] | None = None) -> Any:
+    """Figures, report.md, report.html, tables.tex and data.csv (see reports.document.render)."""
+    from reports.document import render as render_
+    return render_(df, out_dir, weights)
+
+
+__all__ = ["load", "render"]

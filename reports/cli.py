@@ -1,0 +1,212 @@
+"""The `fwbench` command line (also `python -m reports`).
+
+    fwbench run --quick                       every installed framework, tiny preset, report in ./fwbench-out
+    fwbench run --framework torch,jax --preset small --out results/cpu
+    fwbench report results/cpu -o report/ --weights throughput=2,compile=1
+    fwbench compare results/before results/after
+    fwbench env
+
+Errors in what the user typed are one line on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from workloads.base import FwbenchError
+
+QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
+QUICK_TIMEOUT_S = 600.0
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line ('fwbench run: error: ...') and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
+    from reports.runner import FRAMEWORKS
+    if not values:
+        return None
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    for n in names:
+        if n not in FRAMEWORKS:
+            raise FwbenchError(f"unknown framework {n!r}: choose from {', '.join(FRAMEWORKS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+        return v
+    return parse
+
+
+def make_parser() -> Parser:
+    p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run the benchmarks (one process per framework) and render the report",
+                       description="Run `pytest --benchmark-only` on the checkout's tests/benchmarks once per "
+                                   "framework, each in its own process, then render the report into --out.")
+    r.add_argument("--framework", action="append", metavar="NAMES",
+                   help="frameworks, comma separated or repeated (default: every installed one)")
+    r.add_argument("--workload", help="workloads, comma separated (default: all)")
+    r.add_argument("--preset", help="workload preset (default: small, the CPU preset; tiny with --quick)")
+    r.add_argument("--device", default="cpu", help="cpu (default), cuda or gpu")
+    r.add_argument("--threads", type=_positive(int), help="intra-op threads for every framework (default: all CPUs)")
+    r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
+                                                                   "(default: ./fwbench-out)")
+    r.add_argument("--quick", action="store_true",
+                   help=f"tiny preset, {QUICK_BUDGET_S:g} s per case: a few minutes in all")
+    r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
+                   f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
+    r.add_argument("--budget-s", type=_positive(float), help="timed seconds per case (plugin default 3)")
+    r.add_argument("--rounds", type=_positive(int), help="fixed timed rounds per case (overrides --budget-s)")
+    r.add_argument("--weights", help="framework-choice weights, e.g. throughput=2,compile=1")
+    r.add_argument("--no-report", action="store_true", help="only write the JSON")
+
+    rep = sub.add_parser("report", help="render figures, tables and the document from result JSON",
+                         description="Files or folders of fwbench JSON in; report.md, report.html, tables.tex, "
+                                     "data.csv and figures/ out.")
+    rep.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help="result JSON files or folders")
+    rep.add_argument("-o", "--out", type=Path, default=Path("fwbench-out/report"),
+                     help="output folder (default: ./fwbench-out/report)")
+    rep.add_argument("--weights", help="framework-choice weights, e.g. throughput=2,compile=1 "
+                                       "(concerns: throughput, compile, coverage, dynamic, derivatives)")
+
+    c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
+                       description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "
+                                   "preset and device; print new/old median ratios with 95%% bootstrap intervals "
+                                   "and a verdict: faster or slower when the interval excludes 1 and the change "
+                                   "exceeds --min-effect, else no significant change.")
+    c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
+    c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
+    c.add_argument("--min-effect", type=float, default=None,
+                   help="smallest relative change called faster/slower (default 0.10 = 10%%)")
+    c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
+
+    sub.add_parser("env", help="frameworks found (version, devices) and missing ones (install command)",
+                   description="Import each framework through fwbench's registry and list what it sees.")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "env": cmd_env}[args.command](args)
+    except FwbenchError as e:
+        print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fwbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _warn(cmd: str, problems: list[str]) -> None:
+    for p in problems:
+        print(f"fwbench {cmd}: warning: {p}", file=sys.stderr)
+
+
+def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str) -> int:
+    from reports import data, document, findings
+    weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
+    df = data.load(results)
+    if df.empty and not any(r["missing"] for r in df.attrs["runs"]):
+        raise FwbenchError("nothing to report: " + ("; ".join(df.attrs["problems"]) or
+                                                     "no fwbench records in " + ", ".join(map(str, results))))
+    _warn(cmd, df.attrs["problems"])
+    paths = document.render(df, out, weights)
+    print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  ({len(df)} records)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return _render(args.results, args.out, args.weights, "report")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from reports import findings, runner
+    findings.parse_weights(args.weights)
+    chosen = _frameworks_arg(args.framework)
+    fws = chosen or runner.FRAMEWORKS
+    wanted = [f for f in fws if runner.installed(f)]
+    absent = [f for f in fws if f not in wanted]
+    if not wanted:
+        raise FwbenchError("no framework to run: " + "; ".join(runner.absent_reason(f) for f in absent))
+    opts = runner.RunOptions(frameworks=tuple(wanted), workloads=args.workload,
+                             preset=args.preset or ("tiny" if args.quick else "small"), device=args.device,
+                             threads=args.threads,
+                             budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
+                             rounds=args.rounds,
+                             timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0))
+    t0 = time.monotonic()
+    progress = runner.Progress()
+    written = runner.run(opts, args.out, progress)
+    written += [runner.write_absent(f, opts, args.out) for f in absent]
+    progress.line(f"benchmarks done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in written)}")
+    if args.no_report:
+        return 0
+    rc = _render(written, args.out, args.weights, "run")
+    progress.line(f"total {time.monotonic() - t0:.0f} s")
+    return rc
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from reports import compare, stats
+    t = compare.compare(args.old, args.new, stats.MIN_EFFECT if args.min_effect is None else args.min_effect)
+    if t.empty:
+        raise FwbenchError("nothing to compare: " + ("; ".join(t.attrs["problems"]) or
+                                                      f"no fwbench records in {args.old} and {args.new}"))
+    _warn("compare", t.attrs["problems"])
+    sys.stdout.write(compare.format_table(t))
+    if args.csv:
+        t.to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """The one command that imports frameworks: through fwbench's registry, here only."""
+    import importlib.metadata
+    import os
+    import platform
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")     # TensorFlow's start-up chatter is not the answer
+    import frameworks
+    from reports import runner
+    rows = []
+    for name, a in frameworks.status().items():
+        if isinstance(a, str):
+            rows.append((name, "missing", "", a))
+            continue
+        try:
+            devs = ", ".join(a.devices())
+            rows.append((name, "found", a.version(), f"devices: {devs}; modes: {', '.join(a.modes)}"))
+        except Exception as e:   # a broken runtime: report it, keep listing the others
+            rows.append((name, "broken", "", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+    widths = [max(len(r[i]) for r in rows + [("framework", "status", "version", "")]) for i in range(3)]
+    print("  ".join(h.ljust(w) for h, w in zip(("framework", "status", "version"), widths)) + "  details")
+    for r in rows:
+        print("  ".join(x.ljust(w) for x, w in zip(r[:3], widths)) + "  " + r[3])
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"\npython {platform.python_version()}, numpy {importlib.metadata.version('numpy')}, "
+          f"pytest-benchmark {importlib.metadata.version('pytest-benchmark')}, {cpus} CPUs available")
+    bench = runner.CHECKOUT / "tests" / "benchmarks"
+    print(f"benchmark cases: {bench}" if bench.is_dir() else
+          f"benchmark cases: not found ({bench}); `fwbench run` needs a source checkout")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""Result files -> one validated, tidy pandas DataFrame: a row per result record.
+
+    >>> import reports
+    >>> df = reports.load(["results/"])            # files or folders of pytest-benchmark JSON
+    >>> df[["framework", "task", "mode", "median_s", "speedup_vs_eager"]]
+    >>> df.attrs["problems"]                       # one line per file or record that was skipped
+
+Where the records live in a pytest-benchmark JSON written by fwbench:
+    benchmarks[i].extra_info   the record of a timed case (status ok or fallback)
+    benchmarks[i].stats        pytest-benchmark's statistics; stats.data = per-round seconds
+    fwbench.records            records of cases that did not run (unsupported, failed)
+    fwbench.missing            frameworks not installed: name -> reason with the pip command
+    machine_info.fwbench       gemm_flops, threads, versions, commit, date, preset, device
+
+Derived columns (per row, from the same run file):
+    throughput        = items / median_s                        (unit/s)
+    utilisation       = flops / median_s / gemm_flops           (fraction of the machine's GEMM rate)
+    speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...)
+    compile_latency_s = first_call_s - first_call_s(eager)      (as compiler dashboards define it)
+    break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
+
+Nothing here imports a framework: a report renders where none is installed.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from reports import stats
+from workloads.base import FwbenchError
+from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES, problems as record_problems
+
+# Display order of the frameworks fwbench knows; others sort after them by name.
+FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
+# Rows of the same run that share these are one case in different modes (eager is the baseline).
+BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device", "strategy")
+TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
+DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
+           "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
+MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date")
+TIMED = ("ok", "fallback")
+
+
+def find_files(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[str]]:
+    """Expand files and folders (their *.json, not recursive) into a sorted file list."""
+    files, probs = [], []
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.json") if f.is_file())
+            if not found:
+                probs.append(f"{p}: folder has no .json result files")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            probs.append(f"{p}: no such file or folder")
+    return files, probs
+
+
+def _stats_columns(st: dict[str, Any]) -> dict[str, Any]:
+    data = st.get("data")
+    return {"rounds": st.get("rounds"), "median_s": st.get("median"), "mean_s": st.get("mean"),
+            "min_s": st.get("min"), "max_s": st.get("max"), "stddev_s": st.get("stddev"),
+            "iqr_s": st.get("iqr"), "times": [float(t) for t in data] if data else None}
+
+
+def _cpu_name(machine_info: dict[str, Any], fw: dict[str, Any]) -> str | None:
+    cpu = machine_info.get("cpu")
+    if isinstance(cpu, dict) and cpu.get("brand_raw"):
+        return str(cpu["brand_raw"])
+    return fw.get("cpu") or machine_info.get("processor") or machine_info.get("machine")
+
+
+def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
+    """One result file -> (run info, rows, problems). A bad file gives (None, [], [why])."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        return None, [], [f"{path}: cannot read ({e.strerror or e})"]
+    except UnicodeDecodeError:
+        return None, [], [f"{path}: not a text file (not UTF-8), so not a result JSON"]
+    except json.JSONDecodeError as e:
+        return None, [], [f"{path}: malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        return None, [], [f"{path}: not a pytest-benchmark JSON (no 'benchmarks' list)"]
+    machine_info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
+    fw = machine_info.get("fwbench") if isinstance(machine_info.get("fwbench"), dict) else None
+    top = doc.get("fwbench") if isinstance(doc.get("fwbench"), dict) else None
+    has_records = any(isinstance(b, dict) and isinstance(b.get("extra_info"), dict)
+                      and "framework" in b["extra_info"] for b in doc["benchmarks"])
+    if fw is None and top is None and not has_records:
+        return None, [], [f"{path}: no fwbench records (a pytest-benchmark JSON from another suite? "
+                          "fwbench writes machine_info.fwbench and records in extra_info)"]
+    fw = fw or {}
+    top = top or {}
+    missing = dict(fw.get("missing") or {})
+    missing.update(top.get("missing") or {})
+    run = {
+        "path": str(path), "run_file": path.name, "gemm_flops": fw.get("gemm_flops"),
+        "gemm_note": fw.get("gemm_note"), "machine_threads": fw.get("threads"),
+        "cpus_available": fw.get("cpus_available"), "cpu": _cpu_name(machine_info, fw),
+        "accelerator": fw.get("accelerator"), "fwbench_commit": fw.get("fwbench_commit"),
+        "date": fw.get("date") or doc.get("datetime"), "preset": fw.get("preset"),
+        "device": fw.get("device"), "matmul_precision": fw.get("matmul_precision"),
+        "frameworks": fw.get("frameworks") or {}, "missing": missing,
+        "python": machine_info.get("python_version"), "system": machine_info.get("system"),
+        "note": top.get("note"),
+    }
+    rows, probs = [], []
+    machine = {k: run[k] for k in MACHINE}
+
+    def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
+        bad = record_problems(rec)
+        if bad:
+            probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
+            return
+        row = {k: rec.get(k) for k in FIELDS}
+        row.update({k: v for k, v in rec.items() if k not in FIELDS and _scalar(v)})
+        row.update(timing)
+        row.update(machine, run_file=path.name)
+        rows.append(row)
+
+    for i, b in enumerate(doc["benchmarks"]):
+        name = b.get("name", f"#{i}") if isinstance(b, dict) else f"#{i}"
+        if not isinstance(b, dict) or not isinstance(b.get("stats"), dict) or b["stats"].get("median") is None:
+            probs.append(f"{path}: benchmark {name!r} has no timing statistics; skipped")
+            continue
+        rec = b.get("extra_info")
+        add(rec, f"benchmark {name!r}", {**_stats_columns(b["stats"]), "name": b.get("fullname", name)})
+    for i, rec in enumerate(top.get("records") or []):
+        where = f"fwbench.records[{i}]"
+        if isinstance(rec, dict) and rec.get("status") in TIMED:
+            probs.append(f"{path}: {where}: status {rec['status']!r} without timing; record skipped")
+            continue
+        add(rec, where, {"name": None})
+    return run, rows, probs
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    if col.name == "framework":
+        rank = {f: i for i, f in enumerate(FRAMEWORK_ORDER)}
+        return col.map(lambda f: (rank.get(f, len(rank)), f)).map(lambda t: f"{t[0]:02d}{t[1]}")
+    if col.name == "mode":
+        return col.map(lambda m: MODES.index(m) if m in MODES else len(MODES))
+    if col.name == "status":
+        return col.map(lambda s: STATUSES.index(s) if s in STATUSES else len(STATUSES))
+    return col.fillna("").astype(str)
+
+
+def case_id(row: pd.Series | dict[str, Any]) -> str:
+    """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu."""
+    return "/".join("-" if row[k] is None or (isinstance(row[k], float) and math.isnan(row[k]))
+                    else str(row[k]) for k in CASE_KEYS)
+
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Add the confidence intervals and derived columns (see the module docstring)."""
+    df = df.copy()
+    df["case"] = [case_id(r) for _, r in df.iterrows()]
+    if df.empty:
+        for c in ("median_lo_s", "median_hi_s", *DERIVED):
+            df[c] = pd.Series(dtype=float)
+        return df
+    boots = {i: stats.boot_medians(t, f"{f}|{c}") for i, t, f, c in
+             zip(df.index, df["times"], df["run_file"], df["case"])}
+    ci = [stats.interval(boots[i]) for i in df.index]
+    df["median_lo_s"] = [lo for lo, _ in ci]
+    df["median_hi_s"] = [hi for _, hi in ci]
+    med = df["median_s"].astype(float)
+    df["throughput"] = df["items"].astype(float) / med
+    df["throughput_lo"] = df["items"].astype(float) / df["median_hi_s"]
+    df["throughput_hi"] = df["items"].astype(float) / df["median_lo_s"]
+    df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"].astype(float)
+    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps"):
+        df[c] = math.nan
+    key = ["|".join(map(str, r)) for r in df[list(BASELINE_KEYS)].itertuples(index=False)]
+    eager = {k: i for k, i, m, t in zip(key, df.index, df["mode"], df["median_s"])
+             if m == "eager" and t is not None and not math.isnan(t)}
+    for i, k in zip(df.index, key):
+        j = eager.get(k)
+        if j is None or math.isnan(df.at[i, "median_s"]):
+            continue
+        e, r = df.loc[j], df.loc[i]
+        df.at[i, "speedup_vs_eager"] = e["median_s"] / r["median_s"]
+        lo, hi = stats.ratio_interval(boots[j], boots[i])
+        df.at[i, "speedup_lo"], df.at[i, "speedup_hi"] = lo, hi
+        if i != j and finite(e["first_call_s"]) and finite(r["first_call_s"]):
+            df.at[i, "compile_latency_s"] = r["first_call_s"] - e["first_call_s"]
+            df.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"],
+                                                      e["first_call_s"], e["median_s"])
+    return df
+
+
+def break_even(first_c: float, step_c: float, first_e: float, step_e: float) -> float:
+    """Smallest n >= 1 with first_c + (n-1) step_c < first_e + (n-1) step_e: the step after
+    which running compiled has cost less wall time in total than running eager. inf when
+    the compiled step is not faster (it never catches up, or only leads from the start)."""
+    gain = step_e - step_c                # seconds saved per step after the first
+    if gain <= 0:
+        return math.inf
+    extra = first_c - first_e             # compile latency to pay back
+    if extra < 0:
+        return 1.0
+    return float(math.floor(extra / gain) + 2)
+
+
+def columns(extra: Iterable[str] = ()) -> list[str]:
+    """The frame's column order: record fields, extra record keys, timing, derived, machine."""
+    return ([*FIELDS, *sorted(set(extra))] + list(TIMING) + list(DERIVED) + list(MACHINE)
+            + ["run_file", "name", "case", "times"])
+
+
+def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = False) -> pd.DataFrame:
+    """Load fwbench result files (or folders of them) into one tidy DataFrame.
+
+    A bad file or record is skipped and described in `df.attrs["problems"]` (one line each,
+    naming the file and what is wrong); `strict=True` raises FwbenchError on the first one
+    instead. `df.attrs["runs"]` holds each file's machine information and missing frameworks.
+    Rows are sorted by workload, task, framework, mode, so the same files give the same frame.
+    """
+    files, probs = find_files(paths)
+    runs, rows = [], []
+    for f in files:
+        run, r, p = read_run(f)
+        probs += p
+        if run is not None:
+            runs.append(run)
+            rows += r
+    if strict and probs:
+        raise FwbenchError(probs[0])
+    extra = {k for r in rows for k in r} - set(columns())
+    df = pd.DataFrame(rows, columns=columns(extra))
+    df = df.astype({c: float for c in ("items", "flops", "median_s", "mean_s", "min_s", "max_s",
+                                        "stddev_s", "iqr_s", "gemm_flops")})
+    df = derive(df)
+    df = df.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device",
+                         "status", "run_file"], key=_sort_key, kind="stable").reset_index(drop=True)
+    df = df[columns(extra)]
+    df.attrs["problems"] = probs
+    df.attrs["runs"] = runs
+    return df
+
+
+def latest(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One row per case: where several files hold the same case (record.CASE_KEYS), keep the
+    most recent run (by the run's date, then file name) and say which were set aside."""
+    if df.empty:
+        return df, []
+    order = df.assign(_d=df["date"].fillna("")).sort_values(["_d", "run_file"], kind="stable")
+    keep = order.drop_duplicates("case", keep="last").drop(columns="_d")
+    notes = []
+    dup = order[order.duplicated("case", keep="last")]
+    for case, g in dup.groupby("case", sort=True):
+        kept = keep.loc[keep["case"] == case, "run_file"].iloc[0]
+        notes.append(f"case {case} appears in several files ({', '.join(sorted(g['run_file']))} and "
+                     f"{kept}); using {kept}")
+    out = df.loc[sorted(keep.index)].reset_index(drop=True)
+    out.attrs = dict(df.attrs)
+    return out, notes
+
+
+def missing_frameworks(df: pd.DataFrame) -> dict[str, str]:
+    """Frameworks some run found missing and no run measured: name -> reason."""
+    seen = set(df["framework"]) if not df.empty else set()
+    out: dict[str, str] = {}
+    for run in df.attrs.get("runs", []):
+        for name, why in sorted(run["missing"].items()):
+            if name not in seen:
+                out.setdefault(name, why)
+    return out
+
+
+def finite(x: Any) -> bool:
+    return x is not None and isinstance(x, (int, float, np.floating)) and math.isfinite(x)

@@ -1,0 +1,403 @@
+"""The report's figures, drawn from the tidy frame of reports.data, each saved as PNG and PDF.
+
+Every function serves every workload: panels are laid out by the record's fields (a row
+of panels per workload, a panel per task), bars by mode and framework, labels from the
+record's unit. Nothing here knows what GPT or diffusion is.
+
+    throughput     throughput per task by framework and mode (unit/s, 95% CI)
+    speedup        speedup of each non-eager mode over the same framework's eager (CI),
+                   with the "up to 40%" claim drawn at 1.4x
+    first_call     first-call time against steady-state step time, break-even step counts
+    utilisation    achieved FLOP/s as a share of the machine's matrix-multiply rate
+    capability     status per framework x case: ok, fallback, unsupported, failed, missing
+
+Colours: one fixed colour per framework in every figure, from seaborn's colour-blind-safe
+"colorblind" palette; mode and status are also told apart by hatching, markers or text,
+never by colour alone.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+from reports.data import FRAMEWORK_ORDER, TIMED, finite
+from workloads.record import MODES
+
+CB = sns.color_palette("colorblind").as_hex()
+# torch vermillion, jax blue, tensorflow orange; any later framework takes the next free colour
+FIXED_COLOURS = {"torch": CB[3], "jax": CB[0], "tensorflow": CB[1]}
+SPARE_COLOURS = [CB[i] for i in (2, 4, 5, 6, 9, 8)]
+STATUS_COLOURS = {"ok": CB[2], "fallback": CB[8], "unsupported": CB[7], "failed": CB[3],
+                  "missing": "#e4e4e4", "not run": "#ffffff"}
+MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
+MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
+CLAIM = 1.4                    # "up to 40% faster" from compiling, as the claim is usually made
+PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
+
+
+def colours(names: Any) -> dict[str, str]:
+    """The fixed colour of each framework name (stable across figures and reports)."""
+    out = dict(FIXED_COLOURS)
+    others = sorted(set(names) - set(out))
+    for i, n in enumerate(others):
+        out[n] = SPARE_COLOURS[i % len(SPARE_COLOURS)]
+    return out
+
+
+def framework_order(names: Any) -> list[str]:
+    names = set(names)
+    return [f for f in FRAMEWORK_ORDER if f in names] + sorted(names - set(FRAMEWORK_ORDER))
+
+
+def mode_order(names: Any) -> list[str]:
+    names = set(names)
+    return [m for m in MODES if m in names] + sorted(names - set(MODES))
+
+
+@contextlib.contextmanager
+def _style() -> Iterator[None]:
+    """Seaborn's look for the duration of one figure, without changing global settings."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.05):
+        yield
+
+
+def _figure(nrows: int, ncols: int, w: float = PANEL_W, h: float = PANEL_H) -> tuple[Figure, np.ndarray]:
+    fig = Figure(figsize=(max(w * ncols, 5.0), h * nrows + 0.8), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _panels(df: pd.DataFrame, col: str) -> tuple[list[str], dict[str, list[str]]]:
+    """Workloads (rows of panels) and, per workload, the values of `col` (one panel each)."""
+    workloads = sorted(df["workload"].unique())
+    per = {w: sorted(df.loc[df["workload"] == w, col].unique()) for w in workloads}
+    return workloads, per
+
+
+def _each_panel(df: pd.DataFrame, col: str, w: float = PANEL_W, h: float = PANEL_H
+                ) -> tuple[Figure, Iterator[tuple[Any, str, str, pd.DataFrame]]]:
+    workloads, per = _panels(df, col)
+    ncols = max(len(v) for v in per.values())
+    fig, axes = _figure(len(workloads), ncols, w, h)
+
+    def it() -> Iterator[tuple[Any, str, str, pd.DataFrame]]:
+        for r, wl in enumerate(workloads):
+            for c in range(ncols):
+                ax = axes[r, c]
+                if c >= len(per[wl]):
+                    ax.set_visible(False)
+                    continue
+                v = per[wl][c]
+                yield ax, wl, v, df[(df["workload"] == wl) & (df[col] == v)]
+    return fig, it()
+
+
+def _log_if_wide(ax: Any, values: Any) -> None:
+    """Log scale where the values span more than a decade, with plain tick numbers."""
+    v = np.asarray([x for x in values if finite(x) and x > 0], dtype=float)
+    if len(v) and v.max() / v.min() > 10:
+        ax.set_yscale("log")
+        _plain_ticks(ax.yaxis, v.max() / v.min())
+
+
+def _headroom(ax: Any, values: Any) -> None:
+    """Room above the tallest bar or reference line for its whisker and label."""
+    v = [x for x in values if finite(x) and x > 0]
+    if v:
+        ax.set_ylim(top=max(v) * (2.0 if ax.get_yscale() == "log" else 1.12))
+
+
+def _plain_ticks(axis: Any, span: float) -> None:
+    """Log-axis ticks as 0.01, 1, 100 rather than powers of ten; 1-2-5 steps where the axis
+    spans only a few decades, so it carries more than one or two labels."""
+    if span < 300:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(NullLocator())     # unlabelled minor ticks only cost layout time
+
+
+def _line_label(ax: Any, y: float, text: str) -> None:
+    """A label sitting on a horizontal reference line at the left, readable over bars."""
+    ax.annotate(text, xy=(0.01, y), xycoords=("axes fraction", "data"), xytext=(0, 2.5),
+                textcoords="offset points", ha="left", va="bottom", fontsize=7, zorder=5,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.8})
+
+
+def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[str], fws: list[str],
+          y: str, lo: str, hi: str, col: dict[str, str], scale: float = 1.0) -> list[float]:
+    """Grouped bars: a group per x category, a bar per framework, 95% CI whiskers;
+    fallback cases hatched. Returns the plotted heights and bounds (for the log decision)."""
+    width = 0.8 / max(len(fws), 1)
+    values = []
+    for j, fw in enumerate(fws):
+        for _, r in sub[sub["framework"] == fw].iterrows():
+            if not finite(r[y]):
+                continue
+            pos = xs.index(x(r)) - 0.4 + width * (j + 0.5)
+            height = r[y] * scale
+            hatch = "//" if r["status"] == "fallback" else MODE_HATCH.get(r["mode"], "")
+            ax.bar(pos, height, width * 0.92, color=col[fw], edgecolor="black", linewidth=0.4, hatch=hatch)
+            values.append(height)
+            if finite(r[lo]) and finite(r[hi]):
+                ax.errorbar(pos, height, yerr=[[height - r[lo] * scale], [r[hi] * scale - height]],
+                            fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+                values += [r[lo] * scale, r[hi] * scale]
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_xlim(-0.6, len(xs) - 0.4)
+    return values
+
+
+def _mode_label(r: pd.Series) -> str:
+    """The x category of a bar: the mode, and the dynamic-shape strategy where there is one."""
+    return r["mode"] + (f"\n{r['strategy']}" if isinstance(r["strategy"], str) else "")
+
+
+def _mode_labels(sub: pd.DataFrame) -> list[str]:
+    order = {m: i for i, m in enumerate(mode_order(sub["mode"]))}
+    rows = sorted({(order[r["mode"]], _mode_label(r)) for _, r in sub.iterrows()})
+    return [label for _, label in rows]
+
+
+def _framework_legend(fig: Figure, fws: list[str], col: dict[str, str], extra: list[Any] = ()) -> None:
+    handles = [Patch(facecolor=col[f], edgecolor="black", linewidth=0.4, label=f) for f in fws]
+    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=len(handles) + len(extra),
+               frameon=False)
+
+
+def _unit(sub: pd.DataFrame) -> str:
+    return "/".join(sorted(set(sub["unit"].dropna()))) or "items"
+
+
+def _timed(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"].isin(TIMED) & df["median_s"].notna()]
+
+
+def _fallback_note(df: pd.DataFrame) -> list[Any]:
+    if (df["status"] == "fallback").any():
+        return [Patch(facecolor="white", edgecolor="black", hatch="//", label="fallback (partly eager)")]
+    return []
+
+
+# ----------------------------------------------------------------------------- figures
+
+def throughput(df: pd.DataFrame) -> Figure | None:
+    """Throughput (unit/s) per task: x = mode, bar = framework, whiskers = 95% CI."""
+    d = _timed(df)
+    if d.empty:
+        return None
+    col, fws = colours(d["framework"]), framework_order(d["framework"])
+    with _style():
+        fig, panels = _each_panel(d, "task")
+        for ax, wl, task, sub in panels:
+            xs = _mode_labels(sub)
+            vals = _bars(ax, sub, _mode_label, xs, fws, "throughput", "throughput_lo", "throughput_hi", col)
+            _log_if_wide(ax, vals)
+            ax.set_title(f"{wl}: {task}  ({_shape(sub)})")
+            ax.set_xlabel("mode")
+            ax.set_ylabel(f"throughput ({_unit(sub)}/s)")
+        _framework_legend(fig, fws, col, _fallback_note(d))
+    return fig
+
+
+def speedup(df: pd.DataFrame) -> Figure | None:
+    """Speedup of each non-eager mode over the same framework's eager, per task."""
+    d = _timed(df)
+    d = d[(d["mode"] != "eager") & d["speedup_vs_eager"].notna()]
+    if d.empty:
+        return None
+    col, fws = colours(d["framework"]), framework_order(d["framework"])
+    with _style():
+        fig, panels = _each_panel(d, "workload", w=max(PANEL_W, 1.3 * d["task"].nunique() * d["mode"].nunique()))
+        for ax, wl, _, sub in panels:
+            several = sub["mode"].nunique() > 1 or sub["strategy"].notna().any()
+            label = (lambda r: f"{r['task']}\n{_mode_label(r)}") if several else (lambda r: r["task"])
+            xs = sorted({label(r) for _, r in sub.iterrows()})
+            vals = _bars(ax, sub, label, xs, fws, "speedup_vs_eager", "speedup_lo", "speedup_hi", col)
+            _log_if_wide(ax, vals + [1.0, CLAIM])
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.axhline(CLAIM, color="black", linewidth=1.0, linestyle="--")
+            _line_label(ax, CLAIM, '"up to 40%" claim (1.4x)')
+            _headroom(ax, vals + [CLAIM])
+            ax.set_title(f"{wl}: speedup over eager")
+            ax.set_ylabel("speedup over eager (x, median ratio)")
+            ax.set_xlabel("task" + ("  /  mode" if several else f" ({sub['mode'].iloc[0]})"))
+        _framework_legend(fig, fws, col, _fallback_note(d))
+    return fig
+
+
+def first_call(df: pd.DataFrame) -> Figure | None:
+    """First-call time (trace + compile + run) against the steady-state step time, log-log,
+    with each compiled case's break-even step count written next to it."""
+    d = _timed(df)
+    d = d[d["first_call_s"].notna()]
+    if d.empty:
+        return None
+    col, fws = colours(d["framework"]), framework_order(d["framework"])
+    with _style():
+        fig, panels = _each_panel(d, "task", w=PANEL_W + 0.4, h=PANEL_H + 0.3)
+        for ax, wl, task, sub in panels:
+            for _, r in sub.iterrows():
+                ax.scatter(r["median_s"], r["first_call_s"], color=col[r["framework"]], s=42,
+                           marker=MODE_MARKERS.get(r["mode"], "D"), edgecolor="black", linewidth=0.4, zorder=3)
+                if r["mode"] != "eager" and not pd.isna(r["break_even_steps"]):
+                    n = r["break_even_steps"]
+                    txt = "never" if math.isinf(n) else f"{n:,.0f}"
+                    ax.annotate(txt, (r["median_s"], r["first_call_s"]), xytext=(4, 3),
+                                textcoords="offset points", fontsize=7, color=col[r["framework"]])
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            x0, x1, y0, y1 = _ratio_guides(ax, sub)
+            _plain_ticks(ax.xaxis, x1 / x0)
+            _plain_ticks(ax.yaxis, y1 / y0)
+            ax.set_title(f"{wl}: {task}")
+            ax.set_xlabel("steady-state step (s, median)")
+            ax.set_ylabel("first call (s)")
+        modes = mode_order(d["mode"])
+        marks = [Line2D([], [], marker=MODE_MARKERS.get(m, "D"), color="grey", linestyle="", label=m) for m in modes]
+        marks.append(Line2D([], [], color="none", label="numbers: break-even steps vs eager"))
+        _framework_legend(fig, fws, col, marks)
+    return fig
+
+
+def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, float]:
+    """Faint lines first call = k x step (k = 1, 10, 100, ...): how many steps the first call costs."""
+    xs = sub["median_s"].astype(float)
+    ys = sub["first_call_s"].astype(float)
+    x0, x1 = xs.min() / 2, xs.max() * 2
+    y0, y1 = min(ys.min(), xs.min()) / 2, ys.max() * 2
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    for k in (1, 10, 100, 1000, 10000):
+        if k * x0 < y1:
+            ax.plot([x0, x1], [k * x0, k * x1], color="grey", linewidth=0.5, linestyle=":", zorder=1)
+            xt = min(x1, y1 / k) / 1.15
+            if xt > x0 * 1.5:
+                ax.text(xt, k * xt, f"{k}x", fontsize=6, color="grey", ha="right", va="bottom")
+    return x0, x1, y0, y1
+
+
+def utilisation(df: pd.DataFrame) -> Figure | None:
+    """Achieved model FLOP/s as a percentage of the machine's fp32 GEMM rate."""
+    d = _timed(df)
+    d = d[d["utilisation"].notna() & (d["flops"] > 0)].copy()
+    if d.empty:
+        return None
+    scale = d["flops"] / d["gemm_flops"]                     # utilisation = scale / median
+    d["util_lo"], d["util_hi"] = scale / d["median_hi_s"], scale / d["median_lo_s"]
+    col, fws = colours(d["framework"]), framework_order(d["framework"])
+    gemm = float(np.median(d["gemm_flops"]))
+    with _style():
+        fig, panels = _each_panel(d, "task")
+        for ax, wl, task, sub in panels:
+            xs = _mode_labels(sub)
+            vals = _bars(ax, sub, _mode_label, xs, fws, "utilisation", "util_lo", "util_hi", col, scale=100)
+            _log_if_wide(ax, vals + [100.0])
+            ax.axhline(100, color="black", linewidth=1.0, linestyle="--")
+            _line_label(ax, 100, f"100% = fp32 GEMM rate, {gemm / 1e9:.0f} GFLOP/s")
+            _headroom(ax, vals + [100.0])
+            ax.set_title(f"{wl}: {task}")
+            ax.set_xlabel("mode")
+            ax.set_ylabel("% of fp32 GEMM rate")
+        _framework_legend(fig, fws, col, _fallback_note(d))
+    return fig
+
+
+def capability_table(df: pd.DataFrame, missing: dict[str, str]) -> pd.DataFrame:
+    """Status per case (rows: workload, task, mode[, strategy][, preset][, device]) x framework."""
+    if df.empty:
+        return pd.DataFrame()
+    keys = ["workload", "task", "mode"]
+    keys += [k for k in ("strategy", "preset", "device") if df[k].nunique(dropna=True) > 1
+             or (k == "strategy" and df[k].notna().any())]
+    d = df.assign(**{k: df[k].fillna("-") for k in keys})
+    fws = framework_order(list(d["framework"]) + list(missing))
+    rows = []
+    for key, g in d.groupby(keys, sort=False):
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        for fw in fws:
+            s = g.loc[g["framework"] == fw, "status"]
+            row[fw] = "missing" if fw in missing else (s.iloc[-1] if len(s) else "not run")
+        rows.append(row)
+    t = pd.DataFrame(rows)
+    t = t.sort_values(keys, key=lambda c: c.map(lambda m: MODES.index(m) if m in MODES else 9)
+                      if c.name == "mode" else c, kind="stable").reset_index(drop=True)
+    return t
+
+
+def capability(df: pd.DataFrame, missing: dict[str, str]) -> Figure | None:
+    """Heatmap of capability_table: status written in each cell, coloured by status."""
+    t = capability_table(df, missing)
+    if t.empty:
+        return None
+    fws = [c for c in t.columns if c not in ("workload", "task", "mode", "strategy", "preset", "device")]
+    keys = [c for c in t.columns if c not in fws]
+    labels = [" · ".join(str(r[k]) for k in keys if r[k] != "-") for _, r in t.iterrows()]
+    statuses = list(STATUS_COLOURS)
+    codes = t[fws].apply(lambda c: c.map(statuses.index)).to_numpy()
+    width = 1.0 + 0.075 * max(len(s) for s in labels) + 1.1 * len(fws)
+    with _style():
+        fig = Figure(figsize=(max(width, 5.0), 1.2 + 0.32 * len(t)), layout="constrained")
+        ax = fig.subplots()
+        sns.heatmap(codes, ax=ax, cmap=ListedColormap([STATUS_COLOURS[s] for s in statuses]),
+                    vmin=-0.5, vmax=len(statuses) - 0.5, cbar=False, annot=t[fws].to_numpy(), fmt="",
+                    linewidths=0.8, linecolor="white", annot_kws={"fontsize": 8, "color": "black"},
+                    xticklabels=fws, yticklabels=labels)
+        ax.set_xlabel("framework")
+        ax.set_ylabel(" · ".join(keys))
+        ax.xaxis.tick_top()
+        ax.xaxis.set_label_position("top")
+        ax.tick_params(axis="y", rotation=0)
+        ax.set_title("capability: status of each case", pad=8)
+    return fig
+
+
+FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
+    "throughput": (throughput, "Throughput per task by framework and mode (median; whiskers: 95% bootstrap CI)."),
+    "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
+                         "(ratio of medians; whiskers: 95% bootstrap CI). Solid line: no change; dashed: "
+                         "the \"up to 40%\" claim (1.4x)."),
+    "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
+                               "guides: first call = k steps. Numbers: steps after which the compiled mode has "
+                               "cost less total time than eager."),
+    "utilisation": (utilisation, "Achieved model FLOP/s as a share of the machine's fp32 matrix-multiply rate "
+                                 "(dashed line: 100%)."),
+    "capability": (capability, "Status of every case, from the records: ok, fallback (ran with parts in eager), "
+                               "unsupported (the framework's reason), failed, missing (framework not installed)."),
+}
+
+
+def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
+    """PNG (150 dpi, for screens and HTML) and PDF (vector, for papers), without timestamps."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
+    fig.savefig(png, dpi=150, metadata={"Software": None})
+    fig.savefig(pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    return png, pdf
+
+
+def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[str, tuple[Path, str]]:
+    """Draw and save every figure that has data; name -> (PNG path, caption)."""
+    done = {}
+    for name, (fn, caption) in FIGURES.items():
+        fig = fn(df, missing) if name == "capability" else fn(df)
+        if fig is None:
+            continue
+        png, _ = save(fig, out_dir, name)
+        done[name] = (png, caption)
+    return done
+
+
+def _shape(sub: pd.DataFrame) -> str:
+    shapes = sorted(set(sub["shape"].dropna()))
+    return shapes[0] if len(shapes) == 1 else f"{len(shapes)} shapes"

@@ -1,0 +1,405 @@
+"""`fwbench run`: the benchmark matrix, one framework per process, then the report.
+
+For each framework it runs
+
+    python -m pytest <checkout>/tests/benchmarks --benchmark-only --framework X \
+        --benchmark-json <tmp> --benchmark-save-data -p reports.pytest_events ...
+
+in its own process group (three runtimes' thread pools in one process disturb each other),
+shows progress from the plugin's event stream, and moves the finished JSON into place with
+os.replace, so a reader never sees half a file. A process that crashes, exits abnormally
+or runs past --timeout-s leaves a JSON rebuilt from the stream: the cases that finished
+keep their timings, the case that was running and those never reached are `failed`
+records with the reason. The other frameworks' results are unaffected.
+
+Imports no framework: installation is checked with importlib.util.find_spec.
+"""
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from reports import stats
+from workloads.base import FwbenchError
+from workloads.record import SCHEMA_VERSION, empty
+
+# fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
+FRAMEWORKS = ("torch", "jax", "tensorflow")
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def installed(name: str) -> bool:
+    """Is the framework importable and its fwbench adapter present? Imports neither."""
+    if importlib.util.find_spec(name) is None:
+        return False
+    spec = importlib.util.find_spec(f"frameworks.{name}")
+    return spec is not None and spec.origin is not None     # an empty folder is no adapter
+
+
+def absent_reason(name: str) -> str:
+    """Why `installed(name)` is False, with what to do about it."""
+    if importlib.util.find_spec(name) is None:
+        return f"{name} is not installed: pip install 'fwbench[{name}]'"
+    return f"{name} is installed but this checkout has no fwbench adapter for it (frameworks/{name}/__init__.py)"
+
+
+def version_of(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def benchmarks_dir() -> Path:
+    d = CHECKOUT / "tests" / "benchmarks"
+    if not d.is_dir():
+        raise FwbenchError(f"fwbench run needs the benchmark cases of a source checkout ({d} is missing): "
+                           "clone the repository and pip install -e . there")
+    return d
+
+
+@dataclass
+class RunOptions:
+    frameworks: tuple[str, ...]
+    workloads: str | None = None
+    preset: str = "small"
+    device: str = "cpu"
+    threads: int | None = None
+    budget_s: float | None = None
+    rounds: int | None = None
+    timeout_s: float = 3600.0
+    extra: list[str] = field(default_factory=list)
+
+
+def preset_for(workload: str, text: str) -> str:
+    """The preset a workload ran at, from --preset as given: 'small' (every workload) or
+    'gpt=gpt2,diffusion=ddpm-cifar' (per workload; a bare name is the others' default)."""
+    default, per = "small", {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        wl, eq, name = part.partition("=")
+        if eq:
+            per[wl.strip()] = name.strip()
+        else:
+            default = part
+    return per.get(workload, default)
+
+
+def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Write JSON to a temporary file in the same folder, then rename it over `path`."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Progress:
+    """One line per finished case; on a terminal, also a live line for the running case."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.out = stream or sys.stderr
+        self.live = self.out.isatty()
+        self.t0 = time.monotonic()
+        self._pending = False
+
+    def line(self, text: str) -> None:
+        if self._pending:
+            self.out.write("\r\033[K")
+            self._pending = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def running(self, text: str) -> None:
+        if self.live:
+            self.out.write("\r\033[K" + text[:150])
+            self.out.flush()
+            self._pending = True
+
+    def elapsed(self) -> str:
+        return f"{time.monotonic() - self.t0:.0f} s"
+
+
+def _describe(case: dict[str, Any]) -> str:
+    keys = [k for k in ("workload", "task", "mode", "strategy") if case.get(k)]
+    return " ".join(str(case[k]) for k in keys) or case.get("nodeid", "?")
+
+
+def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> Path:
+    """Run one framework's benchmark process; return the JSON it leaves in `out`."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    final = out / f"{fw}.json"
+    tmp = out / f".{fw}.benchmark.json.tmp"
+    events_path = out / f".{fw}.events.jsonl"
+    for p in (tmp, events_path):
+        p.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
+           "-p", "reports.pytest_events", "-p", "no:cacheprovider", "-q",
+           "--framework", fw, "--preset", opts.preset, "--device", opts.device,
+           "--benchmark-json", str(tmp), "--benchmark-save-data"]
+    if opts.workloads:
+        cmd += ["--workload", opts.workloads]
+    if opts.threads:
+        cmd += ["--threads", str(opts.threads)]
+    if opts.budget_s is not None:
+        cmd += ["--budget-s", str(opts.budget_s)]
+    if opts.rounds is not None:
+        cmd += ["--rounds", str(opts.rounds)]
+    cmd += opts.extra
+    env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1")
+    log_path = logs / f"{fw}.log"
+    t_start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, cwd=CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        state = _Watch(fw, progress)
+        timed_out = False
+        try:
+            while proc.poll() is None:
+                time.sleep(0.25)
+                state.read(events_path)
+                if time.monotonic() - t_start > opts.timeout_s:
+                    timed_out = True
+                    os.killpg(proc.pid, signal.SIGKILL)      # the group we started: pytest and its children
+                    proc.wait()
+        except BaseException:    # Ctrl-C: the child is in its own session and would not see it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        state.read(events_path)
+    rc = proc.returncode
+    log_tail = _tail(log_path)
+    events_path.unlink(missing_ok=True)
+    if rc == 4:        # pytest usage error: a bad option value, not a framework failure
+        tmp.unlink(missing_ok=True)
+        raise FwbenchError(f"pytest refused the options: {_usage_error(log_path) or log_tail} (log: {log_path})")
+    doc = None if timed_out else _read_json(tmp)
+    if timed_out:
+        why = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
+    elif doc is not None:
+        # pytest-benchmark wrote its JSON at the end of the session: every case finished.
+        if rc in (0, 1):
+            os.replace(tmp, final)
+            progress.line(f"{fw}: done, {state.summary()} ({progress.elapsed()} total)")
+        else:            # a runtime that crashes while the interpreter shuts down: keep the results, say so
+            doc.setdefault("fwbench", {})["note"] = f"the {fw} process exited with code {rc} after writing its results"
+            write_json_atomic(final, doc)
+            progress.line(f"{fw}: done, {state.summary()}, but the process then exited with code {rc}")
+        tmp.unlink(missing_ok=True)
+        return final
+    elif rc in (0, 1, 5):
+        why = "produced no timed case" if rc != 5 else "collected no benchmark case"
+    elif rc < 0:
+        why = f"process killed by {signal.Signals(-rc).name}"
+    else:
+        why = f"process exited with code {rc}"
+    if log_tail and not timed_out and rc not in (0, 1, 5):
+        why += f": {log_tail}"
+    tmp.unlink(missing_ok=True)
+    doc = state.rebuild(fw, opts, why)
+    write_json_atomic(final, doc)
+    progress.line(f"{fw}: {why}; {state.summary()} (log: {log_path})")
+    return final
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return doc if isinstance(doc, dict) else None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _tail(path: Path) -> str:
+    """The last line of a log that says what went wrong."""
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln and not ln.startswith("$ ")]
+    errs = [ln for ln in lines if "Error" in ln or ln.startswith(("E ", "ERROR", "Fatal", "Segmentation"))]
+    return (errs[-1] if errs else lines[-1] if lines else "")[:300]
+
+
+def _usage_error(path: Path) -> str:
+    """pytest's own words for a usage error: the last 'error: ...' that is not the usage line."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    found = [m.group(1).strip() for m in (re.search(r"error:\s*(.*)", ln, re.IGNORECASE) for ln in lines)
+             if m and not m.group(1).startswith("usage:")]
+    return found[-1] if found else ""
+
+
+class _Watch:
+    """Follows one process's event stream: progress lines and what is needed to rebuild
+    its JSON if it never writes one."""
+
+    def __init__(self, fw: str, progress: Progress) -> None:
+        self.fw, self.progress = fw, progress
+        self.offset = 0
+        self.cases: list[dict[str, Any]] = []
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self.done: dict[str, dict[str, Any]] = {}
+        self.current: str | None = None
+        self.missing: dict[str, str] = {}
+        self.counts = {"passed": 0, "skipped": 0, "failed": 0}
+
+    def read(self, path: Path) -> None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        complete, _, _ = chunk.rpartition("\n")      # only whole lines; the rest next time
+        self.offset += len(complete.encode("utf-8")) + (1 if complete else 0)
+        for line in complete.splitlines():
+            try:
+                self.on(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        if self.current:
+            self.progress.running(f"[{self.fw} {len(self.done) + 1}/{len(self.cases)}] "
+                                  f"{_describe(self.by_id.get(self.current, {}))} ... {self.progress.elapsed()}")
+
+    def on(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        if kind == "collected":
+            self.cases = ev["cases"]
+            self.by_id = {c["nodeid"]: c for c in self.cases}
+            self.progress.line(f"{self.fw}: {len(self.cases)} cases")
+        elif kind == "start":
+            self.current = ev["nodeid"]
+        elif kind == "done":
+            self.done[ev["nodeid"]] = ev
+            self.current = None
+            self.counts[ev["outcome"]] = self.counts.get(ev["outcome"], 0) + 1
+            self.progress.line(f"[{self.fw} {len(self.done)}/{len(self.cases)}] "
+                               f"{_describe(self.by_id.get(ev['nodeid'], {}))}: {self._result(ev)}"
+                               f"  ({self.progress.elapsed()})")
+        elif kind == "finish":
+            self.missing = ev.get("missing") or {}
+
+    @staticmethod
+    def _result(ev: dict[str, Any]) -> str:
+        b = ev.get("benchmark")
+        if ev["outcome"] == "passed" and b:
+            st = b["stats"]
+            return f"median {stats.fmt_seconds(st['median'])} over {st['rounds']} rounds"
+        return f"{ev['outcome']}" + (f": {ev['reason'][:100]}" if ev.get("reason") else "")
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {k}" for k, n in self.counts.items() if n)
+
+    def rebuild(self, fw: str, opts: RunOptions, why: str) -> dict[str, Any]:
+        """The JSON pytest-benchmark would have written, from the cases that finished, plus
+        `failed` records for the case that was running and those never reached."""
+        benchmarks, records = [], []
+        for ev in self.done.values():
+            if ev.get("benchmark"):
+                benchmarks.append(ev["benchmark"])
+            records += ev.get("records") or []
+        threads = opts.threads or _cpus()
+        for c in self.cases:
+            if c["nodeid"] in self.done:
+                continue
+            reason = (f"{why} during this case" if c["nodeid"] == self.current
+                      else f"not run: the {fw} process ended before this case ({why})")
+            records.append(empty(
+                framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
+                task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
+                preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32", device=opts.device, threads=int(threads),
+                items=0, unit="", flops=0.0, status="failed", reason=reason))
+        missing = dict(self.missing)
+        if not self.cases and not records and fw not in missing:
+            missing[fw] = f"{why} before any case was collected"
+        date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        gemm, note = measure_gemm(int(threads)) if opts.device == "cpu" and self.done else (None, None)
+        info = {"schema": SCHEMA_VERSION, "fwbench_commit": _git_commit(), "date": date,
+                "frameworks": {fw: {"version": version_of(fw)}}, "missing": missing,
+                "threads": int(threads), "device": opts.device, "preset": opts.preset,
+                "gemm_flops": gemm, "gemm_note": note}
+        return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
+                "datetime": date, "version": _pytest_benchmark_version(),
+                "fwbench": {"schema": SCHEMA_VERSION, "records": records, "missing": missing,
+                            "note": f"rebuilt by fwbench run from the event stream: {fw} {why}"}}
+
+
+def measure_gemm(threads: int) -> tuple[float | None, str | None]:
+    """The CPU's fp32 GEMM rate for a result file rebuilt after a crash (the process that
+    would have measured it is gone), measured the harness's way in a fresh process at the
+    same thread count, so utilisation keeps the same denominator."""
+    code = ("from frameworks.base import set_threads; set_threads(%d); "
+            "from frameworks.bench import measure_gemm_flops; print(measure_gemm_flops())" % threads)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=CHECKOUT, capture_output=True, text=True, timeout=120)
+        return float(out.stdout.strip()), ("numpy float32 2048x2048 matmul, best of 5, measured by fwbench run "
+                                           "after the benchmark process ended early")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None, None
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _pytest_benchmark_version() -> str:
+    return version_of("pytest-benchmark")
+
+
+def write_absent(fw: str, opts: RunOptions, out: Path) -> Path:
+    """A result file that says only that `fw` is missing, so the report names it."""
+    out.mkdir(parents=True, exist_ok=True)
+    state = _Watch(fw, Progress())
+    state.missing = {fw: absent_reason(fw)}
+    doc = state.rebuild(fw, opts, "not run")
+    doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None)
+    doc["fwbench"]["note"] = f"written by fwbench run: {absent_reason(fw)}"
+    path = out / f"{fw}.json"
+    write_json_atomic(path, doc)
+    return path
+
+
+def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
+    """Run every selected framework in turn; return the JSON files written."""
+    progress = progress or Progress()
+    out.mkdir(parents=True, exist_ok=True)
+    benchmarks_dir()
+    written = []
+    for fw in opts.frameworks:
+        progress.line(f"{fw}: starting ({progress.elapsed()} elapsed)")
+        written.append(run_framework(fw, opts, out, progress))
+    return written

@@ -1,0 +1,123 @@
+"""Builders of fwbench result files for the report tests: exactly the structure that
+pytest-benchmark writes with --benchmark-json (machine_info, commit_info, benchmarks[] with
+params, extra_info, options and stats including the per-round data), with fwbench's parts
+(machine_info.fwbench, the top-level fwbench.records / fwbench.missing) as
+frameworks/pytest_plugin.py adds them. Statistics come from pytest-benchmark's own Stats
+class, so they are what it would have computed.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+from pytest_benchmark import __version__ as PB_VERSION
+from pytest_benchmark.stats import Stats
+
+from workloads.record import empty
+
+INSTALL = {"torch": "pip install 'fwbench[torch]'", "jax": "pip install 'fwbench[jax]'",
+           "tensorflow": "pip install 'fwbench[tensorflow]'"}
+VERSIONS = {"torch": "2.13.0", "jax": "0.10.2", "tensorflow": "2.21.0"}
+UNITS = {"forward": ("tokens", 256), "train_step": ("tokens", 256), "generate": ("tokens", 16)}
+
+
+def record(framework: str, task: str, mode: str, *, workload: str = "gpt", status: str = "ok",
+           reason: str | None = None, first_call_s: float | None = 0.05, preset: str = "tiny",
+           **kw: Any) -> dict[str, Any]:
+    unit, items = UNITS.get(task, ("items", 8))
+    rec = empty(framework=framework, framework_version=VERSIONS.get(framework, "1.0"),
+                workload=workload, task=task, mode=mode, strategy=None, preset=preset, shape="B=2,T=32",
+                dtype="float32", device="cpu", threads=2, items=items, unit=unit, flops=1.0e9,
+                first_call_s=first_call_s, compile_cache="off", compilations=1 if mode != "eager" else 0,
+                compile_counter="counter", peak_memory_bytes=None, matmul_precision="highest",
+                status=status, reason=reason)
+    if status not in ("ok", "fallback"):
+        rec["first_call_s"] = None
+    rec.update(kw)
+    return rec
+
+
+def times(median: float, n: int = 30, spread: float = 0.03, seed: int = 0) -> list[float]:
+    """n round times scattered log-normally around `median` (seconds)."""
+    rng = np.random.default_rng(seed)
+    return [float(t) for t in median * np.exp(rng.normal(0.0, spread, n))]
+
+
+def benchmark_entry(rec: dict[str, Any], data: list[float]) -> dict[str, Any]:
+    s = Stats()
+    for t in data:
+        s.update(t)
+    st = s.as_dict()
+    st["data"] = list(data)
+    st["iterations"] = 1
+    param = "-".join([rec["framework"], rec["mode"], rec["task"]])
+    name = f"test_{rec['workload']}[{param}]"
+    return {"group": None, "name": name, "fullname": f"tests/benchmarks/test_{rec['workload']}.py::{name}",
+            "params": {"framework": rec["framework"], "mode": rec["mode"], "task": rec["task"]},
+            "param": param, "extra_info": dict(rec),
+            "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 5, "max_time": 1.0,
+                        "min_time": 5e-06, "warmup": False},
+            "stats": st}
+
+
+def result_json(timed: Iterable[tuple[dict[str, Any], list[float]]], not_run: Iterable[dict[str, Any]] = (),
+                missing: dict[str, str] | None = None, frameworks: Iterable[str] = ("torch",),
+                gemm_flops: float = 1.0e11, date: str = "2025-01-01T00:00:00+00:00", **machine: Any) -> dict[str, Any]:
+    missing = dict(missing or {})
+    fw_info = {"schema": 1, "fwbench_commit": "abc1234", "date": date,
+               "frameworks": {f: {"version": VERSIONS.get(f, "1.0"), "devices": ["cpu"], "modes": ["eager", "compiled"],
+                                  "compile_counter": "counter", "compile_cache": "off"} for f in frameworks},
+               "missing": missing, "threads": 2, "cpus_available": 2, "cpu": "x86_64", "device": "cpu",
+               "accelerator": None, "matmul_precision": "highest", "preset": "tiny", "workloads": ["gpt"],
+               "compile_cache_dir": "/tmp/cache", "numpy": np.__version__, "gemm_flops": gemm_flops,
+               "gemm_note": "numpy float32 2048x2048 matmul, best of 5, at the thread count in force"}
+    fw_info.update(machine)
+    return {
+        "machine_info": {"node": "test", "processor": "x86_64", "machine": "x86_64", "python_compiler": "GCC",
+                         "python_implementation": "CPython", "python_implementation_version": "3.11.0",
+                         "python_version": "3.11.0", "python_build": ["main", "Jan 1 2025"], "release": "6.0",
+                         "system": "Linux", "cpu": {"brand_raw": "Test CPU @ 3.0GHz", "count": 2, "arch": "X86_64"},
+                         "fwbench": fw_info},
+        "commit_info": {"id": "abc1234", "time": None, "author_time": None, "dirty": False, "project": "fwbench",
+                        "branch": "main"},
+        "benchmarks": [benchmark_entry(r, d) for r, d in timed],
+        "datetime": date,
+        "version": PB_VERSION,
+        "fwbench": {"schema": 1, "records": list(not_run), "missing": missing},
+    }
+
+
+def write(path: Path, doc: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) if not isinstance(doc, str) else doc, encoding="utf-8")
+    return path
+
+
+# medians (seconds) of a plausible tiny run: framework -> mode -> task -> (first call, median)
+PLAUSIBLE = {
+    "torch": {"eager": {"forward": (0.02, 0.004), "train_step": (0.05, 0.012), "generate": (0.1, 0.03)},
+              "compiled": {"forward": (6.0, 0.003), "train_step": (15.0, 0.009), "generate": (9.0, 0.05)}},
+    "jax": {"eager": {"forward": (0.5, 0.008), "train_step": (1.2, 0.03), "generate": (0.9, 0.2)},
+            "compiled": {"forward": (0.4, 0.0015), "train_step": (1.0, 0.006), "generate": (1.5, 0.008)}},
+    "tensorflow": {"eager": {"forward": (0.3, 0.009), "train_step": (0.6, 0.025), "generate": (0.5, 0.15)},
+                   "graph": {"forward": (1.0, 0.005), "train_step": (2.5, 0.014), "generate": (2.0, 0.05)},
+                   "compiled": {"forward": (2.0, 0.0035), "train_step": (4.0, 0.011), "generate": (3.0, 0.04)}},
+}
+
+
+def plausible_run(framework: str, seed: int = 0, slow: float = 1.0, **kw: Any) -> dict[str, Any]:
+    """One framework's result file with every case of PLAUSIBLE, medians times `slow`; modes
+    the framework lacks are `unsupported` records."""
+    timed, not_run = [], []
+    for mode in ("eager", "graph", "compiled"):
+        for i, task in enumerate(("forward", "train_step", "generate")):
+            if mode not in PLAUSIBLE[framework]:
+                not_run.append(record(framework, task, mode, status="unsupported",
+                                      reason=f"Unsupported: {framework} has no 'graph' mode (it has eager, compiled)"))
+                continue
+            first, med = PLAUSIBLE[framework][mode][task]
+            timed.append((record(framework, task, mode, first_call_s=first),
+                          times(med * slow, seed=seed * 100 + i * 10 + len(mode))))
+    return result_json(timed, not_run, frameworks=[framework], **kw)

@@ -1,0 +1,264 @@
+"""The `fwbench` command line and `fwbench run`'s process handling.
+
+The runner tests drive a stand-in benchmark suite (written into tmp_path) that behaves like
+tests/benchmarks but can crash or hang on demand, so crash and timeout handling is tested
+for real without a framework. The real-run test at the end uses an installed framework.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import reports
+from reports import cli, runner
+from tests.reports_fixtures import plausible_run, record, result_json, times, write
+
+COMMANDS = ("run", "report", "compare", "env")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    assert e.value.code == 0 and "usage: fwbench " + command in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    ([], "required: COMMAND"),
+    (["report"], "required: RESULTS"),
+    (["report", "/no/such/dir"], "nothing to report: /no/such/dir: no such file or folder"),
+    (["report", "RESULTS", "--weights", "speed=1"], "unknown concern 'speed'"),
+    (["run", "--framework", "mxnet"], "unknown framework 'mxnet'"),
+    (["run", "--threads", "0"], "expected a positive int"),
+    (["run", "--weights", "throughput"], "name=value"),
+    (["compare", "a.json"], "required: NEW"),
+    (["compare", "/no/a.json", "/no/b.json"], "nothing to compare"),
+    (["bogus"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, phrase, capsys, tmp_path):
+    argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert phrase in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_report_with_a_bad_file_warns_and_renders_the_rest(tmp_path, capsys):
+    small = [(record("torch", "forward", m, first_call_s=f), times(t, seed=i))
+             for i, (m, f, t) in enumerate([("eager", 0.1, 0.01), ("compiled", 3.0, 0.006)])]
+    write(tmp_path / "in" / "torch.json", result_json(small))
+    write(tmp_path / "in" / "broken.json", "{")
+    rc = cli.main(["report", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "--weights", "throughput=2"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "broken.json: malformed JSON" in err
+    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "figures" / "speedup.pdf").exists()
+    assert "throughput=2" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_python_m_reports_errors_without_traceback_and_imports_no_framework():
+    """`python -m reports` (the `fwbench` command) in a fresh process: a bad path is one line
+    on stderr with exit code 2, and neither it nor importing every reports module (figures,
+    document, ...) imports a framework or fwbench's frameworks package."""
+    code = textwrap.dedent("""
+        import runpy, sys
+        sys.argv = ["fwbench", "report", "/no/such/results"]
+        try:
+            runpy.run_module("reports", run_name="__main__")
+        except SystemExit as e:
+            rc = e.code
+        import reports.figures, reports.document, reports.compare, reports.findings, reports.runner
+        import reports.pytest_events
+        loaded = sorted(m for m in ("torch", "jax", "tensorflow", "frameworks") if m in sys.modules)
+        print(rc, loaded)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "2 []", out.stdout + out.stderr
+    assert out.stderr.count("\n") == 1 and "no such file or folder" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_pytest_benchmark_compare_reads_fwbench_json(tmp_path):
+    f = write(tmp_path / "torch.json", plausible_run("torch"))
+    out = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(f), "--columns", "min,median"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "test_gpt[torch-compiled-train_step]" in out.stdout and "Median" in out.stdout
+
+
+# ----------------------------------------------------------------------------- fwbench run
+
+FAKE_CONFTEST = '''
+import datetime, pytest
+from types import SimpleNamespace
+
+SESSION = SimpleNamespace(records=[], missing={})
+
+def pytest_addoption(parser):
+    for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds"):
+        parser.addoption(o)
+
+@pytest.fixture(scope="session")
+def fwbench_session():
+    return SESSION
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["fwbench"] = {"gemm_flops": 1e10, "threads": 1, "preset": "tiny", "device": "cpu",
+                               "date": "2025-01-01T00:00:00+00:00", "frameworks": {"torch": {"version": "0"}},
+                               "missing": {}}
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    output_json["fwbench"] = {"schema": 1, "records": SESSION.records, "missing": SESSION.missing}
+
+def pytest_unconfigure(config):
+    import os, signal
+    if os.environ["FAKE"] == "crash_at_exit":      # after pytest-benchmark wrote its JSON
+        os.kill(os.getpid(), signal.SIGSEGV)
+'''
+
+FAKE_TEST = '''
+import os, signal, time, pytest
+from workloads.record import empty
+
+WORKLOAD = "gpt"
+CASES = [("torch", "eager", "forward"), ("torch", "graph", "forward"), ("torch", "compiled", "forward"),
+         ("torch", "compiled", "train_step")]
+
+@pytest.mark.parametrize("framework,mode,task", CASES, ids=["-".join(c) for c in CASES])
+def test_gpt(benchmark, fwbench_session, framework, mode, task):
+    rec = empty(framework=framework, framework_version="0", workload=WORKLOAD, task=task, mode=mode, preset="tiny",
+                shape="B=1", dtype="float32", device="cpu", threads=1, items=10, unit="tokens", flops=1e6,
+                first_call_s=0.01, compilations=0, peak_memory_bytes=None, status="ok", reason=None)
+    if mode == "graph":
+        rec.update(status="unsupported", reason="torch has no 'graph' mode", first_call_s=None)
+        fwbench_session.records.append(rec)
+        pytest.skip("torch has no 'graph' mode")
+    if (mode, task) == ("compiled", "forward"):
+        if os.environ["FAKE"] == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if os.environ["FAKE"] == "hang":
+            time.sleep(600)
+    benchmark.pedantic(lambda: sum(range(2000)), rounds=5, iterations=1)
+    benchmark.extra_info.update(rec)
+'''
+
+
+@pytest.fixture
+def fake_suite(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(FAKE_CONFTEST)
+    (suite / "test_fake.py").write_text(FAKE_TEST)
+    monkeypatch.setattr(runner, "benchmarks_dir", lambda: suite)
+    return tmp_path / "out"
+
+
+def _run(fake_suite, monkeypatch, behaviour, timeout_s=120.0, extra=()):
+    monkeypatch.setenv("FAKE", behaviour)
+    opts = runner.RunOptions(frameworks=("torch",), preset="tiny", timeout_s=timeout_s, extra=list(extra))
+    return runner.run(opts, fake_suite, runner.Progress())
+
+
+def test_run_moves_the_finished_json_into_place(fake_suite, monkeypatch, capsys):
+    [path] = _run(fake_suite, monkeypatch, "normal")
+    assert path == fake_suite / "torch.json"
+    assert not list(fake_suite.glob(".*"))                     # no temporary or event files left
+    df = reports.load(path)
+    assert sorted(df["status"]) == ["ok", "ok", "ok", "unsupported"] and df.attrs["problems"] == []
+    err = capsys.readouterr().err
+    assert "torch: 4 cases" in err and "[torch 4/4]" in err and "median" in err
+
+
+def test_a_crash_keeps_finished_cases_and_names_the_crashing_one(fake_suite, monkeypatch):
+    [path] = _run(fake_suite, monkeypatch, "crash")
+    df = reports.load(path).set_index("task")
+    assert df.attrs["problems"] == []
+    by_mode = {(t, m): (s, r) for t, m, s, r in zip(df.index, df["mode"], df["status"], df["reason"])}
+    assert by_mode[("forward", "eager")][0] == "ok"                       # timing survived the crash
+    assert by_mode[("forward", "graph")] == ("unsupported", "torch has no 'graph' mode")
+    status, reason = by_mode[("forward", "compiled")]
+    assert status == "failed" and "SIGSEGV" in reason and "during this case" in reason
+    status, reason = by_mode[("train_step", "compiled")]
+    assert status == "failed" and reason.startswith("not run: the torch process ended before this case")
+    doc = json.loads(path.read_text())
+    assert doc["fwbench"]["note"].startswith("rebuilt by fwbench run")
+    assert doc["machine_info"]["fwbench"]["gemm_flops"] > 1e8        # measured again for utilisation
+    assert df["utilisation"].notna().any()
+
+
+def test_a_crash_after_the_json_was_written_keeps_it(fake_suite, monkeypatch, capsys):
+    [path] = _run(fake_suite, monkeypatch, "crash_at_exit")
+    doc = json.loads(path.read_text())
+    assert "exited with code -11 after writing its results" in doc["fwbench"]["note"]
+    assert doc["machine_info"]["fwbench"]["gemm_flops"] == 1e10           # pytest-benchmark's own file
+    assert sorted(reports.load(path)["status"]) == ["ok", "ok", "ok", "unsupported"]
+    assert "then exited with code -11" in capsys.readouterr().err
+
+
+def test_a_timeout_is_recorded_as_failed(fake_suite, monkeypatch):
+    [path] = _run(fake_suite, monkeypatch, "hang", timeout_s=8)
+    df = reports.load(path)
+    failed = df[df["status"] == "failed"]
+    assert len(failed) == 2 and failed["reason"].str.contains("timed out after 8 s").all()
+
+
+def test_a_pytest_usage_error_is_the_users_error(fake_suite, monkeypatch):
+    from workloads.base import FwbenchError
+    with pytest.raises(FwbenchError, match="no-such-option"):
+        _run(fake_suite, monkeypatch, "normal", extra=["--no-such-option"])
+
+
+def test_absent_framework_gets_a_missing_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "installed", lambda name: False)
+    path = runner.write_absent("tensorflow", runner.RunOptions(frameworks=()), tmp_path)
+    df = reports.load(path)
+    assert df.empty and reports.data.missing_frameworks(df) == {"tensorflow": runner.absent_reason("tensorflow")}
+
+
+def test_installed_does_not_import_frameworks():
+    code = ("import sys; from reports import runner; [runner.installed(f) for f in runner.FRAMEWORKS]; "
+            "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+# ----------------------------------------------------------------------------- real frameworks
+
+def _an_installed_framework():
+    for fw in ("jax", "torch", "tensorflow"):      # jax compiles the tiny forward fastest
+        if runner.installed(fw):
+            return fw
+    pytest.skip("no framework with an fwbench adapter is installed")
+
+
+@pytest.mark.slow
+def test_real_tiny_run_renders_a_report(tmp_path):
+    """The real pipeline: pytest-benchmark on tests/benchmarks in a subprocess (forward only,
+    3 rounds), the plugin's JSON moved into place, and the report rendered from it."""
+    fw = _an_installed_framework()
+    opts = runner.RunOptions(frameworks=(fw,), workloads="gpt", preset="tiny", rounds=3, timeout_s=900,
+                             extra=["-k", "forward"])
+    [path] = runner.run(opts, tmp_path, runner.Progress())
+    doc = json.loads(path.read_text())
+    assert doc["machine_info"]["fwbench"]["gemm_flops"] > 0
+    assert all(len(b["stats"]["data"]) == 3 for b in doc["benchmarks"])
+    df = reports.load(path)
+    assert df.attrs["problems"] == [] and set(df["task"]) == {"forward"}
+    assert set(df.loc[df["mode"] == "eager", "status"]) == {"ok"}
+    paths = reports.render(df, tmp_path / "report")
+    assert paths["md"].exists() and (tmp_path / "report" / "figures" / "throughput.png").exists()
+    assert f"| forward | {fw} | eager | ok |" in paths["md"].read_text()
+
+
+@pytest.mark.slow
+def test_env_lists_frameworks():
+    out = subprocess.run([sys.executable, "-m", "reports", "env"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    for fw in runner.FRAMEWORKS:
+        assert fw in out.stdout
+    assert "benchmark cases:" in out.stdout

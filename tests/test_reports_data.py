@@ -1,0 +1,152 @@
+"""reports.load: validation of result files, the tidy frame and its derived columns."""
+from __future__ import annotations
+
+import math
+import numpy as np
+import pytest
+
+import reports
+from reports import data, stats
+from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from workloads.base import FwbenchError
+
+
+def exact_run(path, eager=(0.1, 0.010), compiled=(2.0, 0.004), gemm=1e11):
+    """torch forward eager and compiled with constant round times, so medians are exact."""
+    e = record("torch", "forward", "eager", first_call_s=eager[0])
+    c = record("torch", "forward", "compiled", first_call_s=compiled[0])
+    return write(path, result_json([(e, [eager[1]] * 9), (c, [compiled[1]] * 9)], gemm_flops=gemm))
+
+
+def test_load_rows_columns_and_order(tmp_path):
+    write(tmp_path / "torch.json", plausible_run("torch"))
+    write(tmp_path / "jax.json", plausible_run("jax"))
+    df = reports.load([tmp_path])
+    assert df.attrs["problems"] == []
+    assert len(df) == 18                    # 6 timed + 3 unsupported per framework
+    assert set(df["status"]) == {"ok", "unsupported"}
+    for col in ("median_s", "median_lo_s", "throughput", "utilisation", "speedup_vs_eager",
+                "compile_latency_s", "break_even_steps", "gemm_flops", "run_file", "times"):
+        assert col in df.columns
+    assert list(df["framework"].unique()) == ["torch", "jax"]      # known order, not alphabetical
+    first = df[(df["framework"] == "torch") & (df["task"] == "forward")]
+    assert list(first["mode"]) == ["eager", "graph", "compiled"]
+    assert df.loc[df["status"] == "unsupported", "median_s"].isna().all()
+
+
+def test_derived_columns_by_hand(tmp_path):
+    df = reports.load(exact_run(tmp_path / "r.json"))
+    e = df[df["mode"] == "eager"].iloc[0]
+    c = df[df["mode"] == "compiled"].iloc[0]
+    assert c["median_s"] == pytest.approx(0.004)
+    assert c["throughput"] == pytest.approx(256 / 0.004)                 # items / median
+    assert c["utilisation"] == pytest.approx(1e9 / 0.004 / 1e11)         # flops / median / gemm
+    assert c["speedup_vs_eager"] == pytest.approx(0.010 / 0.004)
+    assert c["compile_latency_s"] == pytest.approx(2.0 - 0.1)
+    # first n with 2.0 + (n-1)*0.004 < 0.1 + (n-1)*0.010: (n-1) > 316.67, so n = 318
+    assert c["break_even_steps"] == 318
+    assert 2.0 + 317 * 0.004 < 0.1 + 317 * 0.010 and not 2.0 + 316 * 0.004 < 0.1 + 316 * 0.010
+    assert e["speedup_vs_eager"] == 1.0 and math.isnan(e["compile_latency_s"])
+    # constant rounds: the bootstrap interval collapses onto the median
+    assert c["median_lo_s"] == pytest.approx(0.004) and c["median_hi_s"] == pytest.approx(0.004)
+
+
+def test_break_even_edge_cases():
+    assert data.break_even(5.0, 0.02, 0.1, 0.01) == math.inf       # compiled step slower: never
+    assert data.break_even(0.05, 0.005, 0.1, 0.01) == 1.0          # cheaper first call and faster steps
+    assert data.break_even(1.0, 0.5, 1.0, 1.0) == 2.0              # equal first call: ahead from step 2
+
+
+def test_speedup_pairs_within_the_same_run_file(tmp_path):
+    a = exact_run(tmp_path / "a.json", eager=(0.1, 0.010), compiled=(2.0, 0.005))
+    b = write(tmp_path / "b.json", result_json([(record("torch", "forward", "compiled", preset="small"),
+                                                 [0.001] * 5)]))
+    df = reports.load([a, b])
+    lone = df[df["run_file"] == "b.json"].iloc[0]
+    assert math.isnan(lone["speedup_vs_eager"])            # no eager in its own run (and another preset)
+    assert df[(df["run_file"] == "a.json") & (df["mode"] == "compiled")]["speedup_vs_eager"].iloc[0] == pytest.approx(2.0)
+
+
+def test_bootstrap_is_deterministic_and_per_case():
+    x = times(0.01, n=25, spread=0.1)
+    a, b = stats.boot_medians(x, "case-a"), stats.boot_medians(x, "case-a")
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, stats.boot_medians(x, "case-b"))
+    lo, hi = stats.interval(a)
+    assert lo < np.median(x) < hi
+    assert stats.boot_medians(None, "x") is None and math.isnan(stats.interval(None)[0])
+
+
+def test_load_twice_gives_identical_intervals(tmp_path):
+    write(tmp_path / "jax.json", plausible_run("jax"))
+    a, b = reports.load(tmp_path), reports.load(tmp_path)
+    cols = ["median_lo_s", "median_hi_s", "speedup_lo", "speedup_hi"]
+    assert a[cols].equals(b[cols])
+
+
+def _one_problem(df, path, phrase):
+    probs = [p for p in df.attrs["problems"] if str(path) in p]
+    assert len(probs) == 1, df.attrs["problems"]
+    assert phrase in probs[0] and "\n" not in probs[0]
+
+
+def test_bad_inputs_each_give_one_line_and_valid_files_still_load(tmp_path):
+    good = write(tmp_path / "good" / "torch.json", plausible_run("torch"))
+    malformed = write(tmp_path / "bad" / "malformed.json", '{"benchmarks": [')
+    foreign_doc = result_json([])
+    del foreign_doc["machine_info"]["fwbench"], foreign_doc["fwbench"]
+    foreign_doc["benchmarks"] = [{"group": None, "name": "test_sort", "fullname": "t.py::test_sort", "params": None,
+                                  "param": None, "extra_info": {}, "options": {},
+                                  "stats": {"min": 1.0, "max": 1.0, "mean": 1.0, "stddev": 0, "rounds": 1,
+                                            "median": 1.0, "iqr": 0, "data": [1.0]}}]
+    foreign = write(tmp_path / "bad" / "foreign.json", foreign_doc)
+    broken = plausible_run("jax")
+    del broken["benchmarks"][0]["extra_info"]["flops"]
+    partly = write(tmp_path / "bad" / "partly.json", broken)
+    not_pb = write(tmp_path / "bad" / "list.json", "[1, 2]")
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    nowhere = tmp_path / "nowhere.json"
+    df = reports.load([good, tmp_path / "bad", empty_dir, nowhere])
+    _one_problem(df, malformed, "malformed JSON")
+    _one_problem(df, foreign, "no fwbench records")
+    _one_problem(df, partly, "missing field(s) flops")
+    _one_problem(df, not_pb, "not a pytest-benchmark JSON")
+    _one_problem(df, empty_dir, "folder has no .json result files")
+    _one_problem(df, nowhere, "no such file or folder")
+    assert len(df.attrs["problems"]) == 6
+    # the valid file and the valid records of the partly broken one are all there
+    assert set(df["run_file"]) == {"torch.json", "partly.json"}
+    assert len(df[df["run_file"] == "partly.json"]) == 8
+
+
+def test_strict_raises_the_first_problem(tmp_path):
+    bad = write(tmp_path / "bad.json", "not json")
+    with pytest.raises(FwbenchError, match="malformed JSON"):
+        reports.load(bad, strict=True)
+
+
+def test_empty_input_gives_empty_frame_with_columns(tmp_path):
+    df = reports.load([tmp_path / "nothing"])
+    assert df.empty and "median_s" in df.columns and len(df.attrs["problems"]) == 1
+
+
+def test_latest_keeps_the_newest_duplicate(tmp_path):
+    old = write(tmp_path / "old.json", plausible_run("torch", date="2025-01-01T00:00:00+00:00"))
+    new = write(tmp_path / "new.json", plausible_run("torch", slow=2.0, date="2025-02-01T00:00:00+00:00"))
+    df = reports.load([old, new])
+    cases, notes = data.latest(df)
+    assert len(cases) == len(df) // 2 and set(cases["run_file"]) == {"new.json"}
+    assert notes and all("using new.json" in n for n in notes)
+
+
+def test_missing_frameworks_are_reported(tmp_path):
+    write(tmp_path / "torch.json", plausible_run("torch", missing={"tensorflow": "tensorflow is not installed"}))
+    df = reports.load(tmp_path)
+    assert data.missing_frameworks(df) == {"tensorflow": "tensorflow is not installed"}
+
+
+def test_runner_knows_the_registry_frameworks():
+    import frameworks
+    from reports.runner import FRAMEWORKS
+    assert FRAMEWORKS == frameworks.names()

@@ -1,0 +1,145 @@
+"""reports.render: figures, report.md/html, tables.tex, data.csv; findings and ranking."""
+from __future__ import annotations
+
+import pytest
+
+import reports
+from reports import document, figures, findings
+from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from workloads.base import FwbenchError
+
+FIGURES = ("throughput", "speedup", "first_call", "utilisation", "capability")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """torch and jax ran (jax with a failed case), tensorflow is missing."""
+    d = tmp_path_factory.mktemp("results")
+    write(d / "torch.json", plausible_run("torch", missing={"tensorflow": "tensorflow is not installed: pip install x"}))
+    jax = plausible_run("jax")
+    jax["benchmarks"] = [b for b in jax["benchmarks"] if b["params"]["task"] != "generate"
+                         or b["params"]["mode"] != "compiled"]
+    jax["fwbench"]["records"].append(record("jax", "generate", "compiled", status="failed",
+                                            reason="XlaRuntimeError: RESOURCE_EXHAUSTED: out of memory"))
+    write(d / "jax.json", jax)
+    out = tmp_path_factory.mktemp("report")
+    df = reports.load(d)
+    paths = reports.render(df, out)
+    return d, out, df, paths
+
+
+def test_every_output_is_written(rendered):
+    _, out, _, paths = rendered
+    for name in ("report.md", "report.html", "tables.tex", "data.csv"):
+        assert (out / name).stat().st_size > 0
+    for f in FIGURES:
+        assert (out / "figures" / f"{f}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (out / "figures" / f"{f}.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_markdown_sections_missing_framework_and_failure(rendered):
+    _, out, _, _ = rendered
+    md = (out / "report.md").read_text()
+    for section in ("## Setup", "## Results", "### Workload gpt", "## Findings", "## Capability matrix",
+                    "## Missing frameworks, failed and unsupported cases", "## Choosing a framework", "## Method"):
+        assert section in md
+    assert "tensorflow missing: tensorflow is not installed" in md
+    assert "RESOURCE_EXHAUSTED" in md
+    assert "| gpt | generate | compiled | ok | failed | missing |" in md
+    assert "![throughput](figures/throughput.png)" in md
+    assert "torch 2.13.0" in md and "Test CPU" in md and "100.0 GFLOP/s" in md and "abc1234" in md
+
+
+def test_html_is_self_contained(rendered):
+    _, out, _, _ = rendered
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(FIGURES)
+    assert 'src="figures/' not in html and "<style>" in html
+
+
+def test_tex_tables_are_booktabs(rendered):
+    _, out, _, _ = rendered
+    tex = (out / "tables.tex").read_text()
+    assert tex.count(r"\begin{table}") == tex.count(r"\bottomrule") >= 4
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\label{tab:fwbench-results-gpt}" in tex
+    assert r"train\_step" in tex          # escaped for LaTeX
+
+
+def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
+    results, out, _, paths = rendered
+    df = reports.load(results)                      # a second load of the same JSON
+    document.write_csv(df, tmp_path / "data.csv")
+    assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
+    figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1])
+            for k, v in paths.items() if k.startswith("fig:")}
+    cases, notes = reports.data.latest(df)
+    blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
+    assert document.markdown(blocks, out) == (out / "report.md").read_text()
+    assert document.latex(blocks) == (out / "tables.tex").read_text()
+    assert "times" not in (out / "data.csv").read_text().splitlines()[0].split(",")
+
+
+def test_findings_name_a_winner_only_when_significant(tmp_path):
+    same = [(record("torch", "forward", "compiled"), times(0.01, seed=1)),
+            (record("torch", "train_step", "compiled"), times(0.01, seed=3))]
+    other = [(record("jax", "forward", "compiled"), times(0.01, seed=2)),
+             (record("jax", "train_step", "compiled"), times(0.02, seed=4))]
+    write(tmp_path / "torch.json", result_json(same))
+    write(tmp_path / "jax.json", result_json(other, frameworks=["jax"]))
+    lines = findings.findings(reports.load(tmp_path))["gpt"]
+    fwd = [ln for ln in lines if ln.startswith("gpt forward, compiled")]
+    step = [ln for ln in lines if ln.startswith("gpt train_step, compiled")]
+    assert "no significant difference" in fwd[0]
+    assert "torch compiled runs at 2.0" in step[0] and "the speed of jax compiled" in step[0]
+
+
+def test_ranking_follows_weights(tmp_path):
+    write(tmp_path / "torch.json", plausible_run("torch"))
+    write(tmp_path / "jax.json", plausible_run("jax"))
+    df = reports.load(tmp_path)
+    s = findings.scores(df)
+    assert s["throughput"].max() == 1.0 and ((0 < s["throughput"]) & (s["throughput"] <= 1)).all()
+    assert s.loc["jax", "compile"] == 1.0 and s.loc["torch", "compile"] < 0.2     # 15 s vs 1 s floor
+    assert (s["coverage"] == 1.0).all()
+    only_tp, _ = findings.ranking(df, findings.parse_weights("throughput=1,compile=0,coverage=0"))
+    assert only_tp["overall"].to_dict() == pytest.approx(s["throughput"].to_dict())
+
+
+@pytest.mark.parametrize("text, phrase", [("speed=2", "unknown concern 'speed'"), ("throughput", "name=value"),
+                                          ("compile=-1", "non-negative"), ("compile=abc", "non-negative")])
+def test_bad_weights_are_one_line(text, phrase):
+    with pytest.raises(FwbenchError, match=phrase) as e:
+        findings.parse_weights(text)
+    assert "\n" not in str(e.value)
+    if "unknown" in phrase:
+        assert "throughput, compile, coverage" in str(e.value)
+
+
+def test_figures_come_from_record_fields_for_any_workload(tmp_path):
+    """A second workload with its own tasks, unit and a strategy field: the same functions draw it."""
+    gpt = [(record("torch", "forward", m, first_call_s=f), times(t, seed=i))
+           for i, (m, f, t) in enumerate([("eager", 0.1, 0.01), ("compiled", 5.0, 0.005)])]
+    dif = [(record("torch", "sample", m, workload="diffusion", unit="images", items=8, first_call_s=f), times(t, seed=9 + i))
+           for i, (m, f, t) in enumerate([("eager", 0.2, 0.4), ("compiled", 9.0, 0.1)])]
+    dyn = [(record("jax", "stream", "compiled", workload="dynamic", strategy=s, unit="sequences", items=4), times(t, seed=20 + i))
+           for i, (s, t) in enumerate([("per_shape", 0.3), ("bucketed", 0.05)])]
+    write(tmp_path / "torch.json", result_json(gpt + dif))
+    write(tmp_path / "jax.json", result_json(dyn, frameworks=["jax"]))
+    df = reports.load(tmp_path)
+    fig = figures.throughput(df)
+    labels = {ax.get_ylabel() for ax in fig.axes if ax.get_visible()}
+    assert {"throughput (tokens/s)", "throughput (images/s)", "throughput (sequences/s)"} <= labels
+    titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
+    assert any(t.startswith("diffusion: sample") for t in titles) and any(t.startswith("dynamic: stream") for t in titles)
+    cap = figures.capability_table(df, {})
+    assert "strategy" in cap.columns and set(cap["workload"]) == {"gpt", "diffusion", "dynamic"}
+    assert figures.speedup(df) is not None and figures.first_call(df) is not None
+    assert "dynamic" in findings.scores(df).columns
+
+
+def test_colours_are_fixed_and_colour_blind_safe():
+    import seaborn as sns
+    cb = set(sns.color_palette("colorblind").as_hex())
+    c = figures.colours(["tensorflow", "jax", "torch", "mxnet"])
+    assert c["torch"] == figures.colours(["torch"])["torch"]
+    assert len(set(c.values())) == 4 and set(c.values()) <= cb
