@@ -93,8 +93,10 @@ def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
 
 
 def _first_line(e: BaseException) -> str:
-    msg = str(e).strip()
-    line = next((ln for ln in msg.splitlines() if ln.strip()), "")
+    """The framework's own message in one line. TensorFlow wraps errors raised while
+    tracing as "in user code: <frames> ... <Error>: <message>": take the last line there."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
     return f"{type(e).__name__}: {line}"[:500]
 
 

@@ -13,6 +13,8 @@ Options (all optional):
     --matmul-precision        highest (default: full fp32, TF32 off) or tf32
     --budget-s S              timed seconds per case used to size rounds (default 3)
     --rounds N                fixed timed rounds per case (overrides --budget-s)
+    --min-rounds N            fewest timed rounds when sized by the budget (default 7)
+    --warmup-rounds N         untimed rounds before the timed ones (default 2)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
 """
 from __future__ import annotations
@@ -41,6 +43,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--matmul-precision", default="highest", help="highest (default) or tf32")
     g.addoption("--budget-s", type=float, default=3.0, help="timed seconds per case (default 3)")
     g.addoption("--rounds", type=int, default=None, help="fixed timed rounds per case")
+    g.addoption("--min-rounds", type=int, default=7, help="fewest timed rounds per case (default 7)")
+    g.addoption("--warmup-rounds", type=int, default=2, help="untimed rounds before timing (default 2)")
     g.addoption("--bare-loop", action="store_true", help="also time a bare loop (overhead check)")
 
 
@@ -55,6 +59,7 @@ def _options(config: pytest.Config) -> bench.Options:
         workloads=wl, preset=preset, device=config.getoption("device"),
         threads=config.getoption("threads"), matmul_precision=config.getoption("matmul_precision"),
         budget_s=config.getoption("budget_s"), rounds=config.getoption("rounds"),
+        min_rounds=config.getoption("min_rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         bare_loop=config.getoption("bare_loop"))
 
 

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from workloads.base import FwbenchError
 
+QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
 
@@ -150,6 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                              threads=args.threads,
                              budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
                              rounds=args.rounds,
+                             min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
+                             warmup_rounds=1 if args.quick else None,
                              timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0))
     t0 = time.monotonic()
     progress = runner.Progress()

@@ -79,6 +79,8 @@ class RunOptions:
     threads: int | None = None
     budget_s: float | None = None
     rounds: int | None = None
+    min_rounds: int | None = None
+    warmup_rounds: int | None = None
     timeout_s: float = 3600.0
     extra: list[str] = field(default_factory=list)
 
@@ -162,6 +164,10 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> P
         cmd += ["--budget-s", str(opts.budget_s)]
     if opts.rounds is not None:
         cmd += ["--rounds", str(opts.rounds)]
+    if opts.min_rounds is not None:
+        cmd += ["--min-rounds", str(opts.min_rounds)]
+    if opts.warmup_rounds is not None:
+        cmd += ["--warmup-rounds", str(opts.warmup_rounds)]
     cmd += opts.extra
     env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1")
     log_path = logs / f"{fw}.log"

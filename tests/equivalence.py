@@ -35,6 +35,10 @@ class Workload:
     # name -> (method, inputs, kwargs): workload-specific outputs (generation, sampling)
     extras: dict[str, tuple[str, tuple[np.ndarray, ...], dict[str, Any]]] = field(default_factory=dict)
     loss_drop: float = 0.8                      # loss after 20 steps < loss_drop * first loss
+    # parameters whose gradient is exactly zero in exact arithmetic (e.g. attention key
+    # biases: they shift every score of a softmax row equally). Their float32 values are
+    # rounding residue, so they are checked to be negligible instead of compared.
+    zero_grad: Callable[[str], bool] = lambda name: False
     _cache: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def build(self, name: str, mode: str, params: dict[str, np.ndarray] | None = None):
@@ -83,10 +87,19 @@ class Workload:
         assert rel_err(out["forward"], ref_forward) <= 1e-4
         assert abs(out["loss"] - ref_loss) / abs(ref_loss) <= 1e-4
 
+    def compare_grads(self, out: dict[str, np.ndarray], base: dict[str, np.ndarray], tol: float) -> None:
+        total = np.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in base.values()))
+        zero = [k for k in base if self.zero_grad(k)]
+        for k in zero:
+            for g in (out[k], base[k]):
+                assert np.linalg.norm(g) <= 1e-6 * total, f"gradient of {k} should vanish"
+        err, key = max_rel_err({k: v for k, v in out.items() if k not in zero},
+                               {k: v for k, v in base.items() if k not in zero})
+        assert err <= tol, f"gradient of {key}: relative error {err:.2e}"
+
     def check_grads(self, name: str, mode: str) -> None:
         base = self.base()["grads"]
-        err, key = max_rel_err(self.run(name, mode)["grads"], base)
-        assert err <= 1e-3, f"gradient of {key}: relative error {err:.2e}"
+        self.compare_grads(self.run(name, mode)["grads"], base, 1e-3)
         # all-zero gradients would agree with each other: the baseline must be informative
         assert sum(np.linalg.norm(g) > 0 for g in base.values()) >= 0.9 * len(base)
 
@@ -119,4 +132,4 @@ class Workload:
     def check_agrees_with_eager(self, name: str, mode: str) -> None:
         eager, out = self.run(name, "eager"), self.run(name, mode)
         assert rel_err(out["forward"], eager["forward"]) <= 1e-5
-        assert max_rel_err(out["grads"], eager["grads"])[0] <= 1e-4
+        self.compare_grads(out["grads"], eager["grads"], 1e-4)

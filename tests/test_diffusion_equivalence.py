@@ -23,6 +23,7 @@ X_NOISY = D.q_sample(CFG.schedule, X0, T, NOISE).astype("float32")
 
 W = Workload("diffusion", CFG, PARAMS, forward=("eps", (X_NOISY, T)), batch=(X0, T, NOISE),
              optimizer=D.OPTIMIZER, decayed=D.decayed, loss_drop=0.9,
+             zero_grad=lambda k: ".attn" in k and k.endswith(".k.bias"),
              extras={"ddim": ("sample", (X_T,), {"method": "ddim", "steps": 10}),
                      "ddpm": ("sample", (X_T, DDPM_NOISE), {"method": "ddpm", "steps": DDPM_STEPS})})
 IMPLS = impls()
