@@ -1,0 +1,273 @@
+"""GPT-2 in PyTorch, as nanoGPT's model.py writes it, behind fwbench's GPTModel interface.
+
+The modules (LayerNorm, CausalSelfAttention, MLP, Block, GPT) carry the GPT-2 checkpoint's
+names, so `GPT.named_parameters()` yields exactly the names of workloads/gpt.py. Linear
+weights are stored as nn.Linear wants them, (out, in); the numpy params use GPT-2's Conv1D
+layout (in, out), so they are transposed once when loaded and once when exported.
+
+Modes: "eager" runs the modules as they are; "compiled" wraps each timed entry point in
+torch.compile (Inductor), compiled lazily on first use: the forward, the loss (its backward
+through AOTAutograd), and the generation prefill and decode step. The optimizer is
+torch.optim.AdamW with its fused kernel in both modes (see TorchGPT.__init__ for why the
+update is not compiled). Attention is F.scaled_dot_product_attention, PyTorch's fused kernel.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from workloads import gpt as W
+from workloads.base import FwbenchError
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config: W.GPTConfig) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v for all heads
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)      # output projection
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+
+    def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+                pos: torch.Tensor | None = None) -> torch.Tensor:
+        """softmax(q k^T / sqrt(hs) + causal mask) v over the heads, then c_proj.
+
+        With this layer's key/value cache kv = (k_cache, v_cache), each (B, nh, block_size, hs),
+        x holds the tokens at positions `pos` (T,) and their keys and values are written there
+        first.
+        A prefill (pos = 0..T-1) then needs only causal attention within x; a decode step
+        (T = 1) attends to every cached position <= pos, masking the rest of the cache, so its
+        shapes do not depend on the position.
+        """
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        if kv is not None:
+            kv[0][:, :, pos] = k
+            kv[1][:, :, pos] = v
+        if kv is not None and T == 1:
+            k_all, v_all = kv                                               # (B, nh, L, hs)
+            mask = torch.arange(k_all.size(2), device=x.device) <= pos     # (L,) True = attend
+            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1))
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)    # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config: W.GPTConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+
+    def __init__(self, config: W.GPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+                pos: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), kv, pos)  # pre-LayerNorm residual blocks
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config: W.GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # Weight tying: the output head is the token embedding. named_parameters() lists the
+        # shared tensor once, under its first name, wte.weight.
+        self.lm_head.weight = self.wte.weight
+
+    def hidden(self, idx: torch.Tensor, pos: torch.Tensor,
+               caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        """Final-LayerNorm hidden states (B, T, C) of tokens idx (B, T) at positions pos (T,);
+        caches, if given, holds each layer's (k_cache, v_cache), each (B, nh, block_size, hs)."""
+        x = self.wte(idx) + self.wpe(pos)  # (B, T, C) + (T, C)
+        for i, block in enumerate(self.h):
+            x = block(x, None if caches is None else caches[i], pos)
+        return self.ln_f(x)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab_size) of tokens idx (B, T)."""
+        pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
+        return self.lm_head(self.hidden(idx, pos))
+
+
+# ----------------------------------------------------------------------------- interface
+
+def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
+          device: str) -> TorchGPT:
+    return TorchGPT(config, params, mode, device)
+
+
+class TorchGPT:
+    """workloads.gpt.GPTModel for PyTorch: a GPT module, its AdamW optimizer, and the entry
+    points the benchmarks time (compiled in mode "compiled")."""
+
+    def __init__(self, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str, device: str) -> None:
+        W.check_params(config, params)
+        self.config, self.mode, self.device = config, mode, device
+        self.net = GPT(config).to(device)
+        # GPT-2 names of the weights stored transposed: every nn.Linear's but the tied head's.
+        self._transposed = {f"{n}.weight" for n, m in self.net.named_modules()
+                            if isinstance(m, nn.Linear) and n != "lm_head"}
+        self._params = dict(self.net.named_parameters())
+        assert set(self._params) == set(params), "module names differ from workloads.gpt's"
+        with torch.no_grad():
+            for k, p in self._params.items():
+                a = params[k].T if k in self._transposed else params[k]
+                p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
+
+        # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only.
+        opt = W.OPTIMIZER
+        decay = [p for k, p in self._params.items() if W.decayed(k, tuple(params[k].shape))]
+        no_decay = [p for k, p in self._params.items() if not W.decayed(k, tuple(params[k].shape))]
+        groups = [{"params": decay, "weight_decay": opt.weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        hyper = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        # The fused kernel (one pass over all tensors) where this build has one for the
+        # device (CPU since PyTorch 2.4, CUDA); else foreach (a few multi-tensor kernels).
+        try:
+            self.optimizer = torch.optim.AdamW(groups, fused=True, **hyper)
+            self.adamw_impl = "fused"
+        except RuntimeError:
+            self.optimizer = torch.optim.AdamW(groups, foreach=True, **hyper)
+            self.adamw_impl = "foreach"
+
+        # The timed entry points; torch.compile compiles each on its first call. Each is its
+        # own Python function, so Dynamo caches (and counts) their graphs separately.
+        wrap = torch.compile if mode == "compiled" else (lambda f: f)
+        self._forward = wrap(self.net)
+        self._loss = wrap(self._loss_fn)  # forward + loss; its backward through AOTAutograd
+        self._prefill = wrap(self._prefill_fn)
+        self._decode = wrap(self._decode_fn)
+        # The update stays eager: Dynamo does not trace the fused AdamW (it is wrapped in
+        # torch.compiler.disable, a graph break), and the fused kernel already makes one pass
+        # over the parameters. The alternative, a compiled foreach AdamW, was no faster here
+        # and Optimizer.step breaks the graph on purpose around the update.
+        self._step = self._step_fn
+
+    # -- what is compiled ------------------------------------------------------------
+    def _loss_fn(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of next-token targets (B, T)."""
+        logits = self.net(idx)  # (B, T, vocab)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1).long())
+
+    def _step_fn(self) -> None:
+        """nanoGPT's update: clip the global gradient norm, then one AdamW step."""
+        torch.nn.utils.clip_grad_norm_(self._params.values(), W.OPTIMIZER.clip_norm)
+        self.optimizer.step()
+
+    def _prefill_fn(self, idx: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """Fill the caches with the prompt idx (B, T0); return the next token (B,)."""
+        pos = torch.arange(idx.size(1), device=idx.device)  # (T0,)
+        x = self.net.hidden(idx, pos, caches)
+        return self.net.lm_head(x[:, -1]).argmax(-1).to(idx.dtype)  # head on the last position only
+
+    def _decode_fn(self, idx: torch.Tensor, pos: torch.Tensor,
+                   caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """One token idx (B, 1) at position pos (1,) against the caches; the next token (B,)."""
+        x = self.net.hidden(idx, pos, caches)
+        return self.net.lm_head(x[:, -1]).argmax(-1).to(idx.dtype)
+
+    # -- GPTModel --------------------------------------------------------------------
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.config.check_tokens(tokens)
+        with torch.no_grad():
+            return self._forward(tokens)
+
+    def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        self.config.check_tokens(tokens)
+        with torch.no_grad():
+            return self._loss(tokens, targets)
+
+    def grads(self, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Gradients keyed and laid out as workloads.gpt's params (Linear weights transposed back)."""
+        self.config.check_tokens(tokens)
+        self.optimizer.zero_grad(set_to_none=True)
+        self._loss(tokens, targets).backward()
+        return {k: p.grad.t() if k in self._transposed else p.grad for k, p in self._params.items()}
+
+    def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # set_to_none: backward allocates fresh gradients, so tensors returned by grads()
+        # are never overwritten and no zero-fill pass runs.
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self._loss(tokens, targets)
+        loss.backward()
+        self._step()
+        return loss.detach()  # no .item(): reading the value would sync inside the timed step
+
+    def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
+        self.config.check_tokens(prompt)
+        B, T0 = prompt.shape
+        L = self.config.block_size
+        if n_new < 0 or T0 + n_new > L:
+            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {L}")
+        with torch.no_grad():
+            if use_cache:
+                return self._generate_cached(prompt, n_new)
+            # The reference: the full forward pass over a buffer padded to block_size, so the
+            # shape never changes; causal attention keeps the padding out of real positions.
+            buf = torch.zeros((B, L), dtype=prompt.dtype, device=prompt.device)
+            buf[:, :T0] = prompt
+            for t in range(T0, T0 + n_new):
+                buf[:, t] = self._forward(buf)[:, t - 1].argmax(-1).to(buf.dtype)
+            return buf[:, :T0 + n_new].contiguous()
+
+    def _generate_cached(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+        B, T0 = prompt.shape
+        c = self.config
+        out = torch.empty((B, T0 + n_new), dtype=prompt.dtype, device=prompt.device)
+        out[:, :T0] = prompt
+        if n_new == 0:
+            return out
+        # The static cache, n_layer x (keys, values) x (B, nh, block_size, hs): one tensor per
+        # layer and kind rather than one (n_layer, B, nh, block_size, hs) tensor, because
+        # Inductor writes a step's keys into a whole input tensor in place but copies the full
+        # base tensor when the write goes through a view of it (a per-layer slice).
+        shape = (B, c.n_head, c.block_size, c.head_size)
+        caches = [(torch.zeros(shape, device=prompt.device), torch.zeros(shape, device=prompt.device))
+                  for _ in range(c.n_layer)]
+        nxt = self._prefill(prompt, caches)  # (B,)
+        out[:, T0] = nxt
+        # The position is a tensor, so the compiled decode step has one static shape for
+        # every position and compiles once.
+        pos = torch.full((1,), T0, dtype=torch.long, device=prompt.device)
+        for t in range(T0 + 1, T0 + n_new):
+            nxt = self._decode(nxt[:, None], pos, caches)
+            out[:, t] = nxt
+            pos = pos + 1
+        return out
+
+    def export_params(self) -> dict[str, np.ndarray]:
+        out = {}
+        for k, p in self._params.items():
+            a = p.detach().cpu().numpy()
+            out[k] = (a.T if k in self._transposed else a).copy()  # a copy: training goes on in place
+        return out
