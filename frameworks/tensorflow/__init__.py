@@ -1,0 +1,202 @@
+"""The TensorFlow adapter: devices, numpy in/out, sync, threads, matmul precision, memory,
+the compilation counter and XLA's persistent compile cache, for TensorFlow 2.
+
+Modes:
+    eager     plain TF 2 eager execution, op by op
+    graph     tf.function without XLA: a traced graph run by TF's executor after Grappler's
+              rewrites (constant folding, arithmetic simplification, op fusion such as
+              MatMul + BiasAdd)
+    compiled  tf.function(jit_compile=True): the whole function compiled by XLA
+
+What TF reads once, when it loads or when its runtime starts, is set here before
+`import tensorflow`, each only where the environment does not already say otherwise.
+
+This package is named like the framework. `import tensorflow` below is absolute, so it
+gets the real TensorFlow; nothing in this package may import relatively.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import frameworks.base
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines off
+
+# TF's best-fit-with-coalescing allocator for CPU tensors instead of plain malloc. A compiled
+# train step allocates ~100 MB of XLA buffers per call; from malloc those are fresh mmap'd
+# pages every step, and the page faults cost about a quarter of the small preset's compiled
+# step on CPU. The BFC pool reuses them, and keeps allocator statistics, so peak_memory
+# works on the CPU too. TF_CPU_ALLOCATOR_USE_BFC=false restores TF's default.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+_CPU_BFC = os.environ["TF_CPU_ALLOCATOR_USE_BFC"].strip().lower() in ("1", "true")
+
+
+def _xla_cache_dir() -> str | None:
+    """XLA's persistent compile cache (TF_XLA_FLAGS --tf_xla_persistent_cache_directory):
+    executables compiled for tf.function(jit_compile=True) are written there and loaded,
+    after TF checks they match, by later processes. The directory the user's TF_XLA_FLAGS
+    names, else fwbench's cache dir; None (off) when TF was loaded before this module."""
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    for flag in flags.split():
+        if flag.startswith("--tf_xla_persistent_cache_directory="):
+            return flag.split("=", 1)[1] or None
+    path = os.path.join(frameworks.base.default_cache_dir(), "tf_xla")
+    if "tensorflow" in sys.modules or " " in path:  # too late to set it / a flag cannot hold it
+        return None
+    os.makedirs(path, exist_ok=True)
+    os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={path}".strip()
+    return path
+
+
+_XLA_CACHE = _xla_cache_dir()
+
+import weakref  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from workloads.base import FwbenchError  # noqa: E402
+
+tf.get_logger().setLevel("ERROR")  # tf.function retracing warnings and the like
+
+
+def _set_threads_before_start(n: int) -> None:
+    """Intra-op (one op's parallel loops) and inter-op (independent ops of a graph) pools
+    are created when TF's runtime initialises (the first op), and are fixed after that."""
+    tf.config.threading.set_intra_op_parallelism_threads(n)
+    tf.config.threading.set_inter_op_parallelism_threads(
+        int(os.environ.get("TF_NUM_INTEROP_THREADS", 0)) or n)
+
+
+# frameworks.base.set_threads runs before any framework is imported (the pytest plugin, the
+# command line): take its count now, while the runtime is certainly not started yet.
+if os.environ.get("FWBENCH_THREADS"):
+    _set_threads_before_start(int(os.environ["FWBENCH_THREADS"]))
+
+
+class Adapter(frameworks.base.Adapter):
+    name = "tensorflow"
+    modes = ("eager", "graph", "compiled")
+    compile_counter = (
+        "sum of tf.function(...).experimental_get_tracing_count() over the tf.functions fwbench's "
+        "TensorFlow models create (one trace = one graph built; in compiled mode each trace is "
+        "XLA-compiled on its first call per input shape). TF also keeps the C++ metric "
+        "/tensorflow/core/xla_compilations, but offers no Python API to read it")
+    cpu_memory_note = ("peak bytes held by TensorFlow's CPU BFC allocator: every tensor and XLA buffer "
+                       "TF allocates, not numpy or Python objects") if _CPU_BFC else None
+
+    def __init__(self) -> None:
+        super().__init__()
+        # every tf.function the models made, with its tracing count when last read: a
+        # model's functions may be freed while the process goes on, and the total must
+        # not go down when they are
+        self._functions: list[list[Any]] = []   # [weakref to tf.function, last count]
+        self._has_gpu = bool(tf.config.list_physical_devices("GPU"))
+
+    # -- devices -------------------------------------------------------------------
+    def version(self) -> str:
+        return tf.__version__
+
+    def devices(self) -> list[str]:
+        return ["cpu"] + (["gpu"] if self._has_gpu else [])
+
+    def check_device(self, device: str) -> str:
+        if device == "cuda" and self._has_gpu:  # 'cuda' and 'gpu' name the same accelerator
+            return "gpu"
+        return super().check_device(device)
+
+    def tf_device(self, device: str) -> str:
+        """fwbench device name -> TensorFlow device string for tf.device."""
+        return "/GPU:0" if self.check_device(device) == "gpu" else "/CPU:0"
+
+    def device_name(self, device: str) -> str:
+        if self.check_device(device) == "cpu":
+            return "cpu"
+        details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+        return details.get("device_name", "GPU")
+
+    # -- runtime settings ----------------------------------------------------------
+    def _apply_threads(self, n: int) -> None:
+        if tf.config.threading.get_intra_op_parallelism_threads() == n:
+            return
+        try:
+            _set_threads_before_start(n)
+        except RuntimeError:  # "cannot be modified after initialization"
+            current = tf.config.threading.get_intra_op_parallelism_threads() or "its default"
+            raise FwbenchError(
+                f"TensorFlow's runtime already started with {current} intra-op threads and cannot "
+                f"change to {n}: set the thread count (frameworks.set_threads / --threads) before "
+                f"any TensorFlow op runs") from None
+
+    def _apply_matmul_precision(self, precision: str) -> None:
+        # TF enables TF32 on Ampere+ GPUs by default; 'highest' turns it off
+        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+
+    # -- arrays --------------------------------------------------------------------
+    def asarray(self, x: np.ndarray, device: str) -> tf.Tensor:
+        with tf.device(self.tf_device(device)):
+            return tf.constant(x)  # an eager constant is created on the device in scope
+
+    def to_numpy(self, x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: self.to_numpy(v) for k, v in x.items()}
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+    def sync(self, x: Any) -> Any:
+        """TF executes eagerly in synchronous mode by default (we never switch it off): an
+        op or tf.function call on the CPU returns only once its kernels have run, so its
+        tensors are finished. GPU kernels are queued on CUDA streams and return early;
+        there tf.test.experimental.sync_devices() blocks until every queued op is done."""
+        if self._has_gpu:
+            tf.test.experimental.sync_devices()
+        return x
+
+    def matmul_fn(self) -> Callable[[Any, Any], Any]:
+        return self.function(tf.matmul, jit_compile=True)
+
+    # -- compilation ---------------------------------------------------------------
+    def function(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """tf.function(fn, **kwargs), registered so `compilations` counts its traces.
+        The models make every tf.function through here."""
+        f = tf.function(fn, **kwargs)
+        self._functions.append([weakref.ref(f), 0])
+        return f
+
+    def compilations(self) -> int:
+        for entry in self._functions:
+            f = entry[0]()
+            if f is not None:
+                entry[1] = f.experimental_get_tracing_count()
+        return sum(count for _, count in self._functions)
+
+    def compile_cache(self) -> str:
+        """'warm' when XLA's persistent cache directory holds entries (from earlier runs; TF
+        loads one only if it matches the program), 'empty' when it holds none."""
+        if _XLA_CACHE is None:
+            return "off"
+        if os.path.isdir(_XLA_CACHE) and any(n.startswith("xla_compile_cache") for n in os.listdir(_XLA_CACHE)):
+            return "warm"
+        return "empty"
+
+    # -- memory ----------------------------------------------------------------------
+    def _memory_device(self, device: str) -> str | None:
+        """TF's name of the device whose allocator keeps statistics, None if it keeps none."""
+        if self.check_device(device) == "gpu":
+            return "GPU:0"
+        return "CPU:0" if _CPU_BFC else None
+
+    def reset_peak_memory(self, device: str) -> None:
+        if self._memory_device(device) and self.peak_memory(device) is not None:
+            tf.config.experimental.reset_memory_stats(self._memory_device(device))
+
+    def peak_memory(self, device: str) -> int | None:
+        if self._memory_device(device) is None:
+            return None
+        try:
+            return int(tf.config.experimental.get_memory_info(self._memory_device(device))["peak"])
+        except ValueError:  # TF's runtime started before this module set the BFC allocator
+            return None

@@ -1,0 +1,347 @@
+"""GPT-2 in low-level TensorFlow 2: tf.Modules holding tf.Variables, ops from tf.nn and
+tf.linalg, gradients from tf.GradientTape. Same maths as workloads/gpt.py and nanoGPT's
+model.py, which this file follows top-down: LayerNorm, CausalSelfAttention, MLP, Block,
+GPT, then the AdamW update and the GPTModel that fwbench calls.
+
+The residual stream is kept flat, one row per token: x is (B*T, C). Every linear layer is
+then one 2-D MatMul + BiasAdd on it, the shape TF's fast paths are written for (Grappler
+fuses MatMul + BiasAdd into one kernel in graph mode, XLA needs no reshape around its
+dots, and in eager mode a reshape per layer is an op less); only attention reshapes to
+(B, nh, T, hs). Measured on the small preset, this beat (B, T, C) activations with
+batched matmuls in all three modes.
+
+Weights keep GPT-2's Conv1D layout (in, out), which is already y = x @ W + b, so params
+load and export as plain copies (bit-exact round trip).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from workloads.base import AdamW, FwbenchError
+from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
+
+
+def dims(x) -> list:
+    """x's shape: Python ints where known statically (always in eager mode, where a tensor in
+    a shape would cost a slow fallback per op), else the dynamic size."""
+    static, dynamic = x.shape.as_list(), None
+    if None in static:
+        dynamic = tf.shape(x)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
+
+
+def variable(params: dict[str, np.ndarray], name: str, named: dict[str, tf.Variable]) -> tf.Variable:
+    """A tf.Variable from the numpy parameter `name`, recorded in `named` under that name."""
+    named[name] = tf.Variable(params[name], name=name)
+    return named[name]
+
+
+class LayerNorm(tf.Module):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis, biased variance."""
+
+    def __init__(self, params, prefix, named):
+        super().__init__()
+        self.weight = variable(params, prefix + ".weight", named)
+        self.bias = variable(params, prefix + ".bias", named)
+
+    def __call__(self, x):
+        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(var + LN_EPS) * self.weight + self.bias
+
+
+class Linear(tf.Module):
+    """y = x @ W + b with W in GPT-2's Conv1D layout (in, out); x is (rows, in)."""
+
+    def __init__(self, params, prefix, named):
+        super().__init__()
+        self.weight = variable(params, prefix + ".weight", named)
+        self.bias = variable(params, prefix + ".bias", named)
+
+    def __call__(self, x):
+        return tf.nn.bias_add(tf.matmul(x, self.weight), self.bias)
+
+
+class CausalSelfAttention(tf.Module):
+    """softmax(q k^T / sqrt(hs) + causal mask) v per head. TF has no fused attention op, so
+    the scores are explicit; XLA fuses the scale, mask and softmax in compiled mode."""
+
+    def __init__(self, config, params, prefix, named):
+        super().__init__()
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+        self.c_attn = Linear(params, prefix + ".c_attn", named)
+        self.c_proj = Linear(params, prefix + ".c_proj", named)
+
+    def __call__(self, x, B, T, mask, cache=None):
+        """x (B*T, C); mask (T, Tk) bool, True where a query may see a key.
+
+        With `cache` = (k_cache, v_cache, at) the T new positions' keys and values are
+        written into the (B, nh, block_size, hs) caches where `at` (block_size, 1) is True,
+        and the queries attend to the whole cache (Tk = block_size). Returns y (B*T, C) and
+        the keys and values attended to, (B, nh, Tk, hs) each.
+        """
+        nh, C = self.n_head, self.n_embd
+        hs = C // nh
+        q, k, v = tf.split(self.c_attn(x), 3, axis=-1)                       # (B*T, C) each
+        q, k, v = (tf.transpose(tf.reshape(z, (B, T, nh, hs)), (0, 2, 1, 3))  # (B, nh, T, hs)
+                   for z in (q, k, v))
+        if cache is not None:
+            k_cache, v_cache, at = cache
+            k = tf.where(at, k, k_cache)                                       # (B, nh, block, hs)
+            v = tf.where(at, v, v_cache)
+        att = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(hs))       # (B, nh, T, Tk)
+        att = tf.nn.softmax(tf.where(mask, att, float("-inf")), axis=-1)
+        y = tf.matmul(att, v)                                                  # (B, nh, T, hs)
+        y = tf.reshape(tf.transpose(y, (0, 2, 1, 3)), (B * T, C))              # heads side by side
+        return self.c_proj(y), (k, v)
+
+
+class MLP(tf.Module):
+    def __init__(self, params, prefix, named):
+        super().__init__()
+        self.c_fc = Linear(params, prefix + ".c_fc", named)
+        self.c_proj = Linear(params, prefix + ".c_proj", named)
+
+    def __call__(self, x):
+        return self.c_proj(tf.nn.gelu(self.c_fc(x), approximate=True))  # GELU, tanh form
+
+
+class Block(tf.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config, params, prefix, named):
+        super().__init__()
+        self.ln_1 = LayerNorm(params, prefix + ".ln_1", named)
+        self.attn = CausalSelfAttention(config, params, prefix + ".attn", named)
+        self.ln_2 = LayerNorm(params, prefix + ".ln_2", named)
+        self.mlp = MLP(params, prefix + ".mlp", named)
+
+    def __call__(self, x, B, T, mask, cache=None):
+        a, kv = self.attn(self.ln_1(x), B, T, mask, cache)
+        x = x + a
+        x = x + self.mlp(self.ln_2(x))
+        return x, kv
+
+
+class GPT(tf.Module):
+    """The network: token + position embeddings, n_layer blocks, final LayerNorm and the
+    output head tied to the token embedding. `named` maps each GPT-2 parameter name to
+    its tf.Variable, in the checkpoint's order."""
+
+    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]):
+        super().__init__(name="gpt")
+        self.config = config
+        self.named: dict[str, tf.Variable] = {}
+        self.wte = variable(params, "wte.weight", self.named)
+        self.wpe = variable(params, "wpe.weight", self.named)
+        self.h = [Block(config, params, f"h.{i}", self.named) for i in range(config.n_layer)]
+        self.ln_f = LayerNorm(params, "ln_f", self.named)
+
+    def __call__(self, idx):
+        """idx (B, T) int32 -> final hidden states (B*T, C) before ln_f, and each layer's
+        keys and values (B, nh, T, hs)."""
+        B, T = dims(idx)
+        x = tf.gather(self.wte, idx) + self.wpe[:T]                          # (B, T, C)
+        x = tf.reshape(x, (B * T, self.config.n_embd))                       # (B*T, C)
+        pos = tf.range(T)
+        causal = pos[:, None] >= pos[None, :]                                # (T, T)
+        kv = []
+        for block in self.h:
+            x, kv_i = block(x, B, T, causal)
+            kv.append(kv_i)
+        return x, kv
+
+    def head(self, x):
+        """(rows, C) -> logits (rows, vocab): ln_f, then x @ wte^T (tied weights)."""
+        return tf.matmul(self.ln_f(x), self.wte, transpose_b=True)
+
+    def logits(self, idx):
+        x, _ = self(idx)
+        B, T = dims(idx)
+        return tf.reshape(self.head(x), (B, T, self.config.vocab_size))     # (B, T, vocab)
+
+    def loss(self, idx, targets):
+        """Mean token cross-entropy of the next-token targets (B, T)."""
+        x, _ = self(idx)
+        logits = self.head(x)                                                # (B*T, vocab)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.reshape(targets, (-1,)), logits)
+        return tf.reduce_mean(ce)
+
+    def decode(self, tok, t, cache):
+        """One greedy-decoding step: tok (B,) at position t (int32 scalar) attends to the
+        cache [(k, v) (B, nh, block, hs) per layer] -> logits (B, vocab), updated cache."""
+        B = dims(tok)[0]
+        x = tf.gather(self.wte, tok) + self.wpe[t]                           # (B, C) = (B*1, C)
+        pos = tf.range(self.config.block_size)
+        seen = (pos <= t)[None, :]                                           # (1, block)
+        at = (pos == t)[:, None]                                             # (block, 1)
+        new_cache = []
+        for block, (k, v) in zip(self.h, cache):
+            x, kv = block(x, B, 1, seen, (k, v, at))
+            new_cache.append(kv)
+        return self.head(x), new_cache
+
+
+class AdamWUpdate(tf.Module):
+    """torch.optim.AdamW's update with nanoGPT's global-norm clipping, over tf.Variables
+    (workloads.base.AdamW):
+
+        g <- g * min(1, clip / (||g||_2 + 1e-6))
+        m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
+        p <- p (1 - lr wd)   [only params of 2 or more dims]
+        p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+    Written out rather than taken from Keras: Keras 3's AdamW (keras/src/optimizers/adam.py
+    update_step) computes p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), i.e.
+    eps is added to the uncorrected sqrt(v) (Kingma & Ba's "epsilon hat"), and its
+    global_clipnorm scales by clip / max(||g||, clip), without the 1e-6. Neither is torch's.
+    tf.raw_ops.ResourceApplyAdam places eps the same way as Keras.
+    """
+
+    def __init__(self, named: dict[str, tf.Variable], hp: AdamW):
+        super().__init__(name="adamw")
+        self.hp = hp
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.m = [tf.Variable(tf.zeros_like(p), trainable=False, name=k + ".m") for k, p in named.items()]
+        self.v = [tf.Variable(tf.zeros_like(p), trainable=False, name=k + ".v") for k, p in named.items()]
+        self.decay = [decayed(k, tuple(p.shape)) for k, p in named.items()]
+
+    def __call__(self, params: list[tf.Variable], grads: list[tf.Tensor]) -> None:
+        hp = self.hp
+        norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
+        scale = tf.minimum(1.0, hp.clip_norm / (norm + 1e-6))
+        t = tf.cast(self.step.assign_add(1), tf.float32)
+        step_size = hp.lr / (1.0 - tf.pow(hp.beta1, t))
+        bias_correction2_sqrt = tf.sqrt(1.0 - tf.pow(hp.beta2, t))
+        for p, g, m, v, decay in zip(params, grads, self.m, self.v, self.decay):
+            g = g * scale
+            m.assign(hp.beta1 * m + (1.0 - hp.beta1) * g)
+            v.assign(hp.beta2 * v + (1.0 - hp.beta2) * tf.square(g))
+            if decay:
+                p.assign(p * (1.0 - hp.lr * hp.weight_decay))
+            p.assign_sub(step_size * m / (tf.sqrt(v) / bias_correction2_sqrt + hp.eps))
+
+
+class TFGPT:
+    """fwbench's GPTModel in TensorFlow. In eager mode the methods run op by op; in graph and
+    compiled modes each is one tf.function (compiled: jit_compile=True, the whole function
+    one XLA program), made through the adapter so its traces are counted.
+
+    reduce_retracing=True: a call with tensors of an already-seen shape reuses the trace,
+    and a new shape makes one trace with unknown dims instead of one per shape, so a
+    benchmark's rotated batches never retrace while the first trace keeps static shapes.
+    """
+
+    def __init__(self, adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], mode: str,
+                 device: str):
+        check_params(config, params)
+        self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
+        self._device = adapter.tf_device(device)
+        with tf.device(self._device):
+            self.model = GPT(config, params)
+            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER)
+        self._vars = list(self.model.named.values())
+
+        def fn(f):
+            if mode == "eager":
+                return f
+            return adapter.function(f, jit_compile=mode == "compiled", reduce_retracing=True)
+
+        self._logits = fn(self.model.logits)
+        self._loss = fn(self.model.loss)
+        self._grads = fn(self._loss_and_grads)
+        self._train_step = fn(self._step)
+        self._generate_cached = fn(self._decode_loop)
+
+    # -- training --------------------------------------------------------------------
+    def _loss_and_grads(self, idx, targets):
+        with tf.GradientTape() as tape:
+            loss = self.model.loss(idx, targets)
+        grads = tape.gradient(loss, self._vars)
+        # wte is both gathered (sparse gradient) and the head (dense): sum as one dense tensor
+        return loss, [tf.convert_to_tensor(g) for g in grads]
+
+    def _step(self, idx, targets):
+        loss, grads = self._loss_and_grads(idx, targets)
+        self.optimizer(self._vars, grads)
+        return loss
+
+    # -- decoding ----------------------------------------------------------------------
+    def _write(self, buf, t, tok):
+        """buf (B, block) with column t replaced by tok (B,)."""
+        return tf.where(tf.range(self.config.block_size)[None, :] == t, tok[:, None], buf)
+
+    def _decode_loop(self, prompt, n_new):
+        """Greedy decoding with the KV cache: prefill the prompt (B, T0), then n_new - 1
+        single-token steps, in a tf.while_loop (a Python loop when eager; one XLA While
+        in compiled mode). Returns the (B, block) token buffer; columns >= T0 + n_new are 0."""
+        cfg = self.config
+        B, T0 = dims(prompt)
+        x, kv = self.model(prompt)                                          # prefill
+        pad = [[0, 0], [0, 0], [0, cfg.block_size - T0], [0, 0]]
+        cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]          # (B, nh, block, hs)
+        last = tf.reshape(x, (B, T0, cfg.n_embd))[:, -1]                    # (B, C)
+        tok = tf.argmax(self.model.head(last), axis=-1, output_type=tf.int32)  # (B,)
+        buf = self._write(tf.pad(prompt, [[0, 0], [0, cfg.block_size - T0]]), T0, tok)
+
+        def step(t, tok, buf, cache):  # tok sits at position t; predict position t + 1
+            logits, cache = self.model.decode(tok, t, cache)
+            tok = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            return t + 1, tok, self._write(buf, t + 1, tok), cache
+
+        end = T0 + n_new - 1
+        _, _, buf, _ = tf.while_loop(lambda t, *_: t < end, step, (T0, tok, buf, cache))
+        return buf
+
+    def _generate_full(self, prompt, n_new):
+        """The reference path, no cache: each new token from a full forward pass over the
+        buffer padded to block_size (static shape; the causal mask keeps the padding out
+        of every real position), read at the last real position."""
+        T0 = prompt.shape[1]
+        buf = tf.pad(prompt, [[0, 0], [0, self.config.block_size - T0]])
+        for t in range(T0, T0 + n_new):
+            logits = self._logits(buf)                                      # (B, block, vocab)
+            buf = self._write(buf, t, tf.argmax(logits[:, t - 1], axis=-1, output_type=tf.int32))
+        return buf
+
+    # -- GPTModel ------------------------------------------------------------------------
+    def logits(self, tokens):
+        with tf.device(self._device):
+            return self._logits(tokens)
+
+    def loss(self, tokens, targets):
+        with tf.device(self._device):
+            return self._loss(tokens, targets)
+
+    def grads(self, tokens, targets):
+        with tf.device(self._device):
+            _, grads = self._grads(tokens, targets)
+        return dict(zip(self.model.named, grads))
+
+    def train_step(self, tokens, targets):
+        with tf.device(self._device):
+            return self._train_step(tokens, targets)
+
+    def generate(self, prompt, n_new: int, use_cache: bool = True):
+        B, T0 = prompt.shape
+        if n_new < 0 or T0 + n_new > self.config.block_size:
+            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be within block_size "
+                               f"{self.config.block_size} (the KV cache's length)")
+        if n_new == 0:
+            return prompt
+        with tf.device(self._device):
+            if use_cache:
+                buf = self._generate_cached(prompt, tf.constant(n_new, tf.int32))
+            else:
+                buf = self._generate_full(prompt, n_new)
+            return buf[:, :T0 + n_new]
+
+    def export_params(self) -> dict[str, np.ndarray]:
+        return {k: v.numpy() for k, v in self.model.named.items()}
+
+
+def build(adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], mode: str, device: str) -> TFGPT:
+    return TFGPT(adapter, config, params, mode, device)
