@@ -10,10 +10,10 @@ returned as gradients. Images arrive NHWC at the interface and are permuted at t
 Memory format: the NCHW tensors are kept in channels_last memory order (strides of NHWC),
 the conv weights too. The NHWC interface arrays then already are in that order
 (x.permute(0, 3, 1, 2) is a channels_last view, no copy), and oneDNN's convolutions run
-faster on it on this CPU: a profile of eager train_step at the small preset, one thread,
-spent 1.4 s in 3 steps with channels_last against 2.7 s with contiguous NCHW, most of it in
-convolution forward and backward. Attention is F.scaled_dot_product_attention (PyTorch's
-fused kernel, one head); the explicit softmax(q k^T) v measured the same here.
+faster on it here: at the small preset, one thread, eager eps took 39 ms against 45 ms
+with contiguous NCHW, train_step 136 ms against 140 ms, compiled train_step 157 ms against
+163 ms. Attention is F.scaled_dot_product_attention (PyTorch's fused kernel, one head);
+the explicit softmax(q k^T * C**-0.5) v measured the same.
 
 Modes: "eager" runs the modules as they are; "compiled" wraps each timed entry point in
 torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.py does:
