@@ -56,6 +56,17 @@ def replace_config(config: Any, **changes: Any) -> Any:
     return dataclasses.replace(config, **changes)
 
 
+def check_param_shapes(kind: str, want: Mapping[str, tuple[int, ...]], params: Mapping[str, Any]) -> None:
+    """Refuse a parameter dict whose names or shapes differ from `want`, naming what differs."""
+    missing = [k for k in want if k not in params]
+    extra = [k for k in params if k not in want]
+    if missing or extra:
+        raise FwbenchError(f"{kind} params do not match the config: missing {missing[:4]}, unexpected {extra[:4]}")
+    for k, s in want.items():
+        if tuple(params[k].shape) != s:
+            raise FwbenchError(f"{kind} param {k} has shape {tuple(params[k].shape)}, config needs {s}")
+
+
 @dataclass(frozen=True)
 class Preset:
     """A named configuration and the batch size its benchmarks use."""

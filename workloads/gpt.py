@@ -32,7 +32,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from workloads.base import AdamW, FwbenchError, Preset, TaskSpec, check_positive, choose
+from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
+                            choose)
 
 NAME = "gpt"
 TASKS = ("forward", "train_step", "generate")
@@ -143,14 +144,7 @@ def init_params(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
 
 def check_params(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
     """Refuse a parameter dict that does not fit the config, naming what differs."""
-    want = param_shapes(cfg)
-    missing = [k for k in want if k not in params]
-    extra = [k for k in params if k not in want]
-    if missing or extra:
-        raise FwbenchError(f"GPT params do not match the config: missing {missing[:4]}, unexpected {extra[:4]}")
-    for k, s in want.items():
-        if tuple(params[k].shape) != s:
-            raise FwbenchError(f"GPT param {k} has shape {tuple(params[k].shape)}, config needs {s}")
+    check_param_shapes("GPT", param_shapes(cfg), params)
 
 
 # ----------------------------------------------------------------------------- data

@@ -120,3 +120,19 @@ class Adapter(base.Adapter):
         # The caching allocator's high-water mark of tensor memory; PyTorch keeps no such
         # statistic for the CPU.
         return int(torch.cuda.max_memory_allocated(device)) if device == "cuda" else None
+
+
+def adamw(named: dict[str, "torch.nn.Parameter"], opt: Any, decayed: Any) -> tuple["torch.optim.AdamW", str]:
+    """torch.optim.AdamW as nanoGPT's configure_optimizers builds it: weight decay on the
+    parameters `decayed(name, shape)` selects, none on the others; hyperparameters from
+    the workload's AdamW. The fused kernel (one pass over all tensors) where this build has
+    one for the device (CPU since PyTorch 2.4, CUDA), else foreach. Returns it and its kind."""
+    decay = [p for k, p in named.items() if decayed(k, tuple(p.shape))]
+    no_decay = [p for k, p in named.items() if not decayed(k, tuple(p.shape))]
+    groups = [{"params": decay, "weight_decay": opt.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    hyper = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **hyper), "fused"
+    except RuntimeError:
+        return torch.optim.AdamW(groups, foreach=True, **hyper), "foreach"

@@ -45,6 +45,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from workloads import diffusion as D
+from frameworks.torch import adamw
 from workloads.base import FwbenchError
 
 MEMORY_FORMAT = torch.channels_last
@@ -266,18 +267,7 @@ class TorchDiffusion:
 
         # AdamW as frameworks/torch/gpt.py builds it: decay on conv/dense weights only, the
         # fused kernel where this build has one for the device, else foreach.
-        opt = D.OPTIMIZER
-        decay = [p for k, p in self._params.items() if D.decayed(k, tuple(params[k].shape))]
-        no_decay = [p for k, p in self._params.items() if not D.decayed(k, tuple(params[k].shape))]
-        groups = [{"params": decay, "weight_decay": opt.weight_decay},
-                  {"params": no_decay, "weight_decay": 0.0}]
-        hyper = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
-        try:
-            self.optimizer = torch.optim.AdamW(groups, fused=True, **hyper)
-            self.adamw_impl = "fused"
-        except RuntimeError:
-            self.optimizer = torch.optim.AdamW(groups, foreach=True, **hyper)
-            self.adamw_impl = "foreach"
+        self.optimizer, self.adamw_impl = adamw(self._params, D.OPTIMIZER, D.decayed)
 
         # The timed entry points; torch.compile compiles each on its first call.
         wrap = torch.compile if mode == "compiled" else (lambda f: f)

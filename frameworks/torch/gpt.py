@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from workloads import gpt as W
+from frameworks.torch import adamw
 from workloads.base import FwbenchError
 
 
@@ -145,20 +146,7 @@ class TorchGPT:
                 p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only.
-        opt = W.OPTIMIZER
-        decay = [p for k, p in self._params.items() if W.decayed(k, tuple(params[k].shape))]
-        no_decay = [p for k, p in self._params.items() if not W.decayed(k, tuple(params[k].shape))]
-        groups = [{"params": decay, "weight_decay": opt.weight_decay},
-                  {"params": no_decay, "weight_decay": 0.0}]
-        hyper = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
-        # The fused kernel (one pass over all tensors) where this build has one for the
-        # device (CPU since PyTorch 2.4, CUDA); else foreach (a few multi-tensor kernels).
-        try:
-            self.optimizer = torch.optim.AdamW(groups, fused=True, **hyper)
-            self.adamw_impl = "fused"
-        except RuntimeError:
-            self.optimizer = torch.optim.AdamW(groups, foreach=True, **hyper)
-            self.adamw_impl = "foreach"
+        self.optimizer, self.adamw_impl = adamw(self._params, W.OPTIMIZER, W.decayed)
 
         # The timed entry points; torch.compile compiles each on its first call. Each is its
         # own Python function, so Dynamo caches (and counts) their graphs separately.
