@@ -38,22 +38,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from frameworks.tensorflow.gpt import AdamWUpdate, dims, variable
+from frameworks.tensorflow.gpt import AdamWUpdate, Linear, dims, variable
 from workloads.base import FwbenchError
 from workloads.diffusion import (GN_EPS, OPTIMIZER, SAMPLE_STEPS, DiffusionConfig, check_params,
                                  sampler_coefficients, unet_blocks)
 
 
-class Dense(tf.Module):
-    """y = x @ W + b, W (in, out); x (B, in)."""
-
-    def __init__(self, params, prefix, named):
-        super().__init__()
-        self.weight = variable(params, prefix + ".weight", named)
-        self.bias = variable(params, prefix + ".bias", named)
-
-    def __call__(self, x):
-        return tf.nn.bias_add(tf.matmul(x, self.weight), self.bias)
+# y = x @ W + b with W (in, out), x (B, in): the GPT's linear layer is the same layer.
+Dense = Linear
 
 
 class Conv2d(tf.Module):
