@@ -10,6 +10,13 @@ gradients are `jax.value_and_grad(loss)`; AdamW with gradient clipping is optax.
 is jax.nn.dot_product_attention, JAX's fused-attention entry point (layout (B, T, nh, hs),
 so heads need no transposes).
 
+The residual stream is kept flat, one row per token: x is (B*T, C), as in the TensorFlow
+model, so every linear layer is a 2-D dot and every weight gradient contracts over one
+axis of rows. With (B, T, C) activations, XLA:CPU (jaxlib 0.10) contracted the weight
+gradients over two axes and first copied each activation into a transposed layout, fused
+with a recomputation of the LayerNorm backward: about 40 ms of copies per small-preset
+step. Flat rows removed them (value_and_grad at small, 2 threads: about 15% faster).
+
 Modes: "eager" calls the functions as they are, so JAX dispatches every operation (and
 every operation of the backward pass and the optimizer update) one at a time; nothing is
 wrapped in jax.jit here. "compiled" wraps each entry point in jax.jit: the forward, the
@@ -49,19 +56,20 @@ def linear(p: Params, name: str, x: jax.Array) -> jax.Array:
     return x @ p[name + ".weight"] + p[name + ".bias"]
 
 
-def causal_self_attention(p: Params, h: str, x: jax.Array, n_head: int,
+def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_head: int,
                           kv: tuple[jax.Array, jax.Array] | None = None, pos: Any = 0
                           ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """softmax(q k^T / sqrt(hs) + causal mask) v over the heads, then c_proj.
 
-    Without a cache, x (B, T, C) is a whole sequence and attends causally to itself. With a
-    cache kv = (k_cache, v_cache), each (B, nh, block_size, hs), x is the token at position
-    `pos`: its key and value are written there and it attends to every position <= pos, the
-    rest of the cache masked, so no shape depends on pos. Returns the output and the updated
-    caches, or without a cache x's own keys and values (B, T, nh, hs), for a prefill to store.
+    x is (B*T, C), the rows of B sequences of T tokens. Without a cache, each sequence
+    attends causally to itself. With a cache kv = (k_cache, v_cache), each (B, nh,
+    block_size, hs), T is 1, the token at position `pos`: its key and value are written
+    there and it attends to every position <= pos, the rest of the cache masked, so no
+    shape depends on pos. Returns the output (B*T, C) and the updated caches, or without a
+    cache the sequences' own keys and values (B, T, nh, hs), for a prefill to store.
     """
-    B, T, C = x.shape
-    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x), 3, axis=-1)
+    C = x.shape[-1]
+    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x), 3, axis=-1)    # (B*T, C) each
     q, k, v = (t.reshape(B, T, n_head, C // n_head) for t in (q, k, v))   # (B, T, nh, hs)
     if kv is None:
         y = jax.nn.dot_product_attention(q, k, v, is_causal=True)          # (B, T, nh, hs)
@@ -74,7 +82,7 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, n_head: int,
         seen = jnp.full((B,), pos + 1, jnp.int32)                          # keys 0..pos
         y = jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
                                          key_value_seq_lengths=seen)      # (B, 1, nh, hs)
-    y = y.reshape(B, T, C)  # re-assemble all head outputs side by side
+    y = y.reshape(B * T, C)  # re-assemble all head outputs side by side
     return linear(p, h + "attn.c_proj", y), (k, v)
 
 
@@ -84,30 +92,38 @@ def mlp(p: Params, h: str, x: jax.Array) -> jax.Array:
 
 def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = None, pos: Any = 0
            ) -> tuple[jax.Array, KV]:
-    """Final-LayerNorm hidden states (B, T, C) of tokens (B, T) at positions pos..pos+T-1,
-    and every layer's keys and values (see causal_self_attention)."""
-    T = tokens.shape[1]
+    """Final-LayerNorm hidden states (B*T, C) of tokens (B, T) at positions pos..pos+T-1,
+    one row per token, and every layer's keys and values (see causal_self_attention)."""
+    B, T = tokens.shape
     x = p["wte.weight"][tokens] + lax.dynamic_slice_in_dim(p["wpe.weight"], pos, T)  # (B, T, C)
+    x = x.reshape(B * T, cfg.n_embd)                                                 # (B*T, C)
     new_kv = []
     for i in range(cfg.n_layer):  # unrolled: n_layer is small and XLA fuses across layers
         h = f"h.{i}."
         y, kv_i = causal_self_attention(p, h, layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"]),
-                                        cfg.n_head, None if kv is None else kv[i], pos)
+                                        B, T, cfg.n_head, None if kv is None else kv[i], pos)
         x = x + y  # pre-LayerNorm residual blocks
         x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"]))
         new_kv.append(kv_i)
     return layer_norm(x, p["ln_f.weight"], p["ln_f.bias"]), new_kv
 
 
-def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
-    """(B, T) int32 -> (B, T, vocab_size): the output head is the token embedding (tied)."""
-    x, _ = hidden(p, tokens, cfg=cfg)
+def head(p: Params, x: jax.Array) -> jax.Array:
+    """Hidden rows (N, C) -> logits (N, vocab_size): the output head is the token embedding
+    (tied)."""
     return x @ p["wte.weight"].T
+
+
+def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
+    """(B, T) int32 -> (B, T, vocab_size)."""
+    x, _ = hidden(p, tokens, cfg=cfg)
+    return head(p, x).reshape(*tokens.shape, cfg.vocab_size)
 
 
 def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
     """Mean next-token cross-entropy."""
-    return optax.softmax_cross_entropy_with_integer_labels(logits(p, tokens, cfg=cfg), targets).mean()
+    x, _ = hidden(p, tokens, cfg=cfg)
+    return optax.softmax_cross_entropy_with_integer_labels(head(p, x), targets.reshape(-1)).mean()
 
 
 # ----------------------------------------------------------------------------- training
@@ -148,7 +164,7 @@ def python_loop(lower: int, upper: int, body: Callable[[int, Any], Any], carry: 
 
 def next_token(p: Params, x: jax.Array, dtype: Any) -> jax.Array:
     """Greedy choice from hidden states x (B, C): the head on one position only."""
-    return jnp.argmax(x @ p["wte.weight"].T, axis=-1).astype(dtype)  # (B,)
+    return jnp.argmax(head(p, x), axis=-1).astype(dtype)  # (B,)
 
 
 def generate_cached(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
@@ -158,17 +174,17 @@ def generate_cached(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfi
     B, T0 = prompt.shape
     S = cfg.block_size
     buf = jnp.zeros((B, S), prompt.dtype).at[:, :T0].set(prompt)  # (B, S): padded, static shape
-    x, kv = hidden(p, prompt, cfg=cfg)                             # prefill: (B, T0, C)
+    x, kv = hidden(p, prompt, cfg=cfg)                             # prefill: (B*T0, C)
     pad = ((0, 0), (0, 0), (0, S - T0), (0, 0))
     kv = [(jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad))  # (B, nh, S, hs) each
           for k, v in kv]
-    buf = buf.at[:, T0].set(next_token(p, x[:, -1], buf.dtype))
+    buf = buf.at[:, T0].set(next_token(p, x.reshape(B, T0, -1)[:, -1], buf.dtype))
 
     def step(t: Any, carry: tuple[jax.Array, KV]) -> tuple[jax.Array, KV]:
         """The token at position t, through the caches -> the token at t + 1."""
         buf, kv = carry
         x, kv = hidden(p, lax.dynamic_slice_in_dim(buf, t, 1, axis=1), cfg=cfg, kv=kv, pos=t)
-        nxt = next_token(p, x[:, -1], buf.dtype)
+        nxt = next_token(p, x, buf.dtype)                              # x: (B*1, C)
         return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1), kv
 
     buf, _ = loop(T0, T0 + n_new - 1, step, (buf, kv))
@@ -184,7 +200,8 @@ def generate_full(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
 
     def step(t: Any, buf: jax.Array) -> jax.Array:
         """Tokens up to position t -> the token at t + 1."""
-        x, _ = hidden(p, buf, cfg=cfg)                                 # (B, S, C)
+        x, _ = hidden(p, buf, cfg=cfg)                                 # (B*S, C)
+        x = x.reshape(B, cfg.block_size, -1)                           # (B, S, C)
         nxt = next_token(p, lax.dynamic_index_in_dim(x, t, axis=1, keepdims=False), buf.dtype)
         return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1)
 
