@@ -20,7 +20,8 @@ import numpy as np
 
 import frameworks
 import workloads
-from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, default_cache_dir
+from frameworks.base import (FrameworkUnavailable, Unsupported, available_cpus, configure_allocator,
+                             default_cache_dir)
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, choose
 
@@ -268,6 +269,7 @@ def machine_info(opts: Options) -> dict[str, Any]:
         "missing": missing,
         "threads": threads,
         "cpus_available": available_cpus(),
+        "allocator": configure_allocator(),
         "cpu": cpu_name(),
         "device": opts.device,
         "accelerator": accel,

@@ -106,7 +106,8 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
     run = {
         "path": str(path), "run_file": path.name, "gemm_flops": fw.get("gemm_flops"),
         "gemm_note": fw.get("gemm_note"), "machine_threads": fw.get("threads"),
-        "cpus_available": fw.get("cpus_available"), "cpu": _cpu_name(machine_info, fw),
+        "cpus_available": fw.get("cpus_available"), "allocator": fw.get("allocator"),
+        "cpu": _cpu_name(machine_info, fw),
         "accelerator": fw.get("accelerator"), "fwbench_commit": fw.get("fwbench_commit"),
         "date": fw.get("date") or doc.get("datetime"), "preset": fw.get("preset"),
         "device": fw.get("device"), "matmul_precision": fw.get("matmul_precision"),

@@ -49,6 +49,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("fp32 GEMM rate", ", ".join(f"{g / 1e9:.1f} GFLOP/s" for g in sorted(set(gemm))) or "not measured"),
         ("GEMM measurement", _uniq(r["gemm_note"] for r in runs)),
         ("matmul precision", _uniq(df["matmul_precision"])),
+        ("C heap (malloc)", _uniq(r.get("allocator") or "not recorded" for r in runs)),
         ("frameworks", "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in
                                  sorted(versions.items(), key=lambda kv: figures.framework_order(versions).index(kv[0])))),
         ("workloads", _uniq(df["workload"])),

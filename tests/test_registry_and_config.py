@@ -181,3 +181,46 @@ def test_per_workload_presets():
         parse_presets("gpt2", ("gpt", "diffusion"))
     with pytest.raises(FwbenchError, match="unknown workload 'bert'"):
         parse_presets("bert=tiny", ("gpt",))
+
+
+_FAULTS = """
+import ctypes, resource, sys
+sys.path.insert(0, {root!r})
+from frameworks.base import configure_allocator
+print(configure_allocator())
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+size = 40 * 2**20
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):  # what XLA:CPU does every step: a large scratch buffer from malloc, written, freed
+    p = libc.malloc(size)
+    ctypes.memset(p, 1, size)
+    libc.free(p)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc: Linux only")
+@pytest.mark.parametrize("setting", ["retain", "default"])
+def test_allocator_keeps_freed_memory_unless_told_not_to(setting):
+    """With the heap kept, ten 40 MB buffers are faulted in once (~10,000 page faults);
+    with glibc's default each is a fresh mmap, faulted in every time (~100,000)."""
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", _FAULTS.format(root=root)], capture_output=True, text=True,
+                         env={**os.environ, "FWBENCH_MALLOC": setting}, timeout=120, check=True).stdout.split("\n")
+    note, faults = out[0], int(out[1])
+    pages = 10 * 40 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    if setting == "default":
+        assert note.startswith("default") and faults > 0.8 * pages
+    elif note.startswith("default"):
+        pytest.skip(f"allocator left alone here: {note}")
+    else:
+        assert note == frameworks.base.RETAIN_NOTE and faults < 0.3 * pages
+
+
+def test_bad_allocator_setting_names_the_valid_ones(monkeypatch):
+    monkeypatch.setattr(frameworks.base, "_allocator", None)
+    monkeypatch.setenv("FWBENCH_MALLOC", "jemalloc")
+    with pytest.raises(FwbenchError, match="unknown FWBENCH_MALLOC 'jemalloc': choose one of retain, default"):
+        frameworks.base.configure_allocator()
