@@ -114,7 +114,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    machine_info["fwbench"] = bench.machine_info(session_of(config).options)
+    s = session_of(config)
+    machine_info["fwbench"] = bench.machine_info(s.options, s.gemm_samples)
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]) -> None:

@@ -15,6 +15,10 @@ Where the records live in a pytest-benchmark JSON written by fwbench:
 Derived columns (per row, from the same run file):
     throughput        = items / median_s                        (unit/s)
     utilisation       = flops / median_s / gemm_flops           (fraction of the machine's GEMM rate)
+    gemm_flops        = the best GEMM rate of all runs on the same machine set-up (CPU,
+                        accelerator, device, threads, matmul precision): one denominator for
+                        every framework, not each process's own measurement, which a busy
+                        moment on a shared machine lowers; run_gemm_flops keeps the run's own
     speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...)
     compile_latency_s = first_call_s - first_call_s(eager)      (as compiler dashboards define it)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
@@ -40,6 +44,8 @@ from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES, problems as rec
 FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
 # Rows of the same run that share these are one case in different modes (eager is the baseline).
 BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device", "strategy")
+# Runs that share these measured the same machine: they share the best GEMM rate among them.
+SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
@@ -171,7 +177,7 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df["case"] = [case_id(r) for _, r in df.iterrows()]
     if df.empty:
-        for c in ("median_lo_s", "median_hi_s", *DERIVED):
+        for c in ("median_lo_s", "median_hi_s", "run_gemm_flops", *DERIVED):
             df[c] = pd.Series(dtype=float)
         return df
     boots = {i: stats.boot_medians(t, f"{f}|{c}") for i, t, f, c in
@@ -183,7 +189,10 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["throughput"] = df["items"].astype(float) / med
     df["throughput_lo"] = df["items"].astype(float) / df["median_hi_s"]
     df["throughput_hi"] = df["items"].astype(float) / df["median_lo_s"]
-    df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"].astype(float)
+    df["run_gemm_flops"] = df["gemm_flops"].astype(float)
+    setup = ["|".join(map(str, r)) for r in df[list(SETUP_KEYS)].itertuples(index=False)]
+    df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
+    df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
     for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps"):
         df[c] = math.nan
     key = ["|".join(map(str, r)) for r in df[list(BASELINE_KEYS)].itertuples(index=False)]
@@ -220,7 +229,7 @@ def break_even(first_c: float, step_c: float, first_e: float, step_e: float) -> 
 def columns(extra: Iterable[str] = ()) -> list[str]:
     """The frame's column order: record fields, extra record keys, timing, derived, machine."""
     return ([*FIELDS, *sorted(set(extra))] + list(TIMING) + list(DERIVED) + list(MACHINE)
-            + ["run_file", "name", "case", "times"])
+            + ["run_gemm_flops", "run_file", "name", "case", "times"])
 
 
 def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = False) -> pd.DataFrame:

@@ -34,7 +34,8 @@ def _uniq(values: Any) -> str:
 
 def setup_table(df: pd.DataFrame) -> pd.DataFrame:
     runs = df.attrs.get("runs", [])
-    gemm = [r["gemm_flops"] for r in runs if finite(r["gemm_flops"])]
+    gemm = [g for g in df["gemm_flops"] if finite(g)]
+    measured = [r["gemm_flops"] for r in runs if finite(r["gemm_flops"])]
     versions = {}
     for r in runs:
         for name, info in sorted(r["frameworks"].items()):
@@ -46,8 +47,12 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("accelerator", _uniq(r["accelerator"] for r in runs) if any(r["accelerator"] for r in runs) else "none"),
         ("device", _uniq(df["device"])),
         ("intra-op threads", _uniq(df["threads"])),
-        ("fp32 GEMM rate", ", ".join(f"{g / 1e9:.1f} GFLOP/s" for g in sorted(set(gemm))) or "not measured"),
-        ("GEMM measurement", _uniq(r["gemm_note"] for r in runs)),
+        ("fp32 GEMM rate (utilisation's denominator)",
+         ", ".join(f"{g / 1e9:.1f} GFLOP/s" for g in sorted(set(gemm))) or "not measured"),
+        ("GEMM measurement", _uniq(r["gemm_note"] for r in runs)
+         + ("; each run's best: " + ", ".join(f"{g / 1e9:.1f}" for g in measured)
+            + " GFLOP/s; a report uses the best of the runs on the same machine set-up"
+            if len(measured) > 1 else "")),
         ("matmul precision", _uniq(df["matmul_precision"])),
         ("C heap (malloc)", _uniq(r.get("allocator") or "not recorded" for r in runs)),
         ("frameworks", "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in

@@ -51,6 +51,10 @@ def test_cases_that_did_not_run_leave_records(run_json):
 def test_machine_info_has_what_utilisation_needs(run_json):
     info = run_json["machine_info"]["fwbench"]
     assert info["gemm_flops"] > 1e9 and info["threads"] >= 1
+    # measured before the first case and after the last; the best of them is the rate
+    assert len(info["gemm_samples"]) == 2 and info["gemm_flops"] == max(info["gemm_samples"])
+    assert "before the first case and after the last" in info["gemm_note"]
+    assert info["allocator"]
     assert set(info["frameworks"]) == set(INSTALLED)
     for fw in INSTALLED:
         assert info["frameworks"][fw]["version"]

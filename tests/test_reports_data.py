@@ -51,6 +51,21 @@ def test_derived_columns_by_hand(tmp_path):
     assert c["median_lo_s"] == pytest.approx(0.004) and c["median_hi_s"] == pytest.approx(0.004)
 
 
+def test_runs_on_one_machine_share_the_best_gemm_rate(tmp_path):
+    """Each framework's process measures the GEMM rate; a busy moment lowers one of them.
+    Utilisation divides by the best of the runs with the same set-up, and only those."""
+    a = exact_run(tmp_path / "a.json", gemm=2e11)
+    b = write(tmp_path / "b.json", result_json([(record("jax", "forward", "eager"), [0.010] * 9)],
+                                               frameworks=("jax",), gemm_flops=1e11))
+    other = write(tmp_path / "c.json", result_json([(record("tensorflow", "forward", "eager", threads=1), [0.010] * 9)],
+                                                   frameworks=("tensorflow",), gemm_flops=1e11, threads=1))
+    df = reports.load([a, b, other]).set_index("framework")
+    assert df.loc["jax", "run_gemm_flops"] == 1e11 and df.loc["jax", "gemm_flops"] == 2e11
+    assert df.loc["jax", "utilisation"] == pytest.approx(1e9 / 0.010 / 2e11)
+    assert df.loc["tensorflow", "gemm_flops"] == 1e11                     # another set-up: its own
+    assert (df.loc["torch", "gemm_flops"] == 2e11).all()
+
+
 def test_break_even_edge_cases():
     assert data.break_even(5.0, 0.02, 0.1, 0.01) == math.inf       # compiled step slower: never
     assert data.break_even(0.05, 0.005, 0.1, 0.01) == 1.0          # cheaper first call and faster steps
