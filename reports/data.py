@@ -172,6 +172,11 @@ def case_id(row: pd.Series | dict[str, Any]) -> str:
                     else str(row[k]) for k in CASE_KEYS)
 
 
+def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
+    """Each row's values of `keys` as one string, for grouping rows that share them."""
+    return ["|".join(map(str, r)) for r in df[list(keys)].itertuples(index=False)]
+
+
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add the confidence intervals and derived columns (see the module docstring)."""
     df = df.copy()
@@ -190,12 +195,12 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["throughput_lo"] = df["items"].astype(float) / df["median_hi_s"]
     df["throughput_hi"] = df["items"].astype(float) / df["median_lo_s"]
     df["run_gemm_flops"] = df["gemm_flops"].astype(float)
-    setup = ["|".join(map(str, r)) for r in df[list(SETUP_KEYS)].itertuples(index=False)]
+    setup = _joined(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
     df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
     for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps"):
         df[c] = math.nan
-    key = ["|".join(map(str, r)) for r in df[list(BASELINE_KEYS)].itertuples(index=False)]
+    key = _joined(df, BASELINE_KEYS)
     eager = {k: i for k, i, m, t in zip(key, df.index, df["mode"], df["median_s"])
              if m == "eager" and t is not None and not math.isnan(t)}
     for i, k in zip(df.index, key):

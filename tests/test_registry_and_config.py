@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import subprocess
 import sys
 
@@ -205,7 +206,6 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 def test_allocator_keeps_freed_memory_unless_told_not_to(setting):
     """With the heap kept, ten 40 MB buffers are faulted in once (~10,000 page faults);
     with glibc's default each is a fresh mmap, faulted in every time (~100,000)."""
-    import os
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", _FAULTS.format(root=root)], capture_output=True, text=True,
                          env={**os.environ, "FWBENCH_MALLOC": setting}, timeout=120, check=True).stdout.split("\n")
