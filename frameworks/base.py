@@ -97,12 +97,71 @@ def set_threads(n: int | None = None) -> int:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
     os.environ["FWBENCH_THREADS"] = str(n)
     configure_allocator()
+    configure_caches()
     return n
 
 
 def default_cache_dir() -> str:
-    """Where persistent compile caches live (FWBENCH_CACHE_DIR, else ~/.cache/fwbench)."""
+    """Where persistent compile caches live (FWBENCH_CACHE_DIR, else ~/.cache/fwbench).
+    `fwbench run` gives every run a folder of its own; the test suite uses another."""
     return os.environ.get("FWBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fwbench")
+
+
+# Each framework's persistent compile cache, as a sub-folder of default_cache_dir(), and the
+# environment variable its runtime reads the location from (TensorFlow's is a TF_XLA_FLAGS
+# flag, set by its adapter before TensorFlow loads).
+CACHE_SUBDIRS = {"torch": "torchinductor", "jax": "jax", "tensorflow": "tf_xla"}
+_CACHE_ENV = {"torch": "TORCHINDUCTOR_CACHE_DIR", "jax": "JAX_COMPILATION_CACHE_DIR"}
+# framework -> "cold" / "warm" / "off": the cache's state when this process configured it.
+_cache_state: dict[str, str] = {}
+
+
+def caches_enabled() -> bool:
+    """FWBENCH_COMPILE_CACHE=off turns every persistent compile cache off (on by default)."""
+    v = os.environ.get("FWBENCH_COMPILE_CACHE", "on").strip().lower() or "on"
+    return choose("FWBENCH_COMPILE_CACHE", v, ("on", "off")) == "on"
+
+
+def cache_dir(framework: str) -> str:
+    """The folder of `framework`'s persistent compile cache."""
+    return os.path.join(default_cache_dir(), CACHE_SUBDIRS[framework])
+
+
+def _has_files(path: str) -> bool:
+    for _, _, files in os.walk(path):
+        if files:
+            return True
+    return False
+
+
+def configure_caches() -> dict[str, str]:
+    """Point every framework's persistent compile cache at fwbench's folder and note whether
+    each was cold (empty) or warm when this process started. It must run before any framework
+    is imported: PyTorch sets TORCHINDUCTOR_CACHE_DIR itself when torch._dynamo loads, after
+    which a later choice is silently ignored. Runs once per process (from set_threads); the
+    framework-specific variables are overwritten, so the folder is always fwbench's and the
+    cold/warm state is that of the folder really used (adapters record the folder their
+    runtime reports). Returns framework -> state."""
+    if _cache_state:
+        return dict(_cache_state)
+    on = caches_enabled()
+    for fw, sub in CACHE_SUBDIRS.items():
+        path = cache_dir(fw)
+        if fw in _CACHE_ENV:
+            if on:
+                os.environ[_CACHE_ENV[fw]] = path
+            else:
+                os.environ.pop(_CACHE_ENV[fw], None)
+        _cache_state[fw] = "off" if not on else ("warm" if _has_files(path) else "cold")
+    if not on:   # Inductor's FX-graph and AOTAutograd caches are on by default: turn them off
+        os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+        os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    return dict(_cache_state)
+
+
+def cache_state(framework: str) -> str:
+    """cold / warm / off for `framework`'s persistent compile cache at process start."""
+    return configure_caches()[framework]
 
 
 class Adapter:
@@ -161,7 +220,13 @@ class Adapter:
 
     def fallbacks(self) -> list[str]:
         """Cumulative reasons the compiler fell back to Python/eager for part of a program
-        (PyTorch graph breaks). Frameworks that refuse instead of falling back return []."""
+        (PyTorch graph breaks, including those torch.optim inserts on purpose). Frameworks
+        that refuse instead of falling back return []."""
+        return []
+
+    def model_fallbacks(self) -> list[str]:
+        """Of those, the breaks in a model's own forward/backward (what makes a case a
+        `fallback`): cumulative; [] where the compiler refuses instead of falling back."""
         return []
 
     def reset_peak_memory(self, device: str) -> None:
@@ -173,8 +238,30 @@ class Adapter:
         return None
 
     def compile_cache(self) -> str:
-        """State of the persistent compile cache: 'empty', 'warm' or 'off'."""
-        return "off"
+        """State of the persistent compile cache when this process started: 'cold' (empty),
+        'warm' (filled by an earlier process) or 'off' (see frameworks.base.configure_caches)."""
+        return "off" if self.cache_dir_in_use() is None else cache_state(self.name)
+
+    def cache_dir_in_use(self) -> str | None:
+        """The compile-cache folder the framework's runtime actually uses (None: no cache)."""
+        return None
+
+    # What compile_seconds() reads, in words, or why it returns None.
+    compile_timer: str = "no compile timer"
+
+    def compile_seconds(self) -> float | None:
+        """Cumulative seconds spent compiling so far, from the framework's own timers; None
+        where the framework keeps none (compile_timer says so)."""
+        return None
+
+    def cache_hits(self) -> int | None:
+        """Cumulative persistent compile-cache hits so far; None where not counted."""
+        return None
+
+    def settings(self) -> dict[str, str]:
+        """Every non-default runtime setting fwbench applies to this framework, by name, for
+        the report's set-up table (the C heap policy and thread count are added by the harness)."""
+        return {}
 
     # -- shared --------------------------------------------------------------------
     def configure(self, threads: int | None = None, matmul_precision: str = "highest") -> dict[str, Any]:
@@ -195,8 +282,9 @@ class Adapter:
         return choose(f"device for {self.name}", device, self.devices())
 
     def build(self, workload: str, config: Any, params: dict[str, np.ndarray], mode: str,
-              device: str = "cpu") -> Any:
-        """Build `workload`'s model in this framework from numpy params."""
+              device: str = "cpu", strategy: str | None = None) -> Any:
+        """Build `workload`'s model in this framework from numpy params. `strategy` is a case
+        variant the workload declares (workloads.<name>.strategies); None is the default."""
         from workloads import WORKLOADS
         choose("workload", workload, WORKLOADS)
         self.check_mode(mode)
@@ -204,7 +292,9 @@ class Adapter:
         if self.threads is None:
             self.configure()
         module = importlib.import_module(f"frameworks.{self.name}.{workload}")
-        return module.build(self, config, params, mode, device)
+        if strategy is None:
+            return module.build(self, config, params, mode, device)
+        return module.build(self, config, params, mode, device, strategy=strategy)
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version(), "devices": self.devices(),

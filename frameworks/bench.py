@@ -8,6 +8,7 @@ It is generic over workloads: everything workload-specific comes from the worklo
 from __future__ import annotations
 
 import datetime
+import gc
 import math
 import os
 import platform
@@ -65,6 +66,11 @@ class Options:
     bare_loop: bool = False        # also time a bare loop over the same callable
     seed: int = 0
     presets: dict[str, str] = field(default_factory=dict)
+    # Replication (set by `fwbench run` for each process it starts; None in a direct run).
+    run_id: str | None = None      # shared by the processes of one run
+    repeat: int | None = None      # this process's index among its framework's processes
+    repeats: int | None = None     # processes per framework in the run
+    case_order_seed: int | None = None   # shuffle the cases with this seed (None: collection order)
 
     def __post_init__(self) -> None:
         if not self.presets:
@@ -77,8 +83,10 @@ class Session:
     options: Options
     records: list[dict[str, Any]] = field(default_factory=list)
     missing: dict[str, str] = field(default_factory=dict)
-    # The CPU's GEMM rate measured before the first case; machine_info adds one after the last.
-    gemm_samples: list[float] = field(default_factory=list)
+    # GEMM rates ({source: FLOP/s}) measured before the first case; machine_info adds a
+    # measurement after the last.
+    gemm_samples: list[dict[str, float]] = field(default_factory=list)
+    cases_started: int = 0         # position of the next case in this process (records' `order`)
 
 
 def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
@@ -116,6 +124,16 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
 
     Raises pytest's skip for missing frameworks and unsupported modes (after recording
     them) and re-raises failures (after recording them), so pytest reports each honestly.
+
+    The order of events, and what each measures:
+      first call        on a fresh model: trace + compile + run (first_call_s; compile_s from
+                        the framework's own timers over the same call)
+      sizing call       one more call, which sizes the round count to the time budget
+      warm-up rounds    untimed; the compilation counter is read after them
+      timed rounds      benchmark.pedantic with Python's GC off; a counter that grew during
+                        them is recorded (compilations_timed, recompiled_during_timing)
+    Every call waits for its result and, for a call that updates the model, for the
+    model's state() too (TaskSpec.mutates).
     """
     import pytest
 
@@ -123,11 +141,12 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     W = workloads.get(workload)
     preset = opts.presets.get(workload) or parse_presets(opts.preset, (workload,))[workload]
     p = W.preset(preset)
-    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed)
+    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed, strategy=strategy)
     record = rec_mod.empty(framework=framework, workload=workload, task=task, mode=mode,
                            strategy=strategy, preset=preset, shape=spec.shape, dtype="float32",
                            device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
-                           status="ok")
+                           status="ok", repeat=opts.repeat, order=session.cases_started)
+    session.cases_started += 1
     try:
         adapter = frameworks.load(framework)
     except FrameworkUnavailable as e:
@@ -135,7 +154,7 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         pytest.skip(str(e))
     cfg = adapter.configure(opts.threads, opts.matmul_precision)
     if opts.device == "cpu" and not session.gemm_samples:
-        session.gemm_samples.append(measure_gemm_flops())
+        session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
     record.update(framework_version=adapter.version(), threads=cfg["threads"],
                   matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter)
 
@@ -150,20 +169,27 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         if mode not in adapter.modes:
             raise Unsupported(f"{framework} has no {mode!r} mode (it has {', '.join(adapter.modes)})")
         params = W.init_params(p.config, seed=opts.seed)
-        model = adapter.build(workload, p.config, params, mode, device)
+        model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
         pool = [tuple(adapter.asarray(a, device) for a in inp) for inp in spec.inputs]
         fn = getattr(model, spec.method)
         kwargs = dict(spec.kwargs)
+        state = getattr(model, "state", None) if spec.mutates else None
 
         def call(*args: Any) -> Any:
-            return adapter.sync(fn(*args, **kwargs))
+            out = fn(*args, **kwargs)
+            return adapter.sync(out if state is None else (out, state()))
 
         adapter.reset_peak_memory(device)
-        c0, f0 = adapter.compilations(), len(adapter.fallbacks())
-        record["compile_cache"] = adapter.compile_cache()
+        c0, h0 = adapter.compilations(), adapter.cache_hits()
+        f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
+        record.update(compile_cache=adapter.compile_cache(), compile_cache_dir=adapter.cache_dir_in_use(),
+                      compile_s_source=adapter.compile_timer)
+        s0 = adapter.compile_seconds()
         t0 = time.perf_counter()
         call(*pool[0])
         record["first_call_s"] = time.perf_counter() - t0
+        s1 = adapter.compile_seconds()
+        record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
         t0 = time.perf_counter()
         call(*pool[1 % len(pool)])       # second call: a warm-up that also sizes the rounds
         rounds = choose_rounds(time.perf_counter() - t0, opts)
@@ -172,19 +198,32 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
             return pool[next(turn) % len(pool)], {}
 
-        benchmark.pedantic(call, setup=setup, rounds=rounds, warmup_rounds=opts.warmup_rounds, iterations=1)
+        for _ in range(opts.warmup_rounds):   # warm-up here, so the counter can be read after it
+            call(*setup()[0])
+        c1 = adapter.compilations()
+        gc.collect()
+        gc.disable()                          # no collection pause lands in a timed round
+        try:
+            benchmark.pedantic(call, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
+        finally:
+            gc.enable()
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
     except Exception as e:
         not_run("failed", e)
         raise
-    record["compilations"] = adapter.compilations() - c0
+    c2, h2 = adapter.compilations(), adapter.cache_hits()
+    record.update(compilations=c2 - c0, compilations_timed=c2 - c1, recompiled_during_timing=c2 > c1,
+                  cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
     record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
     breaks = adapter.fallbacks()[f0:]
-    if breaks:
-        record.update(status="fallback", reason="; ".join(dict.fromkeys(breaks))[:1000])
+    if breaks:   # every graph break, those torch.optim makes on purpose included
+        record["graph_breaks"] = "; ".join(dict.fromkeys(b.split(" Explanation:")[0] for b in breaks))[:1000]
+    own = adapter.model_fallbacks()[m0:]
+    if own:      # the model's own forward/backward did not compile as one graph
+        record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
     if opts.bare_loop:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
     benchmark.extra_info.update(record)
@@ -205,20 +244,47 @@ def bare_loop(call: Callable[..., Any], pool: list[tuple[Any, ...]], rounds: int
 
 # ----------------------------------------------------------------------------- machine info
 
-def measure_gemm_flops(n: int = 2048, repeats: int = 5) -> float:
-    """The machine's fp32 matrix-multiply rate on the CPU at the thread count in force:
-    the best of `repeats` n x n numpy float32 products (BLAS), after one warm-up.
-    Framework-neutral, so every framework's utilisation has the same denominator."""
+GEMM_N = 2048
+
+
+def measure_gemm_flops(n: int = GEMM_N, repeats: int = 5, threads: int | None = None) -> float:
+    """numpy's fp32 matrix-multiply rate on the CPU: the best of `repeats` n x n float32
+    products (BLAS), after one warm-up, with BLAS limited to `threads` (threadpoolctl: numpy's
+    BLAS sizes its pool when numpy is imported, usually before fwbench sets the count)."""
+    from threadpoolctl import threadpool_limits
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    a @ b
+    with threadpool_limits(limits=threads or int(os.environ.get("FWBENCH_THREADS", 0)) or available_cpus(),
+                           user_api="blas"):
+        return 2.0 * n ** 3 / _best_time(lambda: a @ b, repeats)
+
+
+def _best_time(fn: Callable[[], Any], repeats: int) -> float:
+    fn()
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        a @ b
+        fn()
         best = min(best, time.perf_counter() - t0)
-    return 2.0 * n ** 3 / best
+    return best
+
+
+def measure_gemm_rates(threads: int, adapters: list[frameworks.Adapter], n: int = GEMM_N,
+                       repeats: int = 5) -> dict[str, float]:
+    """The CPU's fp32 GEMM rate at `threads` threads by every library at hand: numpy's BLAS
+    and each adapter's own matmul (MKL/oneDNN for PyTorch, XLA for JAX and TensorFlow), n x n,
+    best of `repeats`. Utilisation divides by the best of them (no library's rate understates
+    what the machine can do), and every rate is recorded."""
+    rates = {"numpy": measure_gemm_flops(n, repeats, threads)}
+    x = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    for a in adapters:
+        try:
+            xa, mm = a.asarray(x, "cpu"), a.matmul_fn()
+            rates[a.name] = 2.0 * n ** 3 / _best_time(lambda: a.sync(mm(xa, xa)), repeats)
+        except Exception:  # noqa: BLE001  a framework that cannot multiply here: numpy's rate remains
+            continue
+    return rates
 
 
 def cpu_name() -> str:
@@ -247,23 +313,28 @@ def git_commit() -> str | None:
         return None
 
 
-def machine_info(opts: Options, gemm_samples: list[float] = ()) -> dict[str, Any]:
-    """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`).
+def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
+    """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
+    workloads.record.RUN_INFO describes the run keys).
 
     On the CPU, `gemm_flops` is the best of the GEMM rates measured before the first case
-    (gemm_samples) and now, after the last: on a shared machine a busy neighbour can only
-    lower a measurement, so the best is the machine's rate, and one unlucky moment does not
-    inflate every utilisation of the run. All samples are kept in `gemm_samples`."""
+    (gemm_samples) and now, after the last, by numpy and by every framework loaded: on a
+    shared machine a busy neighbour can only lower a measurement, so the best is the
+    machine's rate, and one unlucky moment does not inflate every utilisation of the run.
+    Every sample is kept (`gemm_samples`), and each source's best (`gemm_rates`)."""
     fws: dict[str, Any] = {}
     missing: dict[str, str] = {}
     accel = None
+    adapters = []
     for name, a in frameworks.status(opts.frameworks).items():
         if isinstance(a, str):
             missing[name] = a
             continue
         a.configure(opts.threads, opts.matmul_precision)
+        adapters.append(a)
         fws[name] = {"version": a.version(), "devices": a.devices(), "modes": list(a.modes),
-                     "compile_counter": a.compile_counter, "compile_cache": a.compile_cache()}
+                     "compile_counter": a.compile_counter, "compile_cache": a.compile_cache(),
+                     "compile_timer": a.compile_timer}
         if opts.device != "cpu" and accel is None:
             try:
                 accel = a.device_name(resolve_device(a, opts.device))
@@ -286,20 +357,46 @@ def machine_info(opts: Options, gemm_samples: list[float] = ()) -> dict[str, Any
         "preset": ",".join(f"{w}={p}" for w, p in opts.presets.items()),
         "workloads": list(opts.workloads),
         "compile_cache_dir": default_cache_dir(),
+        "compile_cache": _one_state({n: a.compile_cache() for n, a in zip(fws, adapters)}),
+        "compile_cache_dirs": {n: a.cache_dir_in_use() for n, a in zip(fws, adapters)},
+        "run_id": opts.run_id,
+        "repeat": opts.repeat,
+        "repeats": opts.repeats,
+        "case_order": (f"seeded shuffle (seed {opts.case_order_seed})" if opts.case_order_seed is not None
+                       else "collection order"),
+        "gc": "gc.collect() before the timed rounds of each case, collector disabled during them",
+        "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **a.settings()}
+                     for n, a in zip(fws, adapters)},
         "numpy": np.__version__,
         "gemm_flops": None,
         "gemm_note": None,
         "gemm_samples": None,
+        "gemm_rates": None,
     }
     if opts.device == "cpu":
-        samples = [*gemm_samples, measure_gemm_flops()]
-        info["gemm_flops"], info["gemm_samples"] = max(samples), samples
-        info["gemm_note"] = (f"numpy float32 2048x2048 matmul, best of 5, at the thread count in force; "
-                             f"best of {len(samples)} such measurements "
-                             f"({'before the first case and after the last' if len(samples) > 1 else 'after the run'})")
+        samples = [*gemm_samples, measure_gemm_rates(threads, adapters)]
+        rates: dict[str, float] = {}
+        for sample in samples:
+            for src, r in sample.items():
+                rates[src] = max(rates.get(src, 0.0), r)
+        info["gemm_rates"], info["gemm_samples"] = rates, samples
+        info["gemm_flops"] = max(rates.values())
+        best = max(rates, key=rates.get)
+        info["gemm_note"] = (f"float32 {GEMM_N}x{GEMM_N} matmul at the thread count in force, best of 5, by "
+                             f"{', '.join(rates)}; best of {len(samples)} such measurements "
+                             f"({'before the first case and after the last' if len(samples) > 1 else 'after the run'}); "
+                             f"fastest: {best}")
     else:
         info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
     return info
+
+
+def _one_state(states: dict[str, str]) -> str | None:
+    """The process's compile-cache state: the frameworks' common state, else each one's."""
+    vals = set(states.values())
+    if not vals:
+        return None
+    return vals.pop() if len(vals) == 1 else ", ".join(f"{n} {v}" for n, v in states.items())
 
 
 def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, str | None]:

@@ -16,6 +16,15 @@ Options (all optional):
     --min-rounds N            fewest timed rounds when sized by the budget (default 7)
     --warmup-rounds N         untimed rounds before the timed ones (default 2)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
+    --case-order-seed S       run the benchmark cases in a random order drawn with seed S
+                              (default: collection order); `fwbench run` sets it per process
+    --repeat I, --repeats N, --run-id ID
+                              set by `fwbench run`: this process's index among its
+                              framework's N processes, and the run they belong to
+
+Compile caches: a benchmark run uses FWBENCH_CACHE_DIR (default ~/.cache/fwbench; `fwbench
+run` gives each run its own); a plain test run (no --benchmark-only) uses a folder of its
+own beside it, so tests never warm a cache that a benchmark reports as cold.
 """
 from __future__ import annotations
 
@@ -26,7 +35,7 @@ import pytest
 import frameworks
 import workloads
 from frameworks import bench
-from frameworks.base import set_threads
+from frameworks.base import default_cache_dir, set_threads
 from workloads.base import FwbenchError, split_names
 from workloads.record import MODES
 
@@ -46,6 +55,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--min-rounds", type=int, default=7, help="fewest timed rounds per case (default 7)")
     g.addoption("--warmup-rounds", type=int, default=2, help="untimed rounds before timing (default 2)")
     g.addoption("--bare-loop", action="store_true", help="also time a bare loop (overhead check)")
+    g.addoption("--case-order-seed", type=int, default=None, help="shuffle the benchmark cases with this seed")
+    g.addoption("--repeat", type=int, default=None, help="process index within a run (set by fwbench run)")
+    g.addoption("--repeats", type=int, default=None, help="processes per framework in the run (set by fwbench run)")
+    g.addoption("--run-id", default=None, help="identifier of the run (set by fwbench run)")
 
 
 def _options(config: pytest.Config) -> bench.Options:
@@ -60,10 +73,18 @@ def _options(config: pytest.Config) -> bench.Options:
         threads=config.getoption("threads"), matmul_precision=config.getoption("matmul_precision"),
         budget_s=config.getoption("budget_s"), rounds=config.getoption("rounds"),
         min_rounds=config.getoption("min_rounds"), warmup_rounds=config.getoption("warmup_rounds"),
-        bare_loop=config.getoption("bare_loop"))
+        bare_loop=config.getoption("bare_loop"), case_order_seed=config.getoption("case_order_seed"),
+        repeat=config.getoption("repeat"), repeats=config.getoption("repeats"), run_id=config.getoption("run_id"))
+
+
+def _timing(config: pytest.Config) -> bool:
+    return bool(config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False))
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import os
+    if not _timing(config) and "FWBENCH_CACHE_DIR" not in os.environ:
+        os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), "tests")
     try:
         opts = _options(config)
         opts.threads = set_threads(opts.threads)   # before any framework starts its pools
@@ -82,16 +103,20 @@ def fwbench_session(request: pytest.FixtureRequest) -> bench.Session:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Benchmark modules set WORKLOAD = "..." and take (framework, mode, task)."""
+    """Benchmark modules set WORKLOAD = "..." and take (framework, mode, task, strategy): the
+    strategies of each are the workload's (workloads.<name>.strategies; None is the default).
+    Ids read framework-mode-task[-strategy]."""
     workload = getattr(metafunc.module, "WORKLOAD", None)
     if workload is None or "task" not in metafunc.fixturenames:
         return
     opts = session_of(metafunc.config).options
     cases = []
     if workload in opts.workloads:
-        tasks = workloads.get(workload).TASKS
-        cases = [(f, m, t) for f in opts.frameworks for m in MODES for t in tasks]
-    metafunc.parametrize("framework,mode,task", cases, ids=["-".join(c) for c in cases])
+        W = workloads.get(workload)
+        variants = getattr(W, "strategies", lambda f, m, t: (None,))
+        cases = [(f, m, t, s) for f in opts.frameworks for m in MODES for t in W.TASKS for s in variants(f, m, t)]
+    metafunc.parametrize("framework,mode,task,strategy", cases,
+                         ids=["-".join(x for x in c if x is not None) for c in cases])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -100,7 +125,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     test run. Tests of the harness itself use the benchmark fixture on stand-in work: they
     run in a plain test run and are skipped under --benchmark-only, so that no stand-in
     timing ever lands in a results file."""
-    timing = config.getoption("benchmark_only", False) or config.getoption("benchmark_enable", False)
+    timing = _timing(config)
+    seed = session_of(config).options.case_order_seed
+    if seed is not None:   # the benchmark cases in a seeded random order, in the slots they held
+        import random
+        slots = [i for i, it in enumerate(items) if getattr(getattr(it, "module", None), "WORKLOAD", None)]
+        order = [items[i] for i in slots]
+        random.Random(seed).shuffle(order)
+        for i, it in zip(slots, order):
+            items[i] = it
     skip_case = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
     skip_self = pytest.mark.skip(reason="harness self-test, not a benchmark")
     for item in items:

@@ -21,6 +21,8 @@ from workloads.base import FwbenchError
 QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
+RUN_REPEATS = 3               # processes per framework in a full run: the unit of replication
+QUICK_REPEATS = 2             # the fewest that still give a cold and a warm process
 
 
 class Parser(argparse.ArgumentParser):
@@ -74,6 +76,11 @@ def make_parser() -> Parser:
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
     r.add_argument("--budget-s", type=_positive(float), help="timed seconds per case (plugin default 3)")
     r.add_argument("--rounds", type=_positive(int), help="fixed timed rounds per case (overrides --budget-s)")
+    r.add_argument("--repeats", type=_positive(int), help="processes per framework, interleaved in a seeded "
+                   f"order (default {RUN_REPEATS}; {QUICK_REPEATS} with --quick): the unit of replication; "
+                   "the first process of each framework starts with an empty compile cache (cold), the others warm")
+    r.add_argument("--seed", type=int, default=0, help="seed of the process order and of each process's case order")
+    r.add_argument("--keep-cache", action="store_true", help="keep the run's compile-cache folder afterwards")
     r.add_argument("--weights", help="framework-choice weights, e.g. throughput=2,compile=1")
     r.add_argument("--no-report", action="store_true", help="only write the JSON")
 
@@ -153,7 +160,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                              rounds=args.rounds,
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
                              warmup_rounds=1 if args.quick else None,
-                             timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0))
+                             timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0),
+                             repeats=args.repeats or (QUICK_REPEATS if args.quick else RUN_REPEATS),
+                             seed=args.seed, keep_cache=args.keep_cache)
     t0 = time.monotonic()
     progress = runner.Progress()
     written = runner.run(opts, args.out, progress)

@@ -1,6 +1,16 @@
 """`fwbench run`: the benchmark matrix, one framework per process, then the report.
 
-For each framework it runs
+Replication: each framework runs `repeats` times, each time in a fresh process, and the
+processes are interleaved in a seeded shuffled order (round r runs every framework once,
+in an order drawn for that round), so slow drift of the machine falls on every framework
+alike. Each process writes its own JSON (`<framework>-<repeat>.json`) and runs its cases in
+an order of its own (--case-order-seed), so a first call does not always follow the same
+cases. The run owns a compile-cache folder (FWBENCH_CACHE_DIR, under
+~/.cache/fwbench/runs/<run id>, removed at the end unless keep_cache): it is empty when a
+framework's first process starts (`compile_cache: cold`) and holds that process's programs
+when the later ones start (`warm`).
+
+For each process it runs
 
     python -m pytest <checkout>/tests/benchmarks --benchmark-only --framework X \
         --benchmark-json <tmp> --benchmark-save-data -p reports.pytest_events ...
@@ -17,11 +27,14 @@ Imports no framework: installation is checked with importlib.util.find_spec.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
+import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,6 +96,32 @@ class RunOptions:
     warmup_rounds: int | None = None
     timeout_s: float = 3600.0
     extra: list[str] = field(default_factory=list)
+    repeats: int = 1               # processes per framework
+    seed: int = 0                  # draws the process order and each process's case order
+    run_id: str | None = None      # set by run(): names the run's cache folder, in every JSON
+    cache_dir: Path | None = None  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
+    keep_cache: bool = False       # leave the run's cache folder in place afterwards
+
+
+def schedule(frameworks: tuple[str, ...], repeats: int, seed: int) -> list[tuple[str, int]]:
+    """(framework, repeat) in the order the processes run: round r runs every framework's
+    r-th process, the frameworks in an order drawn for that round with `seed`."""
+    rng = random.Random(seed)
+    order = []
+    for r in range(repeats):
+        fws = list(frameworks)
+        rng.shuffle(fws)
+        order += [(f, r) for f in fws]
+    return order
+
+
+def case_order_seed(seed: int, fw: str, repeat: int) -> int:
+    """The seed of one process's case order: fixed by the run's seed, different per process."""
+    return int.from_bytes(hashlib.sha256(f"{seed}|{fw}|{repeat}".encode()).digest()[:4], "little")
+
+
+def result_name(fw: str, repeat: int | None) -> str:
+    return f"{fw}.json" if repeat is None else f"{fw}-{repeat}.json"
 
 
 def preset_for(workload: str, text: str) -> str:
@@ -143,13 +182,17 @@ def _describe(case: dict[str, Any]) -> str:
     return " ".join(str(case[k]) for k in keys) or case.get("nodeid", "?")
 
 
-def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> Path:
-    """Run one framework's benchmark process; return the JSON it leaves in `out`."""
+def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None) -> Path:
+    """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
+    `repeat` index, the process is that repeat of the run (its own JSON and case order)."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    final = out / f"{fw}.json"
-    tmp = out / f".{fw}.benchmark.json.tmp"
-    events_path = out / f".{fw}.events.jsonl"
+    several = repeat is not None and opts.repeats > 1
+    name = result_name(fw, repeat if several else None)
+    label = f"{fw}#{repeat}" if several else fw
+    final = out / name
+    tmp = out / f".{name}.benchmark.json.tmp"
+    events_path = out / f".{name}.events.jsonl"
     for p in (tmp, events_path):
         p.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
@@ -168,16 +211,27 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> P
         cmd += ["--min-rounds", str(opts.min_rounds)]
     if opts.warmup_rounds is not None:
         cmd += ["--warmup-rounds", str(opts.warmup_rounds)]
+    if repeat is not None:
+        cmd += ["--repeat", str(repeat), "--repeats", str(opts.repeats),
+                "--case-order-seed", str(case_order_seed(opts.seed, fw, repeat))]
+    if opts.run_id:
+        cmd += ["--run-id", opts.run_id]
     cmd += opts.extra
     env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1")
-    log_path = logs / f"{fw}.log"
+    if opts.cache_dir is not None:   # the run's caches, not a location inherited from the caller
+        env["FWBENCH_CACHE_DIR"] = str(opts.cache_dir)
+        for var in ("TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"):
+            env.pop(var, None)
+        env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
+                                       if not f.startswith("--tf_xla_persistent_cache_directory="))
+    log_path = logs / f"{name[:-5]}.log"
     t_start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, cwd=CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        state = _Watch(fw, progress)
+        state = _Watch(label, progress)
         timed_out = False
         try:
             while proc.poll() is None:
@@ -205,11 +259,11 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> P
         # pytest-benchmark wrote its JSON at the end of the session: every case finished.
         if rc in (0, 1):
             os.replace(tmp, final)
-            progress.line(f"{fw}: done, {state.summary()} ({progress.elapsed()} total)")
+            progress.line(f"{label}: done, {state.summary()} ({progress.elapsed()} total)")
         else:            # a runtime that crashes while the interpreter shuts down: keep the results, say so
             doc.setdefault("fwbench", {})["note"] = f"the {fw} process exited with code {rc} after writing its results"
             write_json_atomic(final, doc)
-            progress.line(f"{fw}: done, {state.summary()}, but the process then exited with code {rc}")
+            progress.line(f"{label}: done, {state.summary()}, but the process then exited with code {rc}")
         tmp.unlink(missing_ok=True)
         return final
     elif rc in (0, 1, 5):
@@ -221,9 +275,9 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress) -> P
     if log_tail and not timed_out and rc not in (0, 1, 5):
         why += f": {log_tail}"
     tmp.unlink(missing_ok=True)
-    doc = state.rebuild(fw, opts, why)
+    doc = state.rebuild(fw, opts, why, repeat)
     write_json_atomic(final, doc)
-    progress.line(f"{fw}: {why}; {state.summary()} (log: {log_path})")
+    progress.line(f"{label}: {why}; {state.summary()} (log: {log_path})")
     return final
 
 
@@ -318,7 +372,7 @@ class _Watch:
     def summary(self) -> str:
         return ", ".join(f"{n} {k}" for k, n in self.counts.items() if n)
 
-    def rebuild(self, fw: str, opts: RunOptions, why: str) -> dict[str, Any]:
+    def rebuild(self, fw: str, opts: RunOptions, why: str, repeat: int | None = None) -> dict[str, Any]:
         """The JSON pytest-benchmark would have written, from the cases that finished, plus
         `failed` records for the case that was running and those never reached."""
         benchmarks, records = [], []
@@ -336,7 +390,7 @@ class _Watch:
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
                 preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32", device=opts.device, threads=int(threads),
-                items=0, unit="", flops=0.0, status="failed", reason=reason))
+                items=0, unit="", flops=0.0, status="failed", reason=reason, repeat=repeat))
         missing = dict(self.missing)
         if not self.cases and not records and fw not in missing:
             missing[fw] = f"{why} before any case was collected"
@@ -345,7 +399,8 @@ class _Watch:
         info = {"schema": SCHEMA_VERSION, "fwbench_commit": _git_commit(), "date": date,
                 "frameworks": {fw: {"version": version_of(fw)}}, "missing": missing,
                 "threads": int(threads), "device": opts.device, "preset": opts.preset,
-                "gemm_flops": gemm, "gemm_note": note}
+                "gemm_flops": gemm, "gemm_note": note, "run_id": opts.run_id, "repeat": repeat,
+                "repeats": opts.repeats}
         return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
                 "datetime": date, "version": _pytest_benchmark_version(),
                 "fwbench": {"schema": SCHEMA_VERSION, "records": records, "missing": missing,
@@ -400,12 +455,26 @@ def write_absent(fw: str, opts: RunOptions, out: Path) -> Path:
 
 
 def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
-    """Run every selected framework in turn; return the JSON files written."""
+    """Run every selected framework `opts.repeats` times, each time in a fresh process, in
+    the interleaved order of `schedule`; return the JSON files written (one per process)."""
     progress = progress or Progress()
     out.mkdir(parents=True, exist_ok=True)
     benchmarks_dir()
+    if opts.run_id is None:
+        opts.run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
+    own_cache = opts.cache_dir is None
+    if own_cache:
+        root = Path(os.environ.get("FWBENCH_CACHE_DIR") or Path.home() / ".cache" / "fwbench")
+        opts.cache_dir = root / "runs" / opts.run_id
+    opts.cache_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for fw in opts.frameworks:
-        progress.line(f"{fw}: starting ({progress.elapsed()} elapsed)")
-        written.append(run_framework(fw, opts, out, progress))
+    try:
+        order = schedule(opts.frameworks, opts.repeats, opts.seed)
+        for i, (fw, repeat) in enumerate(order, 1):
+            who = f"{fw}#{repeat}" if opts.repeats > 1 else fw
+            progress.line(f"{who}: starting, process {i} of {len(order)} ({progress.elapsed()} elapsed)")
+            written.append(run_framework(fw, opts, out, progress, repeat))
+    finally:
+        if own_cache and not opts.keep_cache:
+            shutil.rmtree(opts.cache_dir, ignore_errors=True)
     return written

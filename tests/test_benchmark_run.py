@@ -4,6 +4,7 @@ not run, and fwbench's machine information."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -51,11 +52,31 @@ def test_cases_that_did_not_run_leave_records(run_json):
 def test_machine_info_has_what_utilisation_needs(run_json):
     info = run_json["machine_info"]["fwbench"]
     assert info["gemm_flops"] > 1e9 and info["threads"] >= 1
-    # measured before the first case and after the last; the best of them is the rate
-    assert len(info["gemm_samples"]) == 2 and info["gemm_flops"] == max(info["gemm_samples"])
+    # measured before the first case and after the last, by numpy and every framework
+    # loaded; the best of them all is the rate
+    assert len(info["gemm_samples"]) == 2
+    assert set(info["gemm_rates"]) == {"numpy", *INSTALLED}
+    assert info["gemm_flops"] == max(info["gemm_rates"].values())
+    assert info["gemm_flops"] == max(r for sample in info["gemm_samples"] for r in sample.values())
     assert "before the first case and after the last" in info["gemm_note"]
     assert info["allocator"]
     assert set(info["frameworks"]) == set(INSTALLED)
     for fw in INSTALLED:
         assert info["frameworks"][fw]["version"]
     assert info["cpu"] and "gpt=tiny" in info["preset"]
+    # every framework's compile cache is in the test suite's own folder (FWBENCH_CACHE_DIR,
+    # inherited from this test session), never in the benchmarks' default one
+    cache_root = os.environ["FWBENCH_CACHE_DIR"]
+    for fw, folder in info["compile_cache_dirs"].items():
+        assert folder.startswith(cache_root), (fw, folder)
+    assert set(info["settings"]) == set(INSTALLED) and all("threads" in v for v in info["settings"].values())
+    assert info["case_order"] == "collection order"
+
+
+def test_records_say_how_the_first_call_compiled(run_json):
+    for b in run_json["benchmarks"]:
+        rec = b["extra_info"]
+        assert rec["compile_cache"] in ("cold", "warm") and rec["compile_cache_dir"]
+        assert rec["compile_s_source"]
+        assert rec["compile_s"] is None or 0 <= rec["compile_s"] <= rec["first_call_s"]
+        assert rec["gc_disabled"] is True and rec["recompiled_during_timing"] is False

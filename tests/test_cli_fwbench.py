@@ -100,7 +100,8 @@ from types import SimpleNamespace
 SESSION = SimpleNamespace(records=[], missing={})
 
 def pytest_addoption(parser):
-    for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds"):
+    for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",
+              "--repeat", "--repeats", "--run-id", "--case-order-seed"):
         parser.addoption(o)
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ tested without compiling anything: records, skips, failures, fallbacks, and that
 pytest-benchmark reports equals a bare loop over the same callable."""
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -21,23 +22,32 @@ pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 class FakeModel:
     def __init__(self, adapter):
         self.adapter = adapter
+        self.calls, self.gc_during_calls = 0, []
+        self.params = object()      # what train_step replaces, like a JAX model's params
 
     def _work(self, *arrays):
         assert all(isinstance(a, np.ndarray) and a.any() for a in arrays)
         time.sleep(STEP_S)
-        self.adapter.counter += 0  # steady state: no compilation
+        self.calls += 1
+        self.gc_during_calls.append(gc.isenabled())
+        if self.calls == self.adapter.recompile_at:
+            self.adapter.counter += 1   # a recompilation on this call
         return arrays[0]
 
     logits = train_step = generate = _work
+
+    def state(self):
+        return self.params
 
 
 class FakeAdapter(Adapter):
     name = "torch"
     compile_counter = "fake counter"
 
-    def __init__(self, fail=None, breaks=()):
+    def __init__(self, fail=None, breaks=(), recompile_at=None):
         super().__init__()
         self.counter, self.fail, self.breaks = 0, fail, list(breaks)
+        self.model_breaks, self.recompile_at, self.synced, self.model = [], recompile_at, [], None
 
     def version(self): return "0.0-fake"
     def devices(self): return ["cpu"]
@@ -46,15 +56,20 @@ class FakeAdapter(Adapter):
     def _apply_matmul_precision(self, p): pass
     def asarray(self, x, device): return np.asarray(x)
     def to_numpy(self, x): return x
-    def sync(self, x): return x
     def compilations(self): return self.counter
     def fallbacks(self): return self.breaks
+    def model_fallbacks(self): return self.model_breaks
 
-    def build(self, workload, config, params, mode, device):
+    def sync(self, x):
+        self.synced.append(x)
+        return x
+
+    def build(self, workload, config, params, mode, device, strategy=None):
         if self.fail:
             raise self.fail
         self.counter += 2          # "compiles" twice while building/first call
-        return FakeModel(self)
+        self.model = FakeModel(self)
+        return self.model
 
 
 def session(**kw):
@@ -113,17 +128,63 @@ def test_missing_framework_is_skipped_with_reason(benchmark, monkeypatch):
     assert s.missing == {"torch": "torch is not installed: pip install 'fwbench[torch]'"}
 
 
-def test_graph_breaks_make_a_fallback_record(benchmark, monkeypatch):
+BRANCH = "data-dependent branch"
+OPTIM = "Call to `torch._dynamo.graph_break()` Explanation: User-inserted graph break."
+
+
+@pytest.mark.parametrize("in_model,status,reason,recorded", [
+    (True, "fallback", BRANCH, BRANCH),                             # the model's own graph broke
+    (False, "ok", None, "Call to `torch._dynamo.graph_break()`"),   # torch.optim's deliberate break
+], ids=["model-break", "optimizer-break"])
+def test_only_a_break_in_the_model_makes_a_fallback(benchmark, monkeypatch, in_model, status, reason, recorded):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    model_first_call = FakeModel.logits
+    step = FakeModel.train_step
 
     def breaking(self, *a):
-        fake.breaks.append("data-dependent branch")
-        return model_first_call(self, *a)
-    monkeypatch.setattr(FakeModel, "logits", breaking)
+        fake.breaks.append(BRANCH if in_model else OPTIM)
+        if in_model:
+            fake.model_breaks.append(BRANCH)
+        return step(self, *a)
+    monkeypatch.setattr(FakeModel, "train_step", breaking)
+    rec = bench.run_case(benchmark, session(), "torch", "gpt", "train_step", "compiled")
+    assert rec["status"] == status and rec["reason"] == reason and rec["graph_breaks"] == recorded
+
+
+@pytest.mark.parametrize("call,timed", [(8, 1), (3, 0)], ids=["in-timed-rounds", "in-warm-up"])
+def test_a_recompilation_during_the_timed_rounds_is_flagged(benchmark, monkeypatch, call, timed):
+    # calls: first (1), sizing (2), 2 warm-up (3, 4), then the timed rounds (5 ...)
+    fake = FakeAdapter(recompile_at=call)
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
     rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "compiled")
-    assert rec["status"] == "fallback" and rec["reason"] == "data-dependent branch"
+    assert rec["compilations"] == 1 and rec["compilations_timed"] == timed
+    assert rec["recompiled_during_timing"] is bool(timed)
+
+
+def test_a_train_step_waits_for_the_updated_state(benchmark, monkeypatch):
+    """An asynchronous runtime (JAX) returns the loss before the update is done: every timed
+    call must wait for the model's state() too, not only for the returned value."""
+    fake = FakeAdapter()
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    bench.run_case(benchmark, session(), "torch", "gpt", "train_step", "eager")
+    assert fake.synced and all(isinstance(x, tuple) and x[1] is fake.model.params for x in fake.synced)
+
+
+
+def test_a_forward_waits_for_its_output_only(benchmark, monkeypatch):
+    fake = FakeAdapter()
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    bench.run_case(benchmark, session(), "torch", "gpt", "forward", "eager")
+    assert fake.synced and all(isinstance(x, np.ndarray) for x in fake.synced)
+
+
+def test_the_garbage_collector_is_off_in_timed_rounds_only(benchmark, monkeypatch):
+    fake = FakeAdapter()
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "eager")
+    on = fake.model.gc_during_calls
+    assert on[:4] == [True] * 4 and not any(on[4:]) and len(on) == 4 + 15
+    assert rec["gc_disabled"] is True and gc.isenabled()
 
 
 def test_reported_time_matches_a_bare_loop(benchmark, monkeypatch):

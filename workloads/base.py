@@ -93,6 +93,25 @@ class TaskSpec:
     shape: str            # human-readable shape of the work, e.g. "B=8,T=128"
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
+    # True when the call updates the model (a train step): the harness then also waits for
+    # the model's state() (parameters, optimizer state), not only for the returned value.
+    mutates: bool = False
+
+
+# How torch's compiled train step is put together (frameworks/torch: TRAIN_RECIPES has what
+# each does). JAX and TensorFlow compile the whole step as one program, so they have one way.
+TORCH_TRAIN_RECIPES = ("eager-adamw", "compiled-adamw", "compiled-autograd")
+# The recipe of torch's `compiled` train_step without a strategy, the same in every workload:
+# the fastest that works (measured: docs/ARCHITECTURE.md, "torch's compiled train step").
+TORCH_DEFAULT_RECIPE = "eager-adamw"
+
+
+def train_step_strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
+    """Strategies of a train step: torch's compiled one has the recipes other than its default
+    as variants of their own; everything else has only the default (None)."""
+    if framework == "torch" and mode == "compiled" and task == "train_step":
+        return (None, *(r for r in TORCH_TRAIN_RECIPES if r != TORCH_DEFAULT_RECIPE))
+    return (None,)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
+                            train_step_strategies,
                             choose)
 
 NAME = "diffusion"
@@ -516,9 +517,15 @@ def p_sample_loop(eps_fn: EpsFn, coefs: dict[str, np.ndarray], x_T: np.ndarray,
 POOL = 4  # input sets rotated through the timed rounds
 
 
-def task_spec(cfg: DiffusionConfig, batch: int, task: str, seed: int = 0) -> TaskSpec:
+def strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
+    """The case variants (records' `strategy`): as for gpt (workloads.base.train_step_strategies)."""
+    return train_step_strategies(framework, mode, task)
+
+
+def task_spec(cfg: DiffusionConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
     """forward: eps(x_t, t) on noised images; train_step: Algorithm 1 + one AdamW step;
-    sample: DDIM (eta 0) over SAMPLE_STEPS steps from x_T. items = images."""
+    sample: DDIM (eta 0) over SAMPLE_STEPS steps from x_T. items = images. The same for
+    every strategy."""
     choose("diffusion task", task, TASKS)
     S = cfg.image_size
     shape = f"B={batch},{S}x{S}"
@@ -531,7 +538,7 @@ def task_spec(cfg: DiffusionConfig, batch: int, task: str, seed: int = 0) -> Tas
     if task == "train_step":
         return TaskSpec(task, "train_step", tuple(make_train_batch(cfg, batch, seed + i) for i in range(POOL)),
                         batch, "images", train_flops(cfg, batch), shape,
-                        note="Algorithm 1 loss, AdamW step, params updated in place")
+                        note="Algorithm 1 loss, AdamW step, params updated in place", mutates=True)
     return TaskSpec(task, "sample", tuple((make_noise(cfg, (batch,), seed + i),) for i in range(POOL)),
                     batch, "images", SAMPLE_STEPS * forward_flops(cfg, batch),
                     f"{shape},steps={SAMPLE_STEPS}", kwargs={"method": "ddim", "steps": SAMPLE_STEPS},

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
+                            train_step_strategies,
                             choose)
 
 NAME = "gpt"
@@ -180,12 +181,19 @@ def flops_per_token(cfg: GPTConfig, context: int, training: bool) -> float:
     return 3.0 * fwd if training else float(fwd)
 
 
+def head_flops(cfg: GPTConfig) -> float:
+    """FLOPs of the output head (x @ wte^T) for one position: part of flops_per_token."""
+    return 2.0 * cfg.vocab_size * cfg.n_embd
+
+
 def generate_flops(cfg: GPTConfig, batch: int, prompt_len: int, n_new: int) -> float:
     """Model FLOPs of greedy decoding: a forward pass over the prompt (which yields the
-    first new token), then n_new-1 single-token steps attending to a growing context."""
-    total = prompt_len * flops_per_token(cfg, prompt_len, training=False)
-    total += sum(flops_per_token(cfg, prompt_len + j, training=False) for j in range(1, n_new))
-    return batch * total
+    first new token), then n_new-1 single-token steps attending to a growing context.
+    The prefill applies the head to the last prompt position only (every framework's
+    generate does), so the head is counted once per sequence there, not per prompt token."""
+    prefill = prompt_len * (flops_per_token(cfg, prompt_len, training=False) - head_flops(cfg)) + head_flops(cfg)
+    decode = sum(flops_per_token(cfg, prompt_len + j, training=False) for j in range(1, n_new))
+    return batch * (prefill + decode)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -199,7 +207,14 @@ def generate_lengths(cfg: GPTConfig) -> tuple[int, int]:
     return q, q
 
 
-def task_spec(cfg: GPTConfig, batch: int, task: str, seed: int = 0) -> TaskSpec:
+def strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
+    """The case variants (records' `strategy`) of one framework, mode and task: None is the
+    default; the others are timed as cases of their own (workloads.base.train_step_strategies)."""
+    return train_step_strategies(framework, mode, task)
+
+
+def task_spec(cfg: GPTConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
+    """Inputs, items and FLOPs of one task (the same for every strategy of it)."""
     choose("GPT task", task, TASKS)
     T = cfg.block_size
     batches = [make_batch(cfg, batch, seed + i) for i in range(POOL)]
@@ -210,7 +225,7 @@ def task_spec(cfg: GPTConfig, batch: int, task: str, seed: int = 0) -> TaskSpec:
     if task == "train_step":
         return TaskSpec(task, "train_step", tuple(batches), batch * T, "tokens",
                         batch * T * flops_per_token(cfg, T, training=True), shape,
-                        note="AdamW step, params updated in place")
+                        note="AdamW step, params updated in place", mutates=True)
     t0, n_new = generate_lengths(cfg)
     return TaskSpec(task, "generate", tuple((x[:, :t0].copy(),) for x, _ in batches), batch * n_new,
                     "tokens", generate_flops(cfg, batch, t0, n_new),

@@ -47,6 +47,9 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "compilations_timed": ((int, type(None)), False, "of those, how many happened during the timed rounds"),
     "recompiled_during_timing": ((bool, type(None)), False, "true when the counter grew during the timed rounds"),
     "compile_counter": ((str, type(None)), False, "which framework counter `compilations` reads"),
+    "graph_breaks": ((str, type(None)), False, "every graph break Dynamo reported during the case, those "
+                     "torch.optim makes on purpose included (a case is `fallback` only when the model's own "
+                     "forward/backward broke)"),
     "peak_memory_bytes": ((int, type(None)), True, "device allocator peak, or null where not measurable"),
     "memory_note": ((str, type(None)), False, "what peak_memory_bytes measures"),
     "matmul_precision": ((str, type(None)), False, "float32 matmul precision set (highest = no TF32)"),

@@ -29,16 +29,21 @@ from frameworks import base  # noqa: E402
 
 # jax.monitoring events, names as this version's jax/_src/dispatch.py and compiler.py record them.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+# Tracing to a jaxpr, lowering it to MLIR, and XLA's compile: together, compile time.
+COMPILE_TIME_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                       "/jax/core/compile/jaxpr_to_mlir_module_duration", BACKEND_COMPILE_EVENT)
 CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 
 # Counted by listeners registered once per process, however many adapters are made.
-_COUNTS = {"compilations": 0, "cache_hits": 0}
+_COUNTS: dict[str, float] = {"compilations": 0, "cache_hits": 0, "compile_s": 0.0}
 _LISTENING = False
 
 
 def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
     if event == BACKEND_COMPILE_EVENT:
         _COUNTS["compilations"] += 1
+    if event in COMPILE_TIME_EVENTS:
+        _COUNTS["compile_s"] += duration
 
 
 def _on_event(event: str, **kwargs: Any) -> None:
@@ -65,12 +70,13 @@ class Adapter(base.Adapter):
     def __init__(self) -> None:
         super().__init__()
         _listen()
-        # The persistent compilation cache, in fwbench's cache directory unless the user chose
-        # one (jax_compilation_cache_dir or JAX_COMPILATION_CACHE_DIR). JAX's defaults write
-        # only programs that took over a second to compile; fwbench's programs are small, so
-        # every program is cached, whatever its compile time or size.
-        if not jax.config.jax_compilation_cache_dir:
-            jax.config.update("jax_compilation_cache_dir", os.path.join(base.default_cache_dir(), "jax"))
+        # The persistent compilation cache, in fwbench's cache folder (set by
+        # base.configure_caches through JAX_COMPILATION_CACHE_DIR before jax loaded; set here
+        # too in case jax was imported first). JAX's defaults write only programs that took
+        # over a second to compile; fwbench's programs are small, so every program is cached,
+        # whatever its compile time or size.
+        if base.caches_enabled():
+            jax.config.update("jax_compilation_cache_dir", base.cache_dir("jax"))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         self._peak_at_reset: dict[str, int | None] = {}
@@ -125,21 +131,29 @@ class Adapter(base.Adapter):
 
     # -- compilation -----------------------------------------------------------------
     def compilations(self) -> int:
-        return _COUNTS["compilations"]
+        return int(_COUNTS["compilations"])
 
     def cache_hits(self) -> int:
         """Of compilations(), how many were loaded from the persistent cache."""
-        return _COUNTS["cache_hits"]
+        return int(_COUNTS["cache_hits"])
 
-    def compile_cache(self) -> str:
+    compile_timer = ("jax.monitoring durations " + ", ".join(repr(e) for e in COMPILE_TIME_EVENTS)
+                     + " (tracing, lowering, XLA compile or persistent-cache load)")
+
+    def compile_seconds(self) -> float | None:
+        return float(_COUNTS["compile_s"])
+
+    def cache_dir_in_use(self) -> str | None:
         path = jax.config.jax_compilation_cache_dir
-        if not path or not jax.config.jax_enable_compilation_cache:
-            return "off"
-        if not os.path.isdir(path):
-            return "empty"
-        # "warm" says that the cache holds entries, not that it holds this case's programs.
-        with os.scandir(path) as entries:
-            return "warm" if next(entries, None) is not None else "empty"
+        return path if path and jax.config.jax_enable_compilation_cache else None
+
+    def settings(self) -> dict[str, str]:
+        return {"PJRT_NPROC (CPU client threads)": os.environ.get("PJRT_NPROC", "unset"),
+                "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") or "none",
+                "matmul precision": str(jax.config.jax_default_matmul_precision),
+                "persistent cache": "every program (min compile time 0 s, any size)",
+                "gpt layout": "residual stream as flat (B*T, C) rows",
+                "generate / sample loops": "lax.fori_loop inside one jit (compiled); Python loop (eager)"}
 
     # -- memory ----------------------------------------------------------------------
     def _peak(self, device: str) -> int | None:

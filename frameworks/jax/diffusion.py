@@ -267,6 +267,11 @@ class JaxDiffusion:
         self._check(x0, t, noise)
         return self._grads(self.params, x0, t, noise)
 
+    def state(self) -> Any:
+        """What train_step replaces: the harness waits for these too, since JAX dispatches
+        asynchronously and the loss can be ready before the update is."""
+        return self.params, self.opt_state
+
     def train_step(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
         self._check(x0, t, noise)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, x0, t, noise)

@@ -251,6 +251,11 @@ class JaxGPT:
         self.config.check_tokens(tokens)
         return self._grads(self.params, tokens, targets)
 
+    def state(self) -> Any:
+        """What train_step replaces: the harness waits for these too, since JAX dispatches
+        asynchronously and the loss can be ready before the update is."""
+        return self.params, self.opt_state
+
     def train_step(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
         self.config.check_tokens(tokens)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, tokens, targets)

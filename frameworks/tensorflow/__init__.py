@@ -41,7 +41,9 @@ def _xla_cache_dir() -> str | None:
     for flag in flags.split():
         if flag.startswith("--tf_xla_persistent_cache_directory="):
             return flag.split("=", 1)[1] or None
-    path = os.path.join(frameworks.base.default_cache_dir(), "tf_xla")
+    if not frameworks.base.caches_enabled():
+        return None
+    path = frameworks.base.cache_dir("tensorflow")
     if "tensorflow" in sys.modules or " " in path:  # too late to set it / a flag cannot hold it
         return None
     os.makedirs(path, exist_ok=True)
@@ -60,6 +62,14 @@ import tensorflow as tf  # noqa: E402
 from workloads.base import FwbenchError  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")  # tf.function retracing warnings and the like
+
+# TensorFlow's own timer of tf.function tracing (microseconds, cumulative). Internal, so read
+# defensively: an install without it reports no compile time rather than failing.
+try:
+    from tensorflow.python.eager.polymorphic_function import tracing_compilation as _tc
+    _GRAPH_BUILDING_US = _tc._graph_building_time_counter.get_cell()
+except (ImportError, AttributeError):  # pragma: no cover - other TF versions
+    _GRAPH_BUILDING_US = None
 
 
 def _set_threads_before_start(n: int) -> None:
@@ -173,14 +183,23 @@ class Adapter(frameworks.base.Adapter):
                 entry[1] = f.experimental_get_tracing_count()
         return sum(count for _, count in self._functions)
 
-    def compile_cache(self) -> str:
-        """'warm' when XLA's persistent cache directory holds entries (from earlier runs; TF
-        loads one only if it matches the program), 'empty' when it holds none."""
-        if _XLA_CACHE is None:
-            return "off"
-        if os.path.isdir(_XLA_CACHE) and any(n.startswith("xla_compile_cache") for n in os.listdir(_XLA_CACHE)):
-            return "warm"
-        return "empty"
+    def cache_dir_in_use(self) -> str | None:
+        return _XLA_CACHE
+
+    compile_timer = ("tf.function graph building (/tensorflow/core/tf_function/graph_building_time_usecs); "
+                     "XLA's own compile time is not exposed to Python, so compiled mode's compile_s "
+                     "leaves it out")
+
+    def compile_seconds(self) -> float | None:
+        return None if _GRAPH_BUILDING_US is None else _GRAPH_BUILDING_US.value() / 1e6
+
+    def settings(self) -> dict[str, str]:
+        return {"TF_CPU_ALLOCATOR_USE_BFC": os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", ""),
+                "inter-op threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
+                "TF_XLA_FLAGS": os.environ.get("TF_XLA_FLAGS", "") or "none",
+                "gpt layout": "residual stream as flat (B*T, C) rows",
+                "AdamW": "hand-written with torch.optim.AdamW's semantics (Keras 3's differs)",
+                "generate / sample loops": "tf.while_loop inside one tf.function (graph, compiled); Python loop (eager)"}
 
     # -- memory ----------------------------------------------------------------------
     def _memory_device(self, device: str) -> str | None:

@@ -20,12 +20,13 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
   * eps: the UNet forward with its boundary permutes;
   * the loss (q_sample, UNet, mean squared error), whose backward AOTAutograd compiles with
     it; `loss` runs it without autograd, `grads` and train_step with (two graphs);
-  * the gradient clipping + AdamW update. The train step is thus two compiled calls joined
-    by `loss.backward()`: by default Dynamo breaks the graph at a .backward() call (tracing
-    it is the experimental, off-by-default `torch._dynamo.config.trace_autograd_ops`), and
-    torch.optim's step() breaks the graph around its update by design (the fused AdamW
-    kernel runs outside Inductor), so these are the largest units torch.compile takes here;
-    the benchmark records the optimizer's breaks as a fallback, as for gpt;
+  * the train step as the strategy's recipe puts it together (frameworks.torch.Trainer,
+    the same for gpt): by default the compiled loss, `loss.backward()` and an eager fused
+    AdamW; the recipes "compiled-adamw" and "compiled-autograd" compile the update too, or
+    the whole step under compiled autograd. Dynamo breaks the graph at a .backward() call
+    and torch.optim breaks it around its update by design: those breaks are recorded
+    (graph_breaks) but do not make the case a fallback; the model's own graphs are compiled
+    with fullgraph=True, and a break there would;
   * one sampler step a x + b eps(x, t), with t, a and b tensors so every step of every
     sampler and length reuses one graph ("ddpm" adds its c z outside, one eager op). The
     loop over the steps stays in Python: unrolling it would make Dynamo trace and Inductor
@@ -45,7 +46,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from workloads import diffusion as D
-from frameworks.torch import adamw
+from frameworks.torch import Trainer, compile_model
 from workloads.base import FwbenchError
 
 MEMORY_FORMAT = torch.channels_last
@@ -227,8 +228,8 @@ class UNet(nn.Module):
 # ----------------------------------------------------------------------------- interface
 
 def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-          device: str) -> TorchDiffusion:
-    return TorchDiffusion(config, params, mode, device)
+          device: str, strategy: str | None = None) -> TorchDiffusion:
+    return TorchDiffusion(config, params, mode, device, strategy)
 
 
 def to_nchw(x: torch.Tensor) -> torch.Tensor:
@@ -246,7 +247,7 @@ class TorchDiffusion:
     (compiled in mode "compiled")."""
 
     def __init__(self, config: D.DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str) -> None:
+                 device: str, strategy: str | None = None) -> None:
         D.check_params(config, params)
         self.config, self.mode, self.device = config, mode, device
         self.net = UNet(config).to(device=device, memory_format=MEMORY_FORMAT)
@@ -265,15 +266,16 @@ class TorchDiffusion:
         self._sqrt_1m_abar = torch.tensor(sched.sqrt_one_minus_alphas_cumprod, dtype=torch.float32,
                                           device=device)
 
-        # AdamW as frameworks/torch/gpt.py builds it: decay on conv/dense weights only, the
-        # fused kernel where this build has one for the device, else foreach.
-        self.optimizer, self.adamw_impl = adamw(self._params, D.OPTIMIZER, D.decayed)
+        # AdamW and the train step's recipe as frameworks/torch/gpt.py has them: decay on
+        # conv/dense weights only (frameworks.torch.Trainer).
+        self.trainer = Trainer(self._params, D.OPTIMIZER, D.decayed, self._loss_fn, mode, strategy)
+        self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
-        # The timed entry points; torch.compile compiles each on its first call.
-        wrap = torch.compile if mode == "compiled" else (lambda f: f)
+        # The timed entry points; torch.compile compiles each on its first call, the model's
+        # graphs with fullgraph=True (compile_model).
+        wrap = compile_model if mode == "compiled" else (lambda f: f)
         self._eps = wrap(self._eps_fn)
-        self._loss = wrap(self._loss_fn)
-        self._step = wrap(self._step_fn)
+        self._loss = self.trainer.loss
         self._sample_step = wrap(self._sample_step_fn)
 
     # -- what is compiled ------------------------------------------------------------
@@ -286,11 +288,6 @@ class TorchDiffusion:
         x_t = (self._sqrt_abar[t][:, None, None, None] * x0
                + self._sqrt_1m_abar[t][:, None, None, None] * noise)
         return F.mse_loss(self.net(x_t, t), noise)                  # mean over all elements
-
-    def _step_fn(self) -> None:
-        """Clip the global gradient norm (torch's clip / (norm + 1e-6)), then one AdamW step."""
-        torch.nn.utils.clip_grad_norm_(self._params.values(), D.OPTIMIZER.clip_norm)
-        self.optimizer.step()
 
     def _sample_step_fn(self, x: torch.Tensor, t: torch.Tensor, a: torch.Tensor,
                         b: torch.Tensor) -> torch.Tensor:
@@ -317,19 +314,13 @@ class TorchDiffusion:
     def grads(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.diffusion's params (HWIO, (in, out))."""
         self._check(x0, t)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.trainer.zero_grad()
         self._loss(x0, t, noise).backward()
         return {k: _to_numpy_layout(p.grad) for k, p in self._params.items()}
 
     def train_step(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        # set_to_none: backward allocates fresh gradients, so tensors returned by grads()
-        # are never overwritten and no zero-fill pass runs.
         self._check(x0, t)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self._loss(x0, t, noise)
-        loss.backward()
-        self._step()
-        return loss.detach()  # no .item(): reading the value would sync inside the timed step
+        return self.trainer.step(x0, t, noise)
 
     def sample(self, x_T: torch.Tensor, noise: torch.Tensor | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> torch.Tensor:

@@ -7,9 +7,11 @@ layout (in, out), so they are transposed once when loaded and once when exported
 
 Modes: "eager" runs the modules as they are; "compiled" wraps each timed entry point in
 torch.compile (Inductor), compiled lazily on first use: the forward, the loss (its backward
-through AOTAutograd), and the generation prefill and decode step. The optimizer is
-torch.optim.AdamW with its fused kernel in both modes (see TorchGPT.__init__ for why the
-update is not compiled). Attention is F.scaled_dot_product_attention, PyTorch's fused kernel.
+through AOTAutograd), and the generation prefill and decode step, each with fullgraph=True.
+The optimizer is torch.optim.AdamW; how the compiled train step joins loss, backward and
+update is the case's strategy (frameworks.torch.TRAIN_RECIPES; by default the fused AdamW
+runs eagerly after the compiled loss, nanoGPT's recipe). Attention is
+F.scaled_dot_product_attention, PyTorch's fused kernel.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from workloads import gpt as W
-from frameworks.torch import adamw
+from frameworks.torch import Trainer, compile_model
 from workloads.base import FwbenchError
 
 
@@ -123,15 +125,16 @@ class GPT(nn.Module):
 # ----------------------------------------------------------------------------- interface
 
 def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
-          device: str) -> TorchGPT:
-    return TorchGPT(config, params, mode, device)
+          device: str, strategy: str | None = None) -> TorchGPT:
+    return TorchGPT(config, params, mode, device, strategy)
 
 
 class TorchGPT:
     """workloads.gpt.GPTModel for PyTorch: a GPT module, its AdamW optimizer, and the entry
     points the benchmarks time (compiled in mode "compiled")."""
 
-    def __init__(self, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str, device: str) -> None:
+    def __init__(self, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str, device: str,
+                 strategy: str | None = None) -> None:
         W.check_params(config, params)
         self.config, self.mode, self.device = config, mode, device
         self.net = GPT(config).to(device)
@@ -145,32 +148,25 @@ class TorchGPT:
                 a = params[k].T if k in self._transposed else params[k]
                 p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
-        # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only.
-        self.optimizer, self.adamw_impl = adamw(self._params, W.OPTIMIZER, W.decayed)
+        # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only. The train
+        # step's recipe in compiled mode is the strategy's (frameworks.torch.TRAIN_RECIPES).
+        self.trainer = Trainer(self._params, W.OPTIMIZER, W.decayed, self._loss_fn, mode, strategy)
+        self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
-        # The timed entry points; torch.compile compiles each on its first call. Each is its
-        # own Python function, so Dynamo caches (and counts) their graphs separately.
-        wrap = torch.compile if mode == "compiled" else (lambda f: f)
+        # The timed entry points; torch.compile compiles each on its first call, the model's
+        # graphs with fullgraph=True (compile_model). Each is its own Python function, so
+        # Dynamo caches (and counts) their graphs separately.
+        wrap = compile_model if mode == "compiled" else (lambda f: f)
         self._forward = wrap(self.net)
-        self._loss = wrap(self._loss_fn)  # forward + loss; its backward through AOTAutograd
+        self._loss = self.trainer.loss  # forward + loss; its backward through AOTAutograd
         self._prefill = wrap(self._prefill_fn)
         self._decode = wrap(self._decode_fn)
-        # The update stays eager: Dynamo does not trace the fused AdamW (it is wrapped in
-        # torch.compiler.disable, a graph break), and the fused kernel already makes one pass
-        # over the parameters. The alternative, a compiled foreach AdamW, was no faster here
-        # and Optimizer.step breaks the graph on purpose around the update.
-        self._step = self._step_fn
 
     # -- what is compiled ------------------------------------------------------------
     def _loss_fn(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of next-token targets (B, T)."""
         logits = self.net(idx)  # (B, T, vocab)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1).long())
-
-    def _step_fn(self) -> None:
-        """nanoGPT's update: clip the global gradient norm, then one AdamW step."""
-        torch.nn.utils.clip_grad_norm_(self._params.values(), W.OPTIMIZER.clip_norm)
-        self.optimizer.step()
 
     def _prefill_fn(self, idx: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """Fill the caches with the prompt idx (B, T0); return the next token (B,)."""
@@ -198,18 +194,12 @@ class TorchGPT:
     def grads(self, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.gpt's params (Linear weights transposed back)."""
         self.config.check_tokens(tokens)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.trainer.zero_grad()
         self._loss(tokens, targets).backward()
         return {k: p.grad.t() if k in self._transposed else p.grad for k, p in self._params.items()}
 
     def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # set_to_none: backward allocates fresh gradients, so tensors returned by grads()
-        # are never overwritten and no zero-fill pass runs.
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self._loss(tokens, targets)
-        loss.backward()
-        self._step()
-        return loss.detach()  # no .item(): reading the value would sync inside the timed step
+        return self.trainer.step(tokens, targets)
 
     def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
         self.config.check_tokens(prompt)

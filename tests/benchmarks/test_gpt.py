@@ -7,5 +7,5 @@ from frameworks.bench import run_case
 WORKLOAD = "gpt"
 
 
-def test_gpt(benchmark, fwbench_session, framework, mode, task):
-    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode)
+def test_gpt(benchmark, fwbench_session, framework, mode, task, strategy):
+    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode, strategy)
