@@ -111,6 +111,19 @@ def test_flops_formula_by_hand():
     assert spec.items == 24 and spec.flops == 24 * 3 * (2 * n + 128)
 
 
+def test_generate_flops_count_the_head_once_per_prefill():
+    """Every framework's prefill applies the head (x @ wte^T, 2*V*C FLOPs a position) to the
+    last prompt position only; each decoded token pays it once."""
+    cfg = gpt.GPTConfig(block_size=16, vocab_size=10, n_layer=1, n_head=1, n_embd=4)
+    head = 2 * 10 * 4
+    body = lambda ctx: gpt.flops_per_token(cfg, ctx, training=False) - head   # noqa: E731
+    t0, n_new, batch = 5, 4, 3
+    prefill = t0 * body(t0) + head
+    decode = sum(body(t0 + j) + head for j in range(1, n_new))
+    assert gpt.generate_flops(cfg, batch, t0, n_new) == batch * (prefill + decode)
+    assert gpt.task_spec(cfg, batch, "generate").flops == gpt.generate_flops(cfg, batch, *gpt.generate_lengths(cfg))
+
+
 def test_task_specs_rotate_distinct_nonzero_inputs():
     cfg = gpt.preset("tiny").config
     for task in gpt.TASKS:
