@@ -203,3 +203,25 @@ def test_rounds_follow_the_time_budget():
     assert bench.choose_rounds(0.1, opts) == 30
     opts.rounds = 5
     assert bench.choose_rounds(0.1, opts) == 5
+
+
+def test_jax_train_step_state_is_ready_when_the_timed_call_returns():
+    """The real asynchronous runtime: after the harness's sync of (loss, state()), every
+    updated parameter and optimizer moment is computed. Without state() the sync would wait
+    for the loss only. (gpt only: the diffusion model's state() is the same two lines.)"""
+    pytest.importorskip("jax")
+    import jax
+    import workloads
+    from frameworks.jax import diffusion as jax_diffusion
+    assert callable(getattr(jax_diffusion.JaxDiffusion, "state", None))
+    workload = "gpt"
+    adapter = frameworks.load("jax")
+    W = workloads.get(workload)
+    p = W.preset("tiny")
+    spec = W.task_spec(p.config, 1, "train_step")
+    assert spec.mutates
+    model = adapter.build(workload, p.config, W.init_params(p.config, seed=0), "eager", "cpu")
+    inputs = [adapter.asarray(a, "cpu") for a in spec.inputs[0]]
+    adapter.sync((model.train_step(*inputs), model.state()))
+    leaves = jax.tree_util.tree_leaves(model.state())
+    assert len(leaves) > 2 * len(W.param_shapes(p.config)) and all(x.is_ready() for x in leaves)

@@ -2,7 +2,9 @@
 
 Each workload module (workloads.gpt, workloads.diffusion) provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
-    task_spec(config, batch, task, seed) -> TaskSpec, and a Protocol for its model.
+    task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
+    strategies(framework, mode, task) -> the case variants (None = default),
+    and a Protocol for its model (docs/ARCHITECTURE.md: "Adding a workload or a framework").
 """
 from __future__ import annotations
 
