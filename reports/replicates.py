@@ -191,7 +191,7 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     out["throughput"] = items / med
     out["throughput_lo"], out["throughput_hi"] = items / out["median_hi_s"], items / out["median_lo_s"]
     out["utilisation"] = out["flops"].astype(float) / med / out["gemm_flops"]
-    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps"):
+    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps", "_eager"):
         out[c] = math.nan
     if out.empty:
         return out
@@ -212,6 +212,7 @@ def _break_even(out: pd.DataFrame) -> pd.DataFrame:
     me = out.attrs["min_effect"]
     if "_eager" not in out.columns:
         return out
+    attrs = dict(out.attrs)
     for i, j in out["_eager"].dropna().items():
         j = int(j)
         r = out.loc[i]
@@ -223,4 +224,6 @@ def _break_even(out: pd.DataFrame) -> pd.DataFrame:
         elif finite(r["first_call_s"]) and finite(e["first_call_s"]):
             out.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"], e["first_call_s"],
                                                        e["median_s"])
-    return out.drop(columns="_eager")
+    out = out.drop(columns="_eager")
+    out.attrs = attrs
+    return out
