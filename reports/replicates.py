@@ -72,20 +72,23 @@ AGGREGATE = ("n_processes", "median_s", "median_lo_s", "median_hi_s", "interval_
              "recompiled_during_timing", "compile_cache", "run_file", "date")
 
 
+Rec = dict[str, Any]     # one record (row) of the frame, as a plain dict: cheap to read in a loop
+
+
 def _med(values: Any) -> float:
     v = [float(x) for x in values if finite(x)]
     return float(np.median(v)) if v else math.nan
 
 
-def _process_boot(r: Any, salt: str) -> np.ndarray | None:
-    rep = "" if r.repeat is None or pd.isna(r.repeat) else f"|r{int(r.repeat)}"
-    return stats.boot_medians(r.times, f"{salt}{r.run_file}|{r.case}{rep}")
+def _process_boot(r: Rec, salt: str) -> np.ndarray | None:
+    rep = "" if not finite(r["repeat"]) else f"|r{int(r['repeat'])}"
+    return stats.boot_medians(r["times"], f"{salt}{r['run_file']}|{r['case']}{rep}")
 
 
-def _drift(g: pd.DataFrame, meds: np.ndarray) -> dict[str, Any]:
+def _drift(timed: list[Rec], meds: np.ndarray) -> dict[str, Any]:
     """Trend, step and disagreement flags of one case's timed processes."""
-    p = np.array([stats.drift_pvalues(t) for t in g["times"]], dtype=float).reshape(-1, 2)
-    alpha = stats.UNSTABLE_ALPHA / (2 * len(g))
+    p = np.array([stats.drift_pvalues(r["times"]) for r in timed], dtype=float).reshape(-1, 2)
+    alpha = stats.UNSTABLE_ALPHA / (2 * len(timed))
     trend_p, step_p = (float(np.nanmin(p[:, i])) if np.isfinite(p[:, i]).any() else math.nan for i in (0, 1))
     why = []
     if trend_p < alpha:
@@ -97,33 +100,33 @@ def _drift(g: pd.DataFrame, meds: np.ndarray) -> dict[str, Any]:
         why.append(f"processes disagree (medians {100 * spread:.0f}% apart)")
     return {"trend_p": trend_p, "step_p": step_p, "process_spread": spread,
             "process_cv": float(np.std(meds, ddof=1) / np.mean(meds)) if len(meds) > 1 else math.nan,
-            "lag1_autocorr": _med(stats.lag1_autocorrelation(t) for t in g["times"]),
+            "lag1_autocorr": _med(stats.lag1_autocorrelation(r["times"]) for r in timed),
             "unstable": bool(why), "unstable_why": "; ".join(why)}
 
 
-def _one_case(g: pd.DataFrame, salt: str) -> dict[str, Any]:
-    first = g.iloc[0]
-    row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in g.columns}
-    timed = g[g["status"].isin(TIMED) & g["median_s"].notna()]
-    row.update(run_file=", ".join(sorted(set(g["run_file"]))), date=max(g["date"].fillna("")) or None,
-               compile_cache=", ".join(sorted({str(c) for c in g["compile_cache"].dropna()})) or None,
-               gemm_flops=float(g["gemm_flops"].max()), n_processes=len(timed), boot=None)
-    if timed.empty:
-        last = g.iloc[-1]
-        row.update(status=last["status"], reason=last["reason"], median_s=math.nan, unstable=False,
+def _one_case(g: list[Rec], salt: str) -> dict[str, Any]:
+    first = g[0]
+    row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
+    timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
+    row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
+               date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
+               compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
+               or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
+               n_processes=len(timed), boot=None)
+    if not timed:
+        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, unstable=False,
                    unstable_why="", first_call_s=math.nan)
         return row
-    row["status"] = "fallback" if (timed["status"] == "fallback").any() else "ok"
-    reasons = timed.loc[timed["status"] == row["status"], "reason"].dropna()
-    row["reason"] = reasons.iloc[0] if len(reasons) else None
-    meds = timed["median_s"].to_numpy(dtype=float)
+    row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
+    row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)
+    meds = np.array([r["median_s"] for r in timed], dtype=float)
     row["median_s"] = float(np.median(meds))
-    boots = [_process_boot(r, salt) for r in timed.itertuples(index=False)]
+    boots = [_process_boot(r, salt) for r in timed]
     if len(timed) == 1:
-        lo, hi, cov = stats.order_interval(timed["times"].iloc[0])
+        lo, hi, cov = stats.order_interval(timed[0]["times"])
         row["boot"] = boots[0]
         row["interval_note"] = ONE_PROCESS + ("" if not cov < stats.LEVEL else
-                                              f"; {int(timed['rounds'].iloc[0])} rounds allow no 95% interval: "
+                                              f"; {len(timed[0]['times'] or [])} rounds allow no 95% interval: "
                                               f"min-max, {100 * cov:.1f}% coverage")
     else:
         row["boot"] = stats.hier_boot(boots, salt + str(first["case"]))
@@ -131,18 +134,16 @@ def _one_case(g: pd.DataFrame, salt: str) -> dict[str, Any]:
         row["interval_note"] = f"{len(timed)} processes: hierarchical bootstrap (processes, then rounds)"
     row["median_lo_s"], row["median_hi_s"] = lo, hi
     row.update(_drift(timed, meds))
-    cache = timed["compile_cache"].astype(str)
-    row["first_call_cold_s"] = _med(timed.loc[cache.isin(COLD), "first_call_s"])
-    row["first_call_warm_s"] = _med(timed.loc[cache == "warm", "first_call_s"])
-    row["first_call_s"] = row["first_call_cold_s"] if finite(row["first_call_cold_s"]) else _med(timed["first_call_s"])
-    row["compile_s"] = _med(timed["compile_s"])
+    row["first_call_cold_s"] = _med(r["first_call_s"] for r in timed if r["compile_cache"] in COLD)
+    row["first_call_warm_s"] = _med(r["first_call_s"] for r in timed if r["compile_cache"] == "warm")
+    row["first_call_s"] = (row["first_call_cold_s"] if finite(row["first_call_cold_s"])
+                           else _med(r["first_call_s"] for r in timed))
+    row["compile_s"] = _med(r["compile_s"] for r in timed)
     row["compile_latency_s"] = row["first_call_s"] - row["median_s"]
-    counts = timed["compilations"].dropna()
-    row["compilations"] = float(counts.max()) if len(counts) else math.nan
-    ct = timed["compilations_timed"].dropna()
-    row["compilations_timed"] = float(ct.max()) if len(ct) else math.nan
-    rec = timed["recompiled_during_timing"].dropna()
-    row["recompiled_during_timing"] = bool(rec.astype(bool).any()) if len(rec) else None
+    for c in ("compilations", "compilations_timed"):
+        row[c] = max((float(r[c]) for r in timed if finite(r[c])), default=math.nan)
+    rec = [bool(r["recompiled_during_timing"]) for r in timed if isinstance(r["recompiled_during_timing"], bool)]
+    row["recompiled_during_timing"] = any(rec) if rec else None
     return row
 
 
@@ -157,6 +158,15 @@ def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return df[keep_cfg], notes
 
 
+class Shared(list):
+    """A list in a frame's attrs that pandas does not deep-copy on every operation (it copies
+    attrs into each derived frame: with the runs' machine information, that dominated a
+    10,000-record report). Read-only by convention."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Shared":
+        return self
+
+
 def is_cases(df: pd.DataFrame) -> bool:
     return "n_processes" in df.columns
 
@@ -167,9 +177,14 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     independent resamples)."""
     if is_cases(df):
         return df
-    attrs = dict(df.attrs)
+    attrs = {k: Shared(v) if isinstance(v, list) else v for k, v in df.attrs.items()}
+    df = df.copy(deep=False)
+    df.attrs = {}
     kept, notes = _pick_configuration(df) if not df.empty else (df, [])
-    rows = [_one_case(g, salt) for _, g in kept.groupby("case", sort=False)]
+    groups: dict[str, list[Rec]] = {}
+    for r in kept.to_dict("records"):
+        groups.setdefault(r["case"], []).append(r)
+    rows = [_one_case(g, salt) for g in groups.values()]
     cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, "boot"]
     out = pd.DataFrame(rows).reindex(columns=cols)
     out = _speedups(out)
@@ -177,7 +192,7 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
         out = out.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device", "status"],
                               key=_sort_key, kind="stable").reset_index(drop=True)
     out.attrs = attrs
-    out.attrs["notes"] = notes
+    out.attrs["notes"] = Shared(notes)
     multi = out.loc[out["n_processes"] > 1, "process_spread"].dropna() if not out.empty else pd.Series(dtype=float)
     out.attrs["observed_spread"] = float(multi.median()) if len(multi) else math.nan
     out.attrs["min_effect"] = stats.effective_min_effect(out.attrs["observed_spread"])

@@ -77,10 +77,20 @@ def boot_medians(data: Sequence[float] | None, name: str, n_boot: int = N_BOOT) 
     """B bootstrap medians of `data` (None when there is no round data)."""
     if not isinstance(data, (list, tuple, np.ndarray)) or len(data) == 0:
         return None
-    x = np.asarray(data, dtype=np.float64)
+    raw = np.asarray(data, dtype=np.float64)
+    n = len(raw)
+    order = np.argsort(raw, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    x = raw[order]
     rng = np.random.default_rng(seed_of(name))
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))   # (B, n) resample indices
-    return np.median(x[idx], axis=1)                         # (B,)
+    idx = rank[rng.integers(0, n, size=(n_boot, n))]         # (B, n) resample, as positions in sorted x
+    # x is sorted, so a resample's i-th order statistic is x[j] for the smallest j with more
+    # than i draws at or below j: counts and a cumulative sum instead of a sort per resample
+    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
+    cum = counts.reshape(n_boot, n).cumsum(axis=1)
+    lo, hi = (cum > (n - 1) // 2).argmax(axis=1), (cum > n // 2).argmax(axis=1)
+    return (x[lo] + x[hi]) / 2                               # (B,) medians
 
 
 def interval(boot: np.ndarray | None, level: float = LEVEL) -> tuple[float, float]:
