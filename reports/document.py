@@ -441,7 +441,7 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None) -> dict[str, Path]:
-    """Write figures, report.md, report.html, tables.tex and data.csv into out_dir."""
+    """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
