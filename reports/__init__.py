@@ -2,7 +2,7 @@
 
     >>> import reports
     >>> df = reports.load(["results/"])      # one row per record; df.attrs["problems"] lists skipped input
-    >>> reports.render(df, "report/")        # report.md, report.html, tables.tex, data.csv, figures/
+    >>> reports.render(df, "report/")        # report.md, report.html, tables.tex, data.csv, cases.csv, figures/
 
 Imports no framework (it reads JSON), so reports render where torch, jax or tensorflow
 are not installed. The `fwbench` command line lives in reports.cli. pandas and seaborn are

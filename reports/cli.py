@@ -101,7 +101,8 @@ def make_parser() -> Parser:
     c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
     c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
     c.add_argument("--min-effect", type=float, default=None,
-                   help="smallest relative change called faster/slower (default 0.10 = 10%%)")
+                   help="smallest relative change called faster/slower (default 0.10 = 10%%, raised to the spread "
+                        "observed between processes of one case where that is larger)")
     c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
 
     sub.add_parser("env", help="frameworks found (version, devices) and missing ones (install command)",

@@ -1,17 +1,21 @@
 """`fwbench compare OLD NEW`: what got faster or slower between two sets of results.
 
 Cases are matched on the record's identifying fields (workload.record.CASE_KEYS: workload,
-task, framework, mode, strategy, preset, device). For each case timed in both:
+task, framework, mode, strategy, preset, device); each side's processes of a case are pooled
+first (reports.replicates.cases), as in the report. For each case timed in both:
 
     ratio = median_new / median_old          (above 1: the new run is slower)
 
-with a 95% interval from independent bootstraps of the two medians (reports.stats). The
-verdict is 'slower' when the whole interval lies above 1 and the ratio is at least
-1 + min_effect, 'faster' when the interval lies below 1 and the ratio is at most
-1 / (1 + min_effect), and 'no significant change' otherwise. The interval guards against
-round-to-round noise within each run; the minimum effect (default 10%) guards against the
-drift between two runs of the same code on a shared machine, which no within-run interval
-can see. Cases timed in only one of the two, or whose status changed, are listed as such.
+with a 95% interval from independent draws of the two cases' bootstraps (hierarchical over
+processes, then rounds; a case of one process: its rounds). The verdict is 'slower' when the
+whole interval lies above 1 and the ratio is at least 1 + min_effect, 'faster' when the
+interval lies below 1 and the ratio is at most 1 / (1 + min_effect), and 'no significant
+change' otherwise: the report's rule for findings (stats.decided). The interval guards
+against noise within each side; the minimum effect (default stats.MIN_EFFECT, raised to the
+spread observed between processes of one case on either side where that is larger) guards
+against the drift between runs of the same code on a shared machine, which an interval over
+one run's processes cannot see. Cases timed in only one of the two, or whose status
+changed, are listed as such.
 """
 from __future__ import annotations
 
@@ -21,18 +25,21 @@ from typing import Iterable
 
 import pandas as pd
 
-from reports import stats
-from reports.data import TIMED, latest, load
+from reports import replicates, stats
+from reports.data import TIMED, load
 
 Paths = Iterable[str | os.PathLike] | str | os.PathLike
 
 
 def compare(old: Paths, new: Paths, min_effect: float = stats.MIN_EFFECT) -> pd.DataFrame:
     """One row per case: medians, ratio new/old with its interval, verdict. `attrs["problems"]`
-    collects the input problems of both sides."""
+    collects the input problems of both sides, `attrs["min_effect"]` the minimum effect used."""
     a, b = load(old), load(new)
     problems = [f"OLD {p}" for p in a.attrs["problems"]] + [f"NEW {p}" for p in b.attrs["problems"]]
-    (a, _), (b, _) = latest(a), latest(b)
+    a, b = replicates.cases(a, salt="old|"), replicates.cases(b, salt="new|")
+    spread = max((s for s in (a.attrs["observed_spread"], b.attrs["observed_spread"]) if not math.isnan(s)),
+                 default=math.nan)
+    min_effect = stats.effective_min_effect(spread, min_effect)
     a, b = a.set_index("case"), b.set_index("case")
     rows = []
     for case in list(a.index) + [c for c in b.index if c not in a.index]:
@@ -47,7 +54,7 @@ def compare(old: Paths, new: Paths, min_effect: float = stats.MIN_EFFECT) -> pd.
             row["new_median_s"] = rb["median_s"]
         if ta and tb:
             r = rb["median_s"] / ra["median_s"]
-            lo, hi = stats.ratio_interval(_boot(rb, "new"), _boot(ra, "old"))
+            lo, hi = stats.ratio_interval(rb["boot"], ra["boot"])
             row.update(ratio=r, ratio_lo=lo, ratio_hi=hi, verdict=stats.verdict(r, lo, hi, min_effect))
         elif ra is None:
             row["verdict"] = f"only in NEW ({rb['status']})"
@@ -60,12 +67,8 @@ def compare(old: Paths, new: Paths, min_effect: float = stats.MIN_EFFECT) -> pd.
     out = pd.DataFrame(rows, columns=["case", "old_median_s", "new_median_s", "ratio", "ratio_lo", "ratio_hi",
                                       "verdict"])
     out.attrs["problems"] = problems
+    out.attrs["min_effect"] = min_effect
     return out
-
-
-def _boot(r: pd.Series, side: str) -> object:
-    # the side goes into the seed: the same file given as OLD and NEW still gets independent resamples
-    return stats.boot_medians(r["times"], f"{side}|{r['run_file']}|{r.name}")
 
 
 def format_table(t: pd.DataFrame) -> str:
@@ -78,4 +81,6 @@ def format_table(t: pd.DataFrame) -> str:
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *rows]]
     counts = t["verdict"].value_counts()
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-    return "\n".join(lines) + f"\n\n{summary}\n"
+    me = t.attrs.get("min_effect")
+    rule = f" (a verdict needs the interval to exclude 1 and at least {100 * me:.0f}%)" if me is not None else ""
+    return "\n".join(lines) + f"\n\n{summary}{rule}\n"

@@ -19,9 +19,14 @@ Derived columns (per row, from the same run file):
                         accelerator, device, threads, matmul precision): one denominator for
                         every framework, not each process's own measurement, which a busy
                         moment on a shared machine lowers; run_gemm_flops keeps the run's own
+    median_lo/hi_s    = order-statistic 95% interval of the process's median (stats.order_interval)
     speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...)
-    compile_latency_s = first_call_s - first_call_s(eager)      (as compiler dashboards define it)
+    compile_latency_s = first_call_s - median_s                 (the same mode's step, DESIGN.md: eager's
+                        first call is no baseline where eager compiles op by op, as JAX's does)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
+
+A row is one process's measurement of a case; reports.replicates.cases pools the processes
+of a case (the unit of replication) and is what the report's tables, figures and findings use.
 
 Nothing here imports a framework: a report renders where none is installed.
 """
@@ -49,7 +54,7 @@ SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
-MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date")
+MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id")
 TIMED = ("ok", "fallback")
 
 
@@ -119,7 +124,9 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
         "device": fw.get("device"), "matmul_precision": fw.get("matmul_precision"),
         "frameworks": fw.get("frameworks") or {}, "missing": missing,
         "python": machine_info.get("python_version"), "system": machine_info.get("system"),
-        "note": top.get("note"),
+        "note": top.get("note"), "run_id": fw.get("run_id"),
+        **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
+                                  "settings", "gc")},
     }
     rows, probs = [], []
     machine = {k: run[k] for k in MACHINE}
@@ -187,9 +194,9 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
         return df
     boots = {i: stats.boot_medians(t, f"{f}|{c}") for i, t, f, c in
              zip(df.index, df["times"], df["run_file"], df["case"])}
-    ci = [stats.interval(boots[i]) for i in df.index]
-    df["median_lo_s"] = [lo for lo, _ in ci]
-    df["median_hi_s"] = [hi for _, hi in ci]
+    ci = [stats.order_interval(t) for t in df["times"]]
+    df["median_lo_s"] = [c[0] for c in ci]
+    df["median_hi_s"] = [c[1] for c in ci]
     med = df["median_s"].astype(float)
     df["throughput"] = df["items"].astype(float) / med
     df["throughput_lo"] = df["items"].astype(float) / df["median_hi_s"]
@@ -198,8 +205,9 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     setup = _joined(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
     df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
-    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps"):
+    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps"):
         df[c] = math.nan
+    df["compile_latency_s"] = df["first_call_s"].astype(float) - med
     key = _joined(df, BASELINE_KEYS)
     eager = {k: i for k, i, m, t in zip(key, df.index, df["mode"], df["median_s"])
              if m == "eager" and t is not None and not math.isnan(t)}
@@ -212,7 +220,6 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
         lo, hi = stats.ratio_interval(boots[j], boots[i])
         df.at[i, "speedup_lo"], df.at[i, "speedup_hi"] = lo, hi
         if i != j and finite(e["first_call_s"]) and finite(r["first_call_s"]):
-            df.at[i, "compile_latency_s"] = r["first_call_s"] - e["first_call_s"]
             df.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"],
                                                       e["first_call_s"], e["median_s"])
     return df

@@ -4,6 +4,7 @@
     report.html   self-contained: CSS inline, figures embedded as base64 PNG
     tables.tex    every table as a booktabs `table` environment, ready for \\input
     data.csv      the tidy frame (without the per-round times): same JSON in, same bytes out
+    cases.csv     one row per case, its processes pooled (reports.replicates.cases)
 
 Nothing rendered depends on the time of rendering, so `fwbench report` on committed JSON
 reproduces committed outputs.
@@ -19,10 +20,36 @@ from typing import Any
 import pandas as pd
 
 from reports import data as rdata
-from reports import figures, findings, stats
+from reports import figures, findings, replicates, stats
 from reports.data import TIMED, finite
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
+
+# What each framework's `compilations` counter counts (the record's compile_counter has the details).
+COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
+            "tensorflow": "tf.function traces"}
+SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
+
+# The report's method text: facts of fwbench's code that make the frameworks' work differ,
+# said once here (the set-up table adds each run's recorded settings).
+METHOD = {
+    "compiled mode": "What `compiled` compiles differs per framework. torch: torch.compile compiles the model "
+                     "(forward, and backward through AOTAutograd); the fused AdamW update runs eagerly in the "
+                     "default compiled case, so a torch train step compiles less than the others do. JAX "
+                     "(jax.jit) and TensorFlow (tf.function with jit_compile=True) compile forward + backward + "
+                     "gradient clipping + AdamW as one program.",
+    "eager mode": "JAX's and TensorFlow's eager modes run op by op (JAX compiles each primitive on first use); "
+                  "nobody uses them for speed, so a speedup over them is labelled 'op-by-op eager', and the "
+                  "\"up to 40%\" claim is tested on torch.compile against torch eager only.",
+    "generate": "torch decodes in a Python loop around a compiled step; JAX (lax.fori_loop) and TensorFlow "
+                "(tf.while_loop) compile the whole decode loop.",
+    "sample": "torch compiles one sampler step (t, a, b as tensors) and loops in Python; JAX (lax.scan) and "
+              "TensorFlow (tf.while_loop) compile the whole sampling loop.",
+    "layouts": "JAX and TensorFlow run the GPT's dense layers on flat (B*T, C) rows; torch keeps (B, T, C). "
+               "Layout conversions happen once, when parameters are loaded.",
+    "runtime": "Every framework runs in its own process with the same intra-op thread count and C heap policy; "
+               "other runtime settings (XLA flags, allocators) are listed per framework in the set-up table.",
+}
 
 
 # ----------------------------------------------------------------------------- tables
@@ -62,6 +89,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
                               if s != "n/a")),
         ("dtype", _uniq(df["dtype"])),
         ("compile cache before first call", _uniq(df["compile_cache"])),
+        *_run_rows(runs),
         ("date of runs", _uniq(r["date"] for r in runs)),
         ("fwbench commit", _uniq(r["fwbench_commit"] for r in runs)),
         ("Python", _uniq(r["python"] for r in runs)),
@@ -70,22 +98,125 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["", "value"])
 
 
+def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Set-up rows from machine_info.fwbench's run keys (record.RUN_INFO), where recorded."""
+    rows = [("processes per framework (repeats)", _uniq(r.get("repeats") for r in runs)),
+            ("case order", _uniq(r.get("case_order") for r in runs)),
+            ("Python garbage collector", _uniq(r.get("gc") for r in runs)),
+            ("compile cache folders", _uniq(f"{f}: {d}" for r in runs for f, d in sorted((r.get("compile_cache_dirs")
+                                                                                          or {}).items())))]
+    settings: dict[str, set[str]] = {}
+    for r in runs:
+        for fw, kv in sorted((r.get("settings") or {}).items()):
+            if isinstance(kv, dict):
+                settings.setdefault(fw, set()).update(f"{k}={v}" for k, v in kv.items())
+    rows += [(f"{fw} runtime settings", "; ".join(sorted(v)) or "defaults")
+             for fw, v in sorted(settings.items(), key=lambda kv: figures.framework_order(settings).index(kv[0]))]
+    return [(k, v) for k, v in rows if v != "n/a"] or [("run settings", "not recorded (older result files)")]
+
+
+def _counter(r: pd.Series) -> str:
+    return COUNTERS.get(r["framework"]) or (str(r["compile_counter"])[:40] if isinstance(r["compile_counter"], str)
+                                            else "counter")
+
+
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
     rows = []
+    lacking = figures.lacking_modes(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
+        n = r.get("n_processes", 1)
         rows.append({
             "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
-            "framework": r["framework"], "mode": r["mode"], "status": r["status"],
-            "median step [95% CI]": stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]) if timed else "",
+            "framework": r["framework"], "mode": r["mode"],
+            "status": "n/a" if (r["framework"], r["mode"]) in lacking else r["status"],
+            "processes": f"{n:.0f}" if timed else "",
+            "median step [95% CI]": (stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"])
+                                     + ("*" if n == 1 else "")) if timed else "",
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
             "vs eager": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
+                         + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
                          if timed and r["mode"] != "eager" and finite(r["speedup_vs_eager"]) else ""),
             "first call": stats.fmt_seconds(r["first_call_s"]) if finite(r["first_call_s"]) else "",
-            "break-even": _steps(r["break_even_steps"]),
-            "compilations": f"{int(r['compilations'])}" if timed and not pd.isna(r["compilations"]) else "",
+            "compile latency": stats.fmt_seconds(r["compile_latency_s"]) if timed and finite(r["compile_latency_s"]) else "",
+            "break-even": _steps(r["break_even_steps"]) if r["mode"] != "eager" and timed else "",
+            "compilations (counter)": f"{int(r['compilations'])} ({_counter(r)})"
+                                      if timed and not pd.isna(r["compilations"]) else "",
+            "in timed rounds": _timed_compiles(r) if timed else "",
+            "stable": ("no: " + r["unstable_why"]) if timed and r.get("unstable") is True else ("yes" if timed else ""),
         })
     return pd.DataFrame(rows)
+
+
+def _timed_compiles(r: pd.Series) -> str:
+    """Compilations during the timed rounds: flagged, since a recompile makes a round slow."""
+    if r.get("recompiled_during_timing") is True:
+        return f"RECOMPILED ({r['compilations_timed']:.0f})" if finite(r.get("compilations_timed")) else "RECOMPILED"
+    if finite(r.get("compilations_timed")):
+        return f"{r['compilations_timed']:.0f}"
+    return "not recorded"
+
+
+def compile_table(d: pd.DataFrame) -> pd.DataFrame:
+    """Cold and warm first calls side by side per timed case, with the framework's own
+    compile timer and the compile latency (first call minus the same mode's median step)."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    return pd.DataFrame([{
+        "case": f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
+        "framework": r["framework"], "mode": r["mode"],
+        "first call, cold cache": stats.fmt_seconds(r["first_call_cold_s"]) if finite(r["first_call_cold_s"]) else "-",
+        "first call, warm cache": stats.fmt_seconds(r["first_call_warm_s"]) if finite(r["first_call_warm_s"]) else "-",
+        "compile timer": stats.fmt_seconds(r["compile_s"]) if finite(r["compile_s"]) else "-",
+        "median step": stats.fmt_seconds(r["median_s"]),
+        "compile latency": stats.fmt_seconds(r["compile_latency_s"]),
+    } for _, r in t.iterrows()])
+
+
+def stability_lines(d: pd.DataFrame) -> list[str]:
+    """Replication and drift, as the reader needs them before trusting a finding."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    if t.empty:
+        return []
+    one = int((t["n_processes"] == 1).sum())
+    spread, me = d.attrs.get("observed_spread", math.nan), d.attrs.get("min_effect", stats.MIN_EFFECT)
+    lines = [f"{len(t) - one} of {len(t)} timed cases were measured by two processes or more; "
+             + (f"{one} by one process ({replicates.ONE_PROCESS}, not the variation between processes; marked * "
+                "in the results)." if one else "every interval covers process-to-process variation.")]
+    lines.append((f"Observed spread between processes of the same case (median of largest / smallest process "
+                  f"median - 1): {100 * spread:.1f}%. " if finite(spread) else
+                  "No case has two processes, so the spread between processes is not observed in these data. ")
+                 + f"Minimum effect in force: {100 * me:.0f}% (the larger of the documented {100 * stats.MIN_EFFECT:.0f}% "
+                 "and the observed spread).")
+    ac = t["lag1_autocorr"].dropna()
+    unstable = t[t["unstable"] == True]   # noqa: E712 (a column of bools and None)
+    lines.append(f"{len(unstable)} of {len(t)} timed cases are unstable (trend or step change in a process's rounds, "
+                 f"tested at {100 * stats.UNSTABLE_ALPHA:.0f}% per case, or processes more than "
+                 f"{100 * stats.MIN_EFFECT:.0f}% apart)"
+                 + (f"; the median lag-1 autocorrelation of round times is {ac.median():.2f}." if len(ac) else "."))
+    lines += [f"unstable: {_case_name(r)}: {r['unstable_why']}" for _, r in unstable.iterrows()]
+    return lines
+
+
+def _case_name(r: pd.Series) -> str:
+    return (f"{r['workload']} {r['task']} {r['framework']} {r['mode']}"
+            + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""))
+
+
+def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """One short line per case that did not run normally, and the appendix of full reasons."""
+    lines, appendix = [], []
+    lacking = figures.lacking_modes(d)
+    for r in findings.reasons(d):
+        if (r["framework"], r["mode"]) in lacking:
+            continue
+        head = " ".join(r["reason"].split())
+        if len(head) > SHORT_REASON:
+            appendix.append(f"A{len(appendix) + 1}. {r['framework']} {r['mode']} {r['case']}: {r['reason']}")
+            head = head[:SHORT_REASON].rstrip() + f"... (full text: appendix A{len(appendix)})"
+        lines.append(f"{r['framework']} {r['mode']} {r['case']}: {r['status']}: {head}")
+    if lacking:
+        lines.append("n/a (the framework has no such mode): " + ", ".join(f"{f} {m}" for f, m in sorted(lacking)))
+    return lines, appendix
 
 
 def _steps(n: float) -> str:
@@ -98,27 +229,49 @@ def _steps(n: float) -> str:
 
 def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str, float],
           notes: list[str]) -> list[Block]:
+    """The document's blocks from replicates.cases (records are aggregated first)."""
+    df = replicates.cases(df)
     missing = rdata.missing_frameworks(df)
     fws = figures.framework_order(df["framework"])
+    me = df.attrs.get("min_effect", stats.MIN_EFFECT)
     b: list[Block] = [("h", 1, "fwbench report")]
-    b.append(("p", f"{len(df)} result records of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
-                   f"workload(s) {_uniq(df['workload'])}. Medians of per-round wall times; 95% confidence "
-                   "intervals by bootstrap of the median from the round data; a difference is called "
-                   "significant only when the interval of the ratio excludes 1."))
+    b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
+                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} process(es) each. "
+                   "A case's time is the median of its processes' median round times; 95% intervals by "
+                   "hierarchical bootstrap (processes, then rounds), or, for a case of one process, the "
+                   "order-statistic interval of its rounds. A difference is stated only when the interval of the "
+                   f"ratio excludes 1 and the ratio exceeds the minimum effect ({100 * me:.0f}%)."))
     if missing:
         b.append(("p", "Not measured (not installed or not loadable): " +
                        "; ".join(f"{n}: {why}" for n, why in missing.items())))
 
-    b += [("h", 2, "Setup"), ("table", setup_table(df), "Machine and software of the runs.", "setup")]
+    b += [("h", 2, "Setup"), ("table", setup_table(df), "Machine, software and run settings of the runs.", "setup")]
 
     b.append(("h", 2, "Results"))
     for wl, w in df.groupby("workload", sort=True):
         b.append(("h", 3, f"Workload {wl}"))
-        b.append(("table", results_table(w), f"{wl}: median step time, throughput, speedup over the same "
-                  "framework's eager mode, first call and break-even steps.", f"results-{wl}"))
+        b.append(("table", results_table(w), f"{wl}: median step time over processes (* one process: the interval "
+                  "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
+                  "(op-by-op: JAX's and TensorFlow's eager), first call, compile latency (first call minus the same "
+                  "mode's median step), break-even steps, compilations by each framework's own counter, "
+                  "compilations during the timed rounds, and whether the rounds were stable.", f"results-{wl}"))
     for name in ("throughput", "speedup", "first_call", "utilisation"):
         if name in figs:
             b.append(("fig", name, figs[name][0], figs[name][1]))
+
+    b.append(("h", 2, "Replication and stability"))
+    b.append(("ul", stability_lines(df) or ["No timed cases."]))
+
+    b.append(("h", 2, "Compilation: cold and warm first calls"))
+    ct = compile_table(df)
+    if ct.empty:
+        b.append(("p", "No timed cases."))
+    else:
+        b.append(("table", ct, "First call with the run's compile cache empty (cold: the first process of a "
+                  "framework) and filled (warm: later processes), the framework's own compile timer, and compile "
+                  "latency = first call - the same mode's median step.", "compile"))
+    if "cold_warm" in figs:
+        b.append(("fig", "cold_warm", figs["cold_warm"][0], figs["cold_warm"][1]))
 
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
@@ -131,13 +284,14 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b.append(("h", 2, "Capability matrix"))
     cap = figures.capability_table(df, missing)
     if not cap.empty:
-        b.append(("table", cap, "Status of each case per framework, from the records.", "capability"))
+        b.append(("table", cap, "Status of each case per framework, from the records (n/a: the framework has no "
+                  "such mode).", "capability"))
     if "capability" in figs:
         b.append(("fig", "capability", figs["capability"][0], figs["capability"][1]))
 
     b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
-    lines = [f"{n} missing: {why}" for n, why in missing.items()]
-    lines += [f"{r['framework']} {r['mode']} {r['case']}: {r['status']}: {r['reason']}" for r in findings.reasons(df)]
+    short, appendix = short_reasons(df)
+    lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
     b.append(("ul", lines) if lines else ("p", "Every case ran."))
 
     b.append(("h", 2, "Choosing a framework"))
@@ -145,15 +299,20 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("p", "No timed cases, so no ranking."))
     else:
         rank, rnotes = findings.ranking(df, weights)
+        sens = findings.sensitivity(rank)
         b.append(("p", "Each framework is scored per concern on [0, 1], 1 being the best framework in this "
                        "report: throughput (geometric mean over cases of its best mode's throughput relative to "
-                       "the best), compile (lowest compile latency relative to its own, for its fastest non-eager "
-                       "mode; latencies under 1 s count as 1 s), coverage (share of eager and accelerated slots that ran; fallback counts half). "
-                       "Overall is the weighted mean of the concern scores; a concern with no data for a framework "
-                       "(an empty cell) counts 0 for it."))
+                       "the best), compile (the first call of its fastest non-eager mode, the wait before the "
+                       "first result, relative to the lowest; no floor), coverage (share of eager and accelerated "
+                       "slots that ran; fallback counts half). No single weighting is the verdict: the second "
+                       "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
+                       "framework ranks first, and which concerns it leads on."))
         b.append(("table", rank.reset_index().assign(rank=lambda t: t["rank"].map(lambda v: f"{v:.0f}")),
-                  "Framework scores per concern and overall (higher is better).", "ranking"))
-        b.append(("ul", findings.ranking_sentences(rank, weights) + rnotes))
+                  "Framework scores per concern, and overall for the weights given (higher is better).", "ranking"))
+        b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
+                  lambda v: f"{100 * v:.0f}% of weightings")}),
+                  "Sensitivity of the choice to the weights.", "sensitivity"))
+        b.append(("ul", findings.deciding_sentences(sens) + findings.ranking_sentences(rank, weights) + rnotes))
 
     if notes or df.attrs.get("problems"):
         b.append(("h", 2, "Input problems"))
@@ -162,14 +321,33 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b.append(("ul", [
         "Each framework ran in its own process with the same intra-op thread count; timed callables "
         "synchronise with the device; warm-up rounds precede the timed rounds; inputs rotate between rounds.",
-        "first call = wall time of the first call (trace + compile + run); compile latency = a mode's first "
-        "call minus eager's first call; break-even = the first step count n at which first call + (n-1) x "
-        "median step is below eager's.",
-        f"Confidence intervals: percentile bootstrap of the median, {stats.N_BOOT} resamples with fixed seeds; "
-        "ratios from independent bootstraps of both medians.",
+        "Replication: the process is the unit. A case's time is the median of its processes' medians; its 95% "
+        f"interval is a hierarchical bootstrap ({stats.N_BOOT} draws with fixed seeds: processes with replacement, "
+        "then each drawn process's rounds), so process-to-process variation is inside every interval. A case of "
+        "one process gets the order-statistic interval of its rounds (distribution-free, at least 95% coverage "
+        "from 6 rounds; the min-max with its actual coverage below), which covers round-to-round noise only.",
+        f"Findings, break-even and 'never pays back' need the ratio's interval to exclude 1 and the ratio to "
+        f"exceed the minimum effect: {100 * stats.MIN_EFFECT:.0f}% (at least the spread measured between processes "
+        "of the same code on the benchmark machine), or the spread observed between this report's processes when "
+        f"that is larger; here {100 * me:.0f}%. `fwbench compare` uses the same rule and intervals.",
+        f"Stability: each process's rounds are tested for a monotone trend (Spearman's rank correlation with the "
+        f"round index) and a step change (largest Mann-Whitney statistic over the splits), with p-values from "
+        f"{stats.NULL_PERMUTATIONS} random permutations per round count; a case is unstable when a test rejects at "
+        f"{100 * stats.UNSTABLE_ALPHA:.0f}% (Bonferroni over both tests and the processes) or its processes are "
+        f"more than {100 * stats.MIN_EFFECT:.0f}% apart.",
+        "first call = wall time of the first call (trace + compile + run), cold when the run's compile cache was "
+        "empty, warm when an earlier process had filled it; compile latency = a mode's first call minus the same "
+        "mode's median step (eager's first call is no baseline: JAX's eager compiles op by op); break-even = the "
+        "first step count n at which first call + (n-1) x median step is below eager's.",
+        "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
+        + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
+        *[f"{k}: {v}" for k, v in METHOD.items()],
         "utilisation = model FLOPs per step / median step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
     ]))
+    if appendix:
+        b.append(("h", 2, "Appendix: full reasons"))
+        b.append(("ul", appendix))
     return b
 
 
@@ -263,18 +441,19 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None) -> dict[str, Path]:
-    """Write figures, report.md, report.html, tables.tex and data.csv into out_dir."""
+    """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
-    cases, notes = rdata.latest(df)
+    cases = replicates.cases(df)
     figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
-    blocks = build(cases, figs, weights, notes)
+    blocks = build(cases, figs, weights, cases.attrs["notes"])
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
-             "csv": out_dir / "data.csv"}
+             "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex(blocks), encoding="utf-8")
     write_csv(df, paths["csv"])
+    write_csv(cases.drop(columns="boot").assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items()})
     return paths

@@ -1,34 +1,49 @@
 """Findings written from the data, and the framework-choice ranking.
 
-Findings name a winner only when the 95% interval of the ratio of medians excludes 1
-(reports.stats.significant); otherwise they say the difference is not significant.
+Findings, break-even and "never pays back" work on reports.replicates.cases (one row per
+case, its processes pooled) and follow the rule of `fwbench compare` (stats.decided): a
+winner is named only when the 95% interval of the ratio of medians (hierarchical bootstrap
+over processes, then rounds) excludes 1 and the ratio exceeds the minimum effect in force
+(stats.MIN_EFFECT, or the larger spread between processes observed in the data); otherwise
+the finding says there is no significant difference.
+
+The "up to 40%" claim is made for torch.compile against PyTorch's eager mode, so it is
+tested on torch's compiled cases only; JAX's and TensorFlow's eager modes run op by op
+(OP_BY_OP_EAGER), and their speedups over it are labelled so.
 
 The ranking scores each framework per concern on [0, 1], 1 being the best framework in
 this report, then combines the concerns with the user's weights:
 
     throughput   geometric mean over cases of (framework's best throughput / best of all);
                  a case is (workload, task, strategy, preset, device), the framework's best mode
-    compile      geometric mean over cases of (lowest compile latency / framework's), taking the
-                 latency of the framework's fastest non-eager mode, floored at 1 s
+    compile      geometric mean over cases of (lowest first call / framework's), taking the first
+                 call (trace + compile + run, the cold-cache one where measured) of the
+                 framework's fastest non-eager mode: the wait before the first result. No floor:
+                 a first call is never zero, so the ratio needs none
     coverage     share of (case, eager | accelerated) slots that ran: ok 1, fallback 0.5,
                  unsupported or failed 0, so TensorFlow's graph mode and the others' compiled
                  mode count as the same capability
     dynamic, derivatives
                  throughput restricted to those workloads, a concern of their own where such
                  records exist (they are left out of the general throughput score)
-    overall      sum(w_c * score_c) / sum(w_c)
+    overall      sum(w_c * score_c) / sum(w_c) for the weights given
+
+No weighting is the verdict: `sensitivity` ranks the frameworks under every weight vector of
+a grid (each concern weighted 0 to 3) and reports how often each framework comes first, and
+`deciding_sentences` names the concern on which the choice turns (each concern's leader).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from reports import stats
+from reports import replicates, stats
 from reports.data import TIMED, finite
-from reports.figures import framework_order
+from reports.figures import OP_BY_OP_EAGER, framework_order
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
@@ -36,7 +51,9 @@ GROUP = ["workload", "task", "strategy", "preset", "device"]
 OWN_CONCERN = {"dynamic": "dynamic shapes", "derivatives": "derivatives"}
 CONCERNS = ("throughput", "compile", "coverage", *OWN_CONCERN)
 DEFAULT_WEIGHTS = {c: 1.0 for c in CONCERNS}
-COMPILE_FLOOR_S = 1.0      # compile latencies under a second count as one second: nobody waits for them
+GRID_WEIGHTS = (0.0, 1.0, 2.0, 3.0)    # each concern's weight in the sensitivity grid
+CLAIM = 1.4                # "up to 40% faster" with torch.compile, as the claim is usually made
+CLAIM_FRAMEWORK = "torch"
 SLOT_SCORE = {"ok": 1.0, "fallback": 0.5, "unsupported": 0.0, "failed": 0.0}
 
 
@@ -74,28 +91,34 @@ def _group_key(r: pd.Series) -> tuple[str, ...]:
     return tuple("-" if pd.isna(r[k]) else str(r[k]) for k in GROUP)
 
 
-def _boot(r: pd.Series) -> np.ndarray | None:
-    return stats.boot_medians(r["times"], f"{r['run_file']}|{r['case']}")
+def _vs_eager(r: pd.Series) -> str:
+    """'vs eager', or 'vs op-by-op eager' for frameworks whose eager mode runs op by op."""
+    return "op-by-op eager" if r["framework"] in OP_BY_OP_EAGER else "eager"
 
 
 def compare_rows(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
-    """How many times faster a is than b: median_b / median_a, with its 95% interval."""
-    lo, hi = stats.ratio_interval(_boot(b), _boot(a))
+    """How many times faster case a is than case b: median_b / median_a, with its 95%
+    interval from the two cases' bootstrap draws (replicates.cases)."""
+    lo, hi = stats.ratio_interval(b["boot"], a["boot"])
     return b["median_s"] / a["median_s"], lo, hi
 
 
-def versus(a: pd.Series, b: pd.Series, what: str) -> str:
+def versus(a: pd.Series, b: pd.Series, what: str, min_effect: float = stats.MIN_EFFECT) -> str:
     """'jax compiled runs at 1.31x [1.25, 1.37] the speed of torch compiled' (speed = 1 / median
-    time), or 'no significant difference' when the interval includes 1."""
+    time), or 'no significant difference' unless the interval excludes 1 and the ratio
+    exceeds the minimum effect."""
     r, lo, hi = compare_rows(a, b)
-    if stats.significant(lo, hi):
+    if stats.decided(r, lo, hi, min_effect):
         return f"{what}: {_name(a)} runs at {stats.fmt_ratio(r, lo, hi)} the speed of {_name(b)}"
     return (f"{what}: no significant difference between {_name(a)} and {_name(b)} "
-            f"({stats.fmt_ratio(r, lo, hi)})")
+            f"({stats.fmt_ratio(r, lo, hi)}; a finding needs the interval to exclude 1 and at least "
+            f"{100 * min_effect:.0f}%)")
 
 
 def findings(df: pd.DataFrame) -> dict[str, list[str]]:
-    """Findings per workload, as sentences."""
+    """Findings per workload, as sentences (from records or from replicates.cases)."""
+    df = replicates.cases(df)
+    me = df.attrs.get("min_effect", stats.MIN_EFFECT)
     out: dict[str, list[str]] = {}
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
     for wl, w in t.groupby("workload", sort=True):
@@ -107,14 +130,14 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
             best = g.sort_values("median_s").drop_duplicates("framework")
             if len(best) >= 2:
                 a, b = best.iloc[0], best.iloc[1]
-                lines.append(versus(a, b, f"fastest {case}") + f" ({stats.fmt_count(a['throughput'])} {a['unit']}/s)")
+                lines.append(versus(a, b, f"fastest {case}", me) + f" ({stats.fmt_count(a['throughput'])} {a['unit']}/s)")
             # each mode, frameworks against each other
             for mode, m in g.groupby("mode", sort=False):
                 if m["framework"].nunique() < 2:
                     continue
                 m = m.sort_values("median_s")
-                lines.append(versus(m.iloc[0], m.iloc[1], f"{case}, {mode}"))
-        lines += _compile_findings(w)
+                lines.append(versus(m.iloc[0], m.iloc[1], f"{case}, {mode}", me))
+        lines += _compile_findings(w, me)
         u = w[w["utilisation"].notna()]
         if not u.empty:
             top = u.loc[u["utilisation"].idxmax()]
@@ -125,40 +148,42 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
     return out
 
 
-def _compile_findings(w: pd.DataFrame) -> list[str]:
+def _compile_findings(w: pd.DataFrame, me: float) -> list[str]:
     c = w[(w["mode"] != "eager") & w["speedup_vs_eager"].notna()]
     if c.empty:
         return []
     lines = []
-    faster = c[c["speedup_lo"] > 1]
-    slower = c[c["speedup_hi"] < 1]
-    claim = c[c["speedup_lo"] >= 1.4]
-    lines.append(f"{len(faster)} of {len(c)} non-eager cases are significantly faster than their framework's eager, "
-                 f"{len(slower)} significantly slower; {len(claim)} reach the \"up to 40%\" claim (1.4x) with "
-                 "their whole interval.")
-    for _, r in c.iterrows():
+    won = c.apply(lambda r: stats.decided(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"], me), axis=1)
+    faster, slower = c[won & (c["speedup_vs_eager"] > 1)], c[won & (c["speedup_vs_eager"] < 1)]
+    lines.append(f"{len(faster)} of {len(c)} non-eager cases are faster than their framework's eager by the report's "
+                 f"rule (interval above 1, at least {100 * me:.0f}%), {len(slower)} slower; JAX's and TensorFlow's "
+                 "eager modes run op by op, so their speedups are over op-by-op execution, not over a fast eager mode.")
+    torch_c = c[(c["framework"] == CLAIM_FRAMEWORK) & (c["mode"] == "compiled")]
+    if not torch_c.empty:
+        claim = torch_c[torch_c["speedup_lo"] >= CLAIM]
+        lines.append(f"The \"up to 40%\" claim is about torch.compile: {len(claim)} of {len(torch_c)} torch compiled "
+                     f"cases reach 1.4x over torch eager with their whole interval.")
+    for _, r in slower.iterrows():
         s = stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
-        if r["speedup_hi"] < 1:
-            lines.append(f"{_name(r)} {_case(r)} is slower than eager: {s}.")
+        lines.append(f"{_name(r)} {_case(r)} is slower than {_vs_eager(r)}: {s}.")
     lat = c[c["compile_latency_s"].notna()]
     if not lat.empty:
         lo, hi = lat.loc[lat["compile_latency_s"].idxmin()], lat.loc[lat["compile_latency_s"].idxmax()]
-        lines.append(f"Compile latency (first call minus eager's first call) ranges from "
+        lines.append(f"Compile latency (a mode's first call minus its own median step) ranges from "
                      f"{stats.fmt_seconds(lo['compile_latency_s'])} ({_name(lo)}, {_case(lo)}) to "
-                     f"{stats.fmt_seconds(hi['compile_latency_s'])} ({_name(hi)}, {_case(hi)})."
-                     + (" A negative latency means the first compiled call took less time than the first "
-                        "eager call (an eager mode that compiles op by op pays on its first call too)."
-                        if lo["compile_latency_s"] < 0 else ""))
-    be = c[c["break_even_steps"].notna()]
-    for _, r in be.sort_values("break_even_steps").iterrows():
-        n = r["break_even_steps"]
-        if math.isinf(n):
-            lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are not faster than eager.")
-    fin = be[np.isfinite(be["break_even_steps"])]
+                     f"{stats.fmt_seconds(hi['compile_latency_s'])} ({_name(hi)}, {_case(hi)}).")
+    for _, r in c[np.isinf(c["break_even_steps"])].iterrows():
+        lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are slower than "
+                     f"{_vs_eager(r)} by the report's rule.")
+    fin = c[np.isfinite(c["break_even_steps"])]
     if not fin.empty:
         hi = fin.loc[fin["break_even_steps"].idxmax()]
         lines.append(f"The slowest to pay back compilation is {_name(hi)} {_case(hi)}: "
-                     f"{hi['break_even_steps']:,.0f} steps before it has cost less total time than eager.")
+                     f"{hi['break_even_steps']:,.0f} steps before it has cost less total time than {_vs_eager(hi)}.")
+    undecided = c[c["break_even_steps"].isna()]
+    if not undecided.empty:
+        lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps do not differ from eager's "
+                     "by the report's rule.")
     return lines
 
 
@@ -176,6 +201,7 @@ def _throughput_score(t: pd.DataFrame, fws: list[str]) -> dict[str, float]:
 
 def scores(df: pd.DataFrame) -> pd.DataFrame:
     """Per framework x concern score in [0, 1] (NaN where the concern has no data)."""
+    df = replicates.cases(df)
     fws = framework_order(df["framework"])
     t = df[df["status"].isin(TIMED) & df["throughput"].notna()]
     own = t["workload"].isin(list(OWN_CONCERN))
@@ -185,12 +211,12 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     for wl in OWN_CONCERN:
         for f, v in _throughput_score(t[t["workload"] == wl], fws).items():
             out.at[f, wl] = v
-    # compile: latency of each framework's fastest non-eager mode per case
-    c = t[(t["mode"] != "eager") & t["compile_latency_s"].notna()]
+    # compile: first call of each framework's fastest non-eager mode per case
+    c = t[(t["mode"] != "eager") & (t["first_call_s"] > 0)]
     lat: dict[str, list[float]] = {f: [] for f in fws}
     for _, g in c.groupby(GROUP, dropna=False):
         pick = g.sort_values("median_s").drop_duplicates("framework")
-        l = pick.set_index("framework")["compile_latency_s"].clip(lower=COMPILE_FLOOR_S)
+        l = pick.set_index("framework")["first_call_s"]
         for f, v in l.items():
             lat[f].append(l.min() / v)
     for f, v in lat.items():
@@ -234,6 +260,40 @@ def ranking_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
     w = ", ".join(f"{c}={weights[c]:g}" for c in r.columns if c in weights)
     out.append(f"weights used: {w} (set with --weights, e.g. --weights throughput=2,compile=1)")
     return out
+
+
+def sensitivity(s: pd.DataFrame) -> pd.DataFrame:
+    """Per framework: the share of the weight grid (each concern with data weighted by every
+    value of GRID_WEIGHTS, all-zero left out) under which it ranks first (ties share first
+    place), and the concerns it leads on."""
+    concerns = [c for c in CONCERNS if c in s.columns and s[c].notna().any()]
+    grid = np.array(list(itertools.product(GRID_WEIGHTS, repeat=len(concerns))), dtype=float).reshape(-1, len(concerns))
+    grid = grid[grid.sum(axis=1) > 0]
+    sc = s[concerns].fillna(0.0).to_numpy(dtype=float)                  # (frameworks, concerns)
+    overall = grid @ sc.T / grid.sum(axis=1, keepdims=True)              # (vectors, frameworks)
+    first = np.isclose(overall, overall.max(axis=1, keepdims=True), rtol=0, atol=1e-12)
+    lead = {c: s[c].idxmax() for c in concerns}
+    out = pd.DataFrame({"ranks first under": first.mean(axis=0) if len(grid) else np.nan,
+                        "leads on": [", ".join(OWN_CONCERN.get(c, c) for c in concerns if lead[c] == f) or "-"
+                                     for f in s.index]}, index=s.index).rename_axis("framework")
+    out.attrs["vectors"] = len(grid)
+    return out
+
+
+def deciding_sentences(sens: pd.DataFrame) -> list[str]:
+    """Whether one framework ranks first under every weighting, else which concern decides."""
+    if sens.empty or sens["ranks first under"].isna().all():
+        return []
+    share = sens["ranks first under"].sort_values(ascending=False, kind="stable")
+    n = sens.attrs.get("vectors", 0)
+    if share.iloc[0] >= 1.0:
+        return [f"{share.index[0]} ranks first under every weighting of the grid ({n} weight vectors, each concern "
+                "weighted 0 to 3): no weighting of these concerns changes the choice."]
+    leads = "; ".join(f"{f} leads on {v}" for f, v in sens["leads on"].items() if v != "-")
+    return [f"No framework ranks first under every weighting: " +
+            ", ".join(f"{f} under {100 * v:.0f}%" for f, v in share.items() if v > 0) +
+            f" of {n} weight vectors (each concern weighted 0 to 3).",
+            f"The choice turns on which concern matters most to you: {leads}."]
 
 
 def reasons(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -13,9 +13,37 @@ same percentiles. The two cases ran independently, so their resamples are indepe
 Every resample is seeded from the case's identity (a CRC of a string naming it), so a
 report rendered twice from the same JSON has the same intervals, and a case keeps the same
 bootstrap distribution whatever it is compared with.
+
+The percentile bootstrap of a median covers less than it claims at few rounds (about 89%
+at n = 7), so the interval of one process's median is the distribution-free order-statistic
+interval instead (order_interval): [t_(k), t_(n-k+1)] of the sorted rounds, with k the
+largest rank whose coverage 1 - 2 P(Binomial(n, 1/2) <= k-1) is still at least 95%. Below
+n = 6 no such k exists and the interval is the min-max, with its actual coverage
+1 - 2^(1-n) stated.
+
+The process is the unit of replication (DESIGN.md, "Measurement rules"). A case measured by
+P processes is located by the median of the P process medians, and its interval is the
+hierarchical bootstrap (hier_boot): draw P processes with replacement, then for each drawn
+process one bootstrap median of its own rounds, and take the median of the P values; the
+percentile interval of those B values contains process-to-process variation as well as
+round-to-round noise. A ratio of two cases takes the paired draws of both, as above.
+
+A difference is stated only when the ratio's interval excludes 1 and the ratio is at least
+1 + min_effect (or at most 1 / (1 + min_effect)): verdict() for `fwbench compare`, decided()
+for the report's findings and break-even. The minimum effect is MIN_EFFECT, or the spread
+observed between processes of the same code in the data at hand when that is larger
+(effective_min_effect).
+
+Per process, the rounds are tested for a drift (instability): a monotone trend (Spearman's
+rank correlation of time with round index) and a step change (the largest standardised
+Mann-Whitney statistic over every split of the rounds into a before and an after). Both are
+rank statistics, so under i.i.d. rounds their distribution depends only on n: the p-values
+come from a seeded table of random permutations per n (NULL_PERMUTATIONS), calibrated
+whatever the distribution of the times.
 """
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from typing import Sequence
@@ -24,9 +52,20 @@ import numpy as np
 
 N_BOOT = 2000
 LEVEL = 0.95
-# `fwbench compare`: a change must exceed this relative size as well as being outside the
-# noise, so shared-machine drift between runs of the same code is not called a regression.
+# The smallest relative difference the report and `fwbench compare` state (a ratio of at
+# least 1 + MIN_EFFECT, or at most 1 / (1 + MIN_EFFECT)), on top of an interval that excludes
+# 1. It must be at least the spread between processes running the same code on the machine
+# that produced the results (the largest over the smallest process median of one case), so
+# that a difference between two processes of one framework is never a finding; a report
+# also measures that spread in its own data and uses it instead where it is larger
+# (effective_min_effect).
 MIN_EFFECT = 0.10
+# Instability: a process's rounds are flagged when the trend or the step test rejects at
+# this level, Bonferroni-corrected over the two tests and the case's processes, so that a
+# case of i.i.d. rounds is flagged in about this share of reports.
+UNSTABLE_ALPHA = 0.05
+NULL_PERMUTATIONS = 4000
+MIN_ROUNDS_TESTED = 6      # fewer rounds: no trend or step test (too few splits to tell)
 
 
 def seed_of(name: str) -> int:
@@ -38,10 +77,20 @@ def boot_medians(data: Sequence[float] | None, name: str, n_boot: int = N_BOOT) 
     """B bootstrap medians of `data` (None when there is no round data)."""
     if not isinstance(data, (list, tuple, np.ndarray)) or len(data) == 0:
         return None
-    x = np.asarray(data, dtype=np.float64)
+    raw = np.asarray(data, dtype=np.float64)
+    n = len(raw)
+    order = np.argsort(raw, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    x = raw[order]
     rng = np.random.default_rng(seed_of(name))
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))   # (B, n) resample indices
-    return np.median(x[idx], axis=1)                         # (B,)
+    idx = rank[rng.integers(0, n, size=(n_boot, n))]         # (B, n) resample, as positions in sorted x
+    # x is sorted, so a resample's i-th order statistic is x[j] for the smallest j with more
+    # than i draws at or below j: counts and a cumulative sum instead of a sort per resample
+    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
+    cum = counts.reshape(n_boot, n).cumsum(axis=1)
+    lo, hi = (cum > (n - 1) // 2).argmax(axis=1), (cum > n // 2).argmax(axis=1)
+    return (x[lo] + x[hi]) / 2                               # (B,) medians
 
 
 def interval(boot: np.ndarray | None, level: float = LEVEL) -> tuple[float, float]:
@@ -76,6 +125,122 @@ def verdict(ratio: float, lo: float, hi: float, min_effect: float = MIN_EFFECT) 
     if hi < 1.0 and ratio <= 1.0 / (1.0 + min_effect):
         return "faster"
     return "no significant change"
+
+
+def decided(ratio: float, lo: float, hi: float, min_effect: float = MIN_EFFECT) -> bool:
+    """A ratio (either way round) is a finding: its interval excludes 1 and it is at least
+    1 + min_effect away from 1 in that direction (verdict's rule)."""
+    return verdict(ratio, lo, hi, min_effect) != "no significant change"
+
+
+def effective_min_effect(observed_spread: float | None, floor: float = MIN_EFFECT) -> float:
+    """The minimum effect in force: `floor`, or the spread observed between processes of
+    the same code where that is larger (nan observed: the floor)."""
+    if observed_spread is None or not np.isfinite(observed_spread):
+        return floor
+    return max(floor, float(observed_spread))
+
+
+def binom_half_cdf(k: int, n: int) -> float:
+    """P(Binomial(n, 1/2) <= k)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2.0 ** n if k >= 0 else 0.0
+
+
+def order_ranks(n: int, level: float = LEVEL) -> tuple[int, int, float]:
+    """1-based ranks (lo, hi) of the order-statistic interval of a median of n values and
+    its exact coverage under any continuous distribution. Below the level (n < 6 at 95%)
+    there is no such interval: (1, n) and its coverage 1 - 2^(1-n)."""
+    best = (1, n, 1.0 - 2.0 * binom_half_cdf(0, n))
+    for k in range(2, n // 2 + 1):
+        cov = 1.0 - 2.0 * binom_half_cdf(k - 1, n)
+        if cov < level:
+            break
+        best = (k, n + 1 - k, cov)
+    return best
+
+
+def order_interval(data: Sequence[float] | None, level: float = LEVEL) -> tuple[float, float, float]:
+    """(lo, hi, coverage) of the order-statistic interval of the median of `data`;
+    nan without data."""
+    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) == 0:
+        return math.nan, math.nan, math.nan
+    x = np.sort(np.asarray(data, dtype=np.float64))
+    lo, hi, cov = order_ranks(len(x), level)
+    return float(x[lo - 1]), float(x[hi - 1]), cov
+
+
+def hier_boot(proc_boots: Sequence[np.ndarray], name: str) -> np.ndarray | None:
+    """Hierarchical bootstrap of the median of process medians from each process's own
+    bootstrap medians (boot_medians, all of one length B): per draw, P processes with
+    replacement, for each a random one of its B round-level draws, then their median.
+    One process: its own draws (the interval then covers round-to-round noise only)."""
+    boots = [b for b in proc_boots if b is not None]
+    if not boots:
+        return None
+    if len(boots) == 1:
+        return boots[0]
+    m = np.stack(boots)                                        # (P, B)
+    rng = np.random.default_rng(seed_of("hier|" + name))
+    shape = (m.shape[1], m.shape[0])                           # (B, P)
+    return np.median(m[rng.integers(0, m.shape[0], shape), rng.integers(0, m.shape[1], shape)], axis=1)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks (1..n) along the last axis; ties share their mean rank."""
+    order = np.argsort(x, axis=-1, kind="stable")
+    r = np.empty_like(x, dtype=np.float64)
+    np.put_along_axis(r, order, np.arange(1, x.shape[-1] + 1, dtype=np.float64) * np.ones_like(r), axis=-1)
+    if x.ndim == 1 and len(np.unique(x)) < len(x):             # ties (observed data only)
+        _, inv, cnt = np.unique(x, return_inverse=True, return_counts=True)
+        sums = np.bincount(inv, weights=r)
+        r = (sums / cnt)[inv]
+    return r
+
+
+def drift_statistics(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """|Spearman rho| of rank vs round index and the largest |z| of the Mann-Whitney
+    statistic over the splits after round 2 .. n-2, for ranks of shape (..., n)."""
+    n = ranks.shape[-1]
+    idx = np.arange(1, n + 1, dtype=np.float64)
+    rc = ranks - ranks.mean(axis=-1, keepdims=True)
+    ic = idx - idx.mean()
+    den = np.sqrt((rc ** 2).sum(axis=-1) * (ic ** 2).sum())
+    rho = np.abs(np.divide((rc * ic).sum(axis=-1), den, out=np.zeros(ranks.shape[:-1]), where=den > 0))
+    k = np.arange(2, n - 1, dtype=np.float64)                  # size of the "before" segment
+    u = np.cumsum(ranks, axis=-1)[..., 1:n - 2] - k * (k + 1) / 2
+    z = np.abs(u - k * (n - k) / 2) / np.sqrt(k * (n - k) * (n + 1) / 12)
+    return rho, z.max(axis=-1)
+
+
+@functools.lru_cache(maxsize=256)
+def _null(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted null distributions of drift_statistics for n i.i.d. rounds (random permutations)."""
+    rng = np.random.default_rng(n)
+    perms = np.argsort(rng.random((NULL_PERMUTATIONS, n)), axis=1).astype(np.float64) + 1.0
+    rho, z = drift_statistics(perms)
+    return np.sort(rho), np.sort(z)
+
+
+def drift_pvalues(data: Sequence[float] | None) -> tuple[float, float]:
+    """(p of a monotone trend, p of a step change) of one process's rounds, in round order;
+    (nan, nan) below MIN_ROUNDS_TESTED rounds."""
+    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) < MIN_ROUNDS_TESTED:
+        return math.nan, math.nan
+    rho, z = drift_statistics(_ranks(np.asarray(data, dtype=np.float64)))
+    null_rho, null_z = _null(len(data))
+    m = len(null_rho)
+    # share of the null at least as extreme (with the observed one counted: never 0)
+    p = [(1 + m - np.searchsorted(null, obs - 1e-12)) / (m + 1) for null, obs in ((null_rho, rho), (null_z, z))]
+    return float(p[0]), float(p[1])
+
+
+def lag1_autocorrelation(data: Sequence[float] | None) -> float:
+    """Lag-1 autocorrelation of the rounds in order (nan below 3 rounds or without spread)."""
+    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) < 3:
+        return math.nan
+    x = np.asarray(data, dtype=np.float64) - np.mean(data)
+    den = float((x ** 2).sum())
+    return float((x[:-1] * x[1:]).sum() / den) if den > 0 else math.nan
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -121,3 +121,22 @@ def plausible_run(framework: str, seed: int = 0, slow: float = 1.0, **kw: Any) -
             timed.append((record(framework, task, mode, first_call_s=first),
                           times(med * slow, seed=seed * 100 + i * 10 + len(mode))))
     return result_json(timed, not_run, frameworks=[framework], **kw)
+
+
+def process_files(folder: Path, framework: str, median: float, offsets: Iterable[float], *,
+                  task: str = "forward", mode: str = "compiled", n: int = 30, spread: float = 0.03, seed: int = 0,
+                  first_call_s: tuple[float, float] = (5.0, 1.0), run_id: str = "run-1", **kw: Any) -> list[Path]:
+    """One result file per process (repeat 0, 1, ...) of one case, as `fwbench run --repeats`
+    writes them: process i's rounds scattered around median x (1 + offsets[i]); the first
+    process found the compile cache cold, the later ones warm (first calls first_call_s)."""
+    offsets = list(offsets)
+    paths = []
+    for i, off in enumerate(offsets):
+        cache = "cold" if i == 0 else "warm"
+        rec = record(framework, task, mode, repeat=i, order=0, compile_cache=cache,
+                     first_call_s=first_call_s[0 if i == 0 else 1], **kw)
+        doc = result_json([(rec, times(median * (1 + off), n=n, spread=spread, seed=seed * 1000 + i))],
+                          frameworks=[framework], run_id=run_id, repeat=i, repeats=len(offsets),
+                          compile_cache=cache)
+        paths.append(write(folder / f"{framework}-{task}-{mode}-r{i}.json", doc))
+    return paths

@@ -8,7 +8,7 @@ from reports import document, figures, findings
 from tests.reports_fixtures import plausible_run, record, result_json, times, write
 from workloads.base import FwbenchError
 
-FIGURES = ("throughput", "speedup", "first_call", "utilisation", "capability")
+FIGURES = ("throughput", "speedup", "first_call", "utilisation", "capability")   # no cache: no cold_warm
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,11 @@ def test_markdown_sections_missing_framework_and_failure(rendered):
     assert "tensorflow missing: tensorflow is not installed" in md
     assert "RESOURCE_EXHAUSTED" in md
     assert "| gpt | generate | compiled | ok | failed | missing |" in md
+    assert "| gpt | forward | graph | n/a | n/a | missing |" in md        # modes they do not have
+    for section in ("## Replication and stability", "## Compilation: cold and warm first calls",
+                    "ranks first under"):
+        assert section in md
+    assert "one process: interval covers round-to-round noise only" in md
     assert "![throughput](figures/throughput.png)" in md
     assert "torch 2.13.0" in md and "Test CPU" in md and "100.0 GFLOP/s" in md and "abc1234" in md
 
@@ -143,3 +148,7 @@ def test_colours_are_fixed_and_colour_blind_safe():
     c = figures.colours(["tensorflow", "jax", "torch", "mxnet"])
     assert c["torch"] == figures.colours(["torch"])["torch"]
     assert len(set(c.values())) == 4 and set(c.values()) <= cb
+    import colorsys
+    from matplotlib.colors import to_rgb
+    hue = {f: colorsys.rgb_to_hsv(*to_rgb(c[f]))[0] for f in ("torch", "jax", "tensorflow")}
+    assert abs(hue["torch"] - hue["tensorflow"]) > 0.15          # not two oranges
