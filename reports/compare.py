@@ -60,6 +60,7 @@ def compare(old: Paths, new: Paths, min_effect: float = stats.MIN_EFFECT) -> pd.
     out = pd.DataFrame(rows, columns=["case", "old_median_s", "new_median_s", "ratio", "ratio_lo", "ratio_hi",
                                       "verdict"])
     out.attrs["problems"] = problems
+    out.attrs["records"] = {"OLD": len(a), "NEW": len(b)}     # readable records on each side
     return out
 
 

@@ -36,9 +36,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports import stats
+from reports import stats, validate
 from workloads.base import FwbenchError
-from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES, problems as record_problems
+from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
@@ -64,15 +64,27 @@ def find_files(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[str
             if not found:
                 probs.append(f"{p}: folder has no .json result files")
             files += found
+            probs += [f"{f}: {_unreadable(f)}; skipped" for f in sorted(p.glob("*.json")) if not f.is_file()]
         elif p.is_file():
             files.append(p)
         else:
-            probs.append(f"{p}: no such file or folder")
+            probs.append(f"{p}: {_unreadable(p)}")
     return files, probs
 
 
+def _unreadable(p: Path) -> str:
+    """Why a path given or found is no file: a symbolic-link loop, a dangling link, a folder..."""
+    try:
+        p.stat()
+    except OSError as e:
+        if p.is_symlink():
+            return f"symbolic link that cannot be followed ({e.strerror or e})"
+        return "no such file or folder"
+    return "not a regular file"
+
+
 def _stats_columns(st: dict[str, Any]) -> dict[str, Any]:
-    data = st.get("data")
+    data = st.get("data") or None
     return {"rounds": st.get("rounds"), "median_s": st.get("median"), "mean_s": st.get("mean"),
             "min_s": st.get("min"), "max_s": st.get("max"), "stddev_s": st.get("stddev"),
             "iqr_s": st.get("iqr"), "times": [float(t) for t in data] if data else None}
@@ -86,7 +98,17 @@ def _cpu_name(machine_info: dict[str, Any], fw: dict[str, Any]) -> str | None:
 
 
 def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
-    """One result file -> (run info, rows, problems). A bad file gives (None, [], [why])."""
+    """One result file -> (run info, rows, problems). A bad file gives (None, [], [why]).
+    Never raises for what a file holds: whatever is unexpected is one problem line."""
+    try:
+        return _read_run(path)
+    except (RecursionError, MemoryError) as e:
+        return None, [], [f"{path}: too deeply nested or too large to read ({type(e).__name__}); skipped"]
+    except Exception as e:      # noqa: BLE001 - a structure no check foresaw: one line, not a traceback
+        return None, [], [f"{path}: unexpected content ({type(e).__name__}: {str(e)[:200]}); skipped"]
+
+
+def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -105,44 +127,68 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
     if fw is None and top is None and not has_records:
         return None, [], [f"{path}: no fwbench records (a pytest-benchmark JSON from another suite? "
                           "fwbench writes machine_info.fwbench and records in extra_info)"]
-    fw = fw or {}
+    fw, probs = validate.machine(fw)
+    probs = [f"{path}: machine_info.fwbench: {p}" for p in probs]
     top = top or {}
     missing = dict(fw.get("missing") or {})
-    missing.update(top.get("missing") or {})
+    top_missing, bad = validate.machine({"missing": top.get("missing"), "note": top.get("note")})
+    probs += [f"{path}: fwbench: {p}" for p in bad]
+    missing.update(top_missing["missing"] or {})
     run = {
         "path": str(path), "run_file": path.name, "gemm_flops": fw.get("gemm_flops"),
         "gemm_note": fw.get("gemm_note"), "machine_threads": fw.get("threads"),
         "cpus_available": fw.get("cpus_available"), "allocator": fw.get("allocator"),
         "cpu": _cpu_name(machine_info, fw),
         "accelerator": fw.get("accelerator"), "fwbench_commit": fw.get("fwbench_commit"),
-        "date": fw.get("date") or doc.get("datetime"), "preset": fw.get("preset"),
+        "date": fw.get("date") or (doc.get("datetime") if isinstance(doc.get("datetime"), str) else None),
+        "preset": fw.get("preset"),
         "device": fw.get("device"), "matmul_precision": fw.get("matmul_precision"),
         "frameworks": fw.get("frameworks") or {}, "missing": missing,
         "python": machine_info.get("python_version"), "system": machine_info.get("system"),
-        "note": top.get("note"),
+        "note": top_missing["note"], "ended_by": fw.get("ended_by"),
     }
-    rows, probs = [], []
+    if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
+        run["cpu"] = None
+    rows = []
     machine = {k: run[k] for k in MACHINE}
+    reserved = set(columns())
 
     def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
-        bad = record_problems(rec)
+        bad = validate.record_problems(rec)
         if bad:
             probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
             return
         row = {k: rec.get(k) for k in FIELDS}
-        row.update({k: v for k, v in rec.items() if k not in FIELDS and _scalar(v)})
+        for k, v in rec.items():
+            if k in FIELDS or not _scalar(v):
+                continue
+            why = validate.name_problem(k) or (f"extra key {k!r} names a column fwbench computes; ignored"
+                                               if k in reserved else None)
+            if why:
+                probs.append(f"{path}: {where}: {why}")
+            else:
+                row[k] = v
         row.update(timing)
         row.update(machine, run_file=path.name)
         rows.append(row)
 
     for i, b in enumerate(doc["benchmarks"]):
-        name = b.get("name", f"#{i}") if isinstance(b, dict) else f"#{i}"
-        if not isinstance(b, dict) or not isinstance(b.get("stats"), dict) or b["stats"].get("median") is None:
-            probs.append(f"{path}: benchmark {name!r} has no timing statistics; skipped")
+        name = b.get("name") if isinstance(b, dict) and isinstance(b.get("name"), str) else f"#{i}"
+        where = f"benchmark {validate._short(name)}"
+        if not isinstance(b, dict):
+            probs.append(f"{path}: benchmarks[{i}] is {type(b).__name__}, not an object; skipped")
             continue
-        rec = b.get("extra_info")
-        add(rec, f"benchmark {name!r}", {**_stats_columns(b["stats"]), "name": b.get("fullname", name)})
-    for i, rec in enumerate(top.get("records") or []):
+        bad = validate.stats_problems(b.get("stats"))
+        if bad:
+            probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
+            continue
+        full = b.get("fullname") if isinstance(b.get("fullname"), str) else name
+        add(b.get("extra_info"), where, {**_stats_columns(b["stats"]), "name": full[:validate.MAX_TEXT]})
+    records = top.get("records")
+    if records is not None and not isinstance(records, list):
+        probs.append(f"{path}: fwbench.records is {type(records).__name__}, not a list; ignored")
+        records = None
+    for i, rec in enumerate(records or []):
         where = f"fwbench.records[{i}]"
         if isinstance(rec, dict) and rec.get("status") in TIMED:
             probs.append(f"{path}: {where}: status {rec['status']!r} without timing; record skipped")

@@ -31,6 +31,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from reports import escape
 from reports.data import FRAMEWORK_ORDER, TIMED, finite
 from workloads.record import MODES
 
@@ -387,7 +388,10 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
 
 
 def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[str, tuple[Path, str]]:
-    """Draw and save every figure that has data; name -> (PNG path, caption)."""
+    """Draw and save every figure that has data; name -> (PNG path, caption). Text from the
+    result files is escaped for matplotlib first (escape.mpl)."""
+    df = escape.mpl_frame(df)
+    missing = {escape.mpl(k): v for k, v in missing.items()}
     done = {}
     for name, (fn, caption) in FIGURES.items():
         fig = fn(df, missing) if name == "capability" else fn(df)

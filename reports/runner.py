@@ -25,13 +25,12 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reports import stats
+from reports import atomic, stats
 from workloads.base import FwbenchError
 from workloads.record import SCHEMA_VERSION, empty
 
@@ -98,18 +97,7 @@ def preset_for(workload: str, text: str) -> str:
     return per.get(workload, default)
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+write_json_atomic = atomic.write_json
 
 
 class Progress:

@@ -33,11 +33,18 @@ def test_every_subcommand_has_help(command, capsys):
     (["report", "/no/such/dir"], "nothing to report: /no/such/dir: no such file or folder"),
     (["report", "RESULTS", "--weights", "speed=1"], "unknown concern 'speed'"),
     (["run", "--framework", "mxnet"], "unknown framework 'mxnet'"),
-    (["run", "--threads", "0"], "expected a positive int"),
+    (["run", "--threads", "0"], "expected a positive integer"),
     (["run", "--weights", "throughput"], "name=value"),
     (["compare", "a.json"], "required: NEW"),
-    (["compare", "/no/a.json", "/no/b.json"], "nothing to compare"),
     (["bogus"], "invalid choice"),
+    (["run", "--framework", ""], "names no framework"),
+    (["run", "--framework", " , "], "names no framework"),
+    (["run", "--budget-s", "inf"], "expected a positive finite number, got 'inf'"),
+    (["run", "--budget-s", "-1"], "expected a positive finite number"),
+    (["run", "--rounds", "0"], "expected a positive integer"),
+    (["run", "--timeout-s", "nan"], "expected a positive finite number"),
+    (["compare", "a", "b", "--min-effect", "-0.1"], "expected a non-negative finite number"),
+    (["compare", "a", "b", "--min-effect", "nan"], "expected a non-negative finite number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, phrase, capsys, tmp_path):
     argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]
