@@ -17,11 +17,11 @@ import errno
 import json
 import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from reports import signals
 from workloads.base import FwbenchError
 
 ADVICE = {
@@ -35,7 +35,6 @@ ADVICE = {
     errno.EEXIST: "a file is in the way of a folder: choose another path or remove it",
     errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
 }
-HELD = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
 
 def describe(e: OSError, path: Path | str, what: str) -> str:
@@ -88,14 +87,10 @@ def staged(out_dir: Path) -> Iterator[Path]:
 def _move_into(tmp: Path, out_dir: Path) -> None:
     """Move every entry of tmp into out_dir (a folder replaces the folder of the same name),
     with SIGINT/SIGTERM/SIGHUP held until all are in place."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD) if hasattr(signal, "pthread_sigmask") else None
-    try:
+    with signals.held():
         for entry in sorted(tmp.iterdir()):
             dest = out_dir / entry.name
             if entry.is_dir() and dest.is_dir() and not dest.is_symlink():
                 trash = tmp / f".old-{entry.name}"
                 os.replace(dest, trash)
             os.replace(entry, dest)
-    finally:
-        if old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -118,16 +118,19 @@ def make_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from reports import signals
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "env": cmd_env}[args.command](args)
+        with signals.handled():
+            return {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "env": cmd_env}[args.command](args)
     except FwbenchError as e:
         print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"fwbench {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.signals)
+        sig = signals.of(e)
+        print(f"fwbench {args.command}: interrupted by {sig.name}", file=sys.stderr)
+        return sig.exit_code
 
 
 def _warn(cmd: str, problems: list[str]) -> None:

@@ -108,6 +108,10 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("p", "Not measured (not installed or not loadable): " +
                        "; ".join(f"{n}: {why}" for n, why in missing.items())))
 
+    ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
+    if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
+        b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+
     b += [("h", 2, "Setup"), ("table", setup_table(df), "Machine and software of the runs.", "setup")]
 
     b.append(("h", 2, "Results"))

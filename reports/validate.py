@@ -28,7 +28,7 @@ INF = math.inf
 # field -> (lowest, highest, lowest excluded). Times are seconds, rates FLOP/s.
 RANGES: dict[str, tuple[float, float, bool]] = {
     "threads": (1, 1 << 20, False),
-    "items": (0, 1e300, True),
+    "items": (0, 1e300, False),
     "flops": (0, 1e300, False),
     "first_call_s": (0, 1e9, True),
     "compilations": (0, 1 << 53, False),
