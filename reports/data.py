@@ -214,8 +214,11 @@ def _sort_key(col: pd.Series) -> pd.Series:
 
 def case_id(row: pd.Series | dict[str, Any]) -> str:
     """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu."""
-    return "/".join("-" if row[k] is None or (isinstance(row[k], float) and math.isnan(row[k]))
-                    else str(row[k]) for k in CASE_KEYS)
+    return _case_text(row[k] for k in CASE_KEYS)
+
+
+def _case_text(values: Iterable[Any]) -> str:
+    return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values)
 
 
 def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
@@ -226,14 +229,14 @@ def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add the confidence intervals and derived columns (see the module docstring)."""
     df = df.copy()
-    df["case"] = [case_id(r) for _, r in df.iterrows()]
+    df["case"] = [_case_text(v) for v in zip(*(df[k] for k in CASE_KEYS))] if len(df) else []
     if df.empty:
         for c in ("median_lo_s", "median_hi_s", "run_gemm_flops", *DERIVED):
             df[c] = pd.Series(dtype=float)
         return df
-    boots = {i: stats.boot_medians(t, f"{f}|{c}") for i, t, f, c in
-             zip(df.index, df["times"], df["run_file"], df["case"])}
-    ci = [stats.interval(boots[i]) for i in df.index]
+    # positional arrays throughout: per-row .loc access made 10,000 rows take minutes
+    boots = [stats.boot_medians(t, f"{f}|{c}") for t, f, c in zip(df["times"], df["run_file"], df["case"])]
+    ci = [stats.interval(b) for b in boots]
     df["median_lo_s"] = [lo for lo, _ in ci]
     df["median_hi_s"] = [hi for _, hi in ci]
     med = df["median_s"].astype(float)
@@ -244,23 +247,24 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     setup = _joined(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
     df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
-    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps"):
-        df[c] = math.nan
+    n = len(df)
+    out = {c: np.full(n, math.nan) for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "compile_latency_s",
+                                              "break_even_steps")}
     key = _joined(df, BASELINE_KEYS)
-    eager = {k: i for k, i, m, t in zip(key, df.index, df["mode"], df["median_s"])
-             if m == "eager" and t is not None and not math.isnan(t)}
-    for i, k in zip(df.index, key):
-        j = eager.get(k)
-        if j is None or math.isnan(df.at[i, "median_s"]):
+    m = med.to_numpy()
+    first = pd.to_numeric(df["first_call_s"], errors="coerce").to_numpy(dtype=float)
+    eager = {k: q for q, (k, mode, t) in enumerate(zip(key, df["mode"], m)) if mode == "eager" and not math.isnan(t)}
+    for p, k in enumerate(key):
+        q = eager.get(k)
+        if q is None or math.isnan(m[p]):
             continue
-        e, r = df.loc[j], df.loc[i]
-        df.at[i, "speedup_vs_eager"] = e["median_s"] / r["median_s"]
-        lo, hi = stats.ratio_interval(boots[j], boots[i])
-        df.at[i, "speedup_lo"], df.at[i, "speedup_hi"] = lo, hi
-        if i != j and finite(e["first_call_s"]) and finite(r["first_call_s"]):
-            df.at[i, "compile_latency_s"] = r["first_call_s"] - e["first_call_s"]
-            df.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"],
-                                                      e["first_call_s"], e["median_s"])
+        out["speedup_vs_eager"][p] = m[q] / m[p]
+        out["speedup_lo"][p], out["speedup_hi"][p] = stats.ratio_interval(boots[q], boots[p])
+        if p != q and math.isfinite(first[q]) and math.isfinite(first[p]):
+            out["compile_latency_s"][p] = first[p] - first[q]
+            out["break_even_steps"][p] = break_even(first[p], m[p], first[q], m[q])
+    for c, v in out.items():
+        df[c] = v
     return df
 
 
@@ -309,9 +313,18 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
     df = df.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device",
                          "status", "run_file"], key=_sort_key, kind="stable").reset_index(drop=True)
     df = df[columns(extra)]
-    df.attrs["problems"] = probs
-    df.attrs["runs"] = runs
+    df.attrs["problems"] = Shared(probs)
+    df.attrs["runs"] = Shared(runs)
     return df
+
+
+class Shared(list):
+    """A list in DataFrame.attrs that pandas shares instead of deep-copying: pandas copies
+    attrs on every operation, which made a report of 10,000 records spend most of its time
+    copying the runs' machine information. Read-only by convention."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Shared":
+        return self
 
 
 def latest(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -120,8 +120,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("table", results_table(w), f"{wl}: median step time, throughput, speedup over the same "
                   "framework's eager mode, first call and break-even steps.", f"results-{wl}"))
     for name in ("throughput", "speedup", "first_call", "utilisation"):
-        if name in figs:
-            b.append(("fig", name, figs[name][0], figs[name][1]))
+        b += _figure(figs, name)
 
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
@@ -135,8 +134,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     cap = figures.capability_table(df, missing)
     if not cap.empty:
         b.append(("table", cap, "Status of each case per framework, from the records.", "capability"))
-    if "capability" in figs:
-        b.append(("fig", "capability", figs["capability"][0], figs["capability"][1]))
+    b += _figure(figs, "capability")
 
     b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
     lines = [f"{n} missing: {why}" for n, why in missing.items()]
@@ -174,6 +172,14 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         "numpy on the CPU, with a framework on an accelerator).",
     ]))
     return b
+
+
+def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
+    """The figure's block; a note instead where figures.draw_all found it too large to read."""
+    if name not in figs:
+        return []
+    png, text = figs[name]
+    return [("fig", name, png, text)] if png is not None else [("p", text)]
 
 
 # ----------------------------------------------------------------------------- renderers
@@ -286,5 +292,5 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None) -
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex(blocks), encoding="utf-8")
     write_csv(df, paths["csv"])
-    paths.update({f"fig:{k}": v[0] for k, v in figs.items()})
+    paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
     return paths

@@ -26,10 +26,10 @@ from typing import Any
 import pandas as pd
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_MD = {"\\": "\\\\", "`": "\\`", "[": "\\[", "]": "\\]", "<": "&lt;", ">": "&gt;", "&": "&amp;",
-       "|": "\\|"}
+# a ']' followed by '(' '[' or ':' would close a link, a reference or a reference definition
+_MD = {"\\": "\\\\", "`": "\\`", "<": "&lt;", ">": "&gt;", "&": "&amp;", "|": "\\|"}
 _MD_BLOCK_START = ("#", "-", "+", "=", "~", ":")      # would open a heading, list, rule or fence
-_MD_RE = re.compile("[" + re.escape("".join(_MD)) + "]")
+_MD_RE = re.compile("[" + re.escape("".join(_MD)) + "]|\\](?=[(\\[:])")
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
         "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
         "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
@@ -44,7 +44,7 @@ def one_line(s: Any) -> str:
 def markdown(s: Any) -> str:
     """Markdown text that renders as exactly these characters: no HTML, no link, no
     emphasis, no table cell break, no new block."""
-    out = _MD_RE.sub(lambda m: _MD[m.group()], one_line(s))
+    out = _MD_RE.sub(lambda m: _MD.get(m.group(), "\\]"), one_line(s))
     return "\\" + out if out.startswith(_MD_BLOCK_START) else out
 
 
