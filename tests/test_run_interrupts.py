@@ -158,3 +158,26 @@ def test_a_really_full_disk(tmp_path, monkeypatch, capsys):
         path.unlink()
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_cases_never_reached_in_a_mode_the_framework_lacks_are_unsupported(monkeypatch):
+    monkeypatch.setattr(runner, "host_info", lambda fw, threads, device: {"cpu": "CPU X", "allocator": "kept",
+                                                                          "modes": ["eager", "compiled"]})
+    w = runner._Watch("torch", runner.Progress())
+    cases = [{"nodeid": f"t[{m}]", "workload": "gpt", "task": "forward", "mode": m} for m in ("eager", "graph", "compiled")]
+    w.on({"event": "collected", "cases": cases})
+    w.on({"event": "done", "nodeid": "t[eager]", "outcome": "passed", "benchmark": None, "records": []})
+    w.on({"event": "start", "nodeid": "t[compiled]"})
+    doc = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")
+    st = {r["mode"]: (r["status"], r["reason"]) for r in doc["fwbench"]["records"]}
+    assert st["graph"] == ("unsupported", "torch has no 'graph' mode (it has eager, compiled)")
+    assert st["compiled"] == ("failed", "process killed by SIGKILL during this case")
+    assert doc["machine_info"]["fwbench"]["cpu"] == "CPU X" and doc["machine_info"]["fwbench"]["allocator"] == "kept"
+
+
+def test_crash_reasons_carry_no_progress_characters(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("$ python -m pytest ...\n..s.F  [ 40%]\n..sFatal Python error: Aborted\n")
+    assert runner._tail(log) == "Fatal Python error: Aborted"
+    log.write_text("$ cmd\n.sEException: boom\n")
+    assert runner._tail(log) == "Exception: boom"
