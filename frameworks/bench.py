@@ -399,6 +399,27 @@ def _one_state(states: dict[str, str]) -> str | None:
     return vals.pop() if len(vals) == 1 else ", ".join(f"{n} {v}" for n, v in states.items())
 
 
+def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
+    """The machine part of machine_info for a result file that `fwbench run` rebuilds after
+    its benchmark process ended early (reports.runner runs this in a fresh process, after
+    set_threads, at the same thread count): CPU, C heap policy, CPUs, commit, the GEMM rate
+    on the CPU, and the framework's modes (so modes it lacks become `unsupported`)."""
+    info: dict[str, Any] = {"cpu": cpu_name(), "allocator": configure_allocator(),
+                            "cpus_available": available_cpus(), "fwbench_commit": git_commit(),
+                            "gemm_flops": None, "gemm_note": None, "modes": None}
+    if device == "cpu":
+        info["gemm_flops"] = measure_gemm_flops()
+        info["gemm_rates"] = {"numpy": info["gemm_flops"]}
+        info["gemm_samples"] = [dict(info["gemm_rates"])]
+        info["gemm_note"] = (f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of 5, at the thread count in force; "
+                             "measured by fwbench run after the benchmark process ended early")
+    try:
+        info["modes"] = list(frameworks.load(framework).modes)
+    except FwbenchError:
+        pass
+    return info
+
+
 def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, str | None]:
     """fp32 GEMM rate on the accelerator, measured with the first framework that sees it
     (no framework-neutral GEMM exists on a GPU), at the matmul precision in force."""

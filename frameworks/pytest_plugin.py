@@ -61,8 +61,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--run-id", default=None, help="identifier of the run (set by fwbench run)")
 
 
+# option -> (lowest accepted, what it must be): checked where the options enter
+_LIMITS = {"threads": (1, "a positive integer"), "budget_s": (0, "a positive finite number of seconds"),
+           "rounds": (1, "an integer of at least 1"), "min_rounds": (1, "an integer of at least 1"),
+           "warmup_rounds": (0, "an integer of at least 0")}
+
+
+def _check_options(config: pytest.Config) -> None:
+    import math
+    for name, (lo, what) in _LIMITS.items():
+        v = config.getoption(name)
+        if v is None:
+            continue
+        if not math.isfinite(v) or v < lo or (name == "budget_s" and v <= 0):
+            raise FwbenchError(f"--{name.replace('_', '-')} must be {what}, got {v!r}")
+    for name in ("framework", "workload"):
+        v = config.getoption(name)
+        if v is not None and not v.replace(",", "").strip():
+            raise FwbenchError(f"--{name} names no {name}: give one or more names, or leave the option out for all")
+
+
 def _options(config: pytest.Config) -> bench.Options:
     from workloads.base import choose
+    _check_options(config)
     wl = split_names(config.getoption("workload"), "workload", workloads.available())
     preset = config.getoption("preset")
     choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
@@ -156,3 +177,18 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list[Any], o
     fw = output_json["machine_info"].setdefault("fwbench", {})
     fw.setdefault("missing", {}).update(s.missing)
     output_json["fwbench"] = {"schema": fw.get("schema"), "records": s.records, "missing": fw["missing"]}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """pytest-benchmark writes no --benchmark-json when nothing was timed; fwbench's records
+    of cases that did not run (unsupported, failed) and the missing frameworks still belong
+    in one, so write it here (pytest-benchmark's own writing runs before this hook)."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    if bs is None or not bs.json or bs.benchmarks or bs.disabled or _SESSION_KEY not in session.config.stash:
+        return
+    hook = session.config.hook
+    output_json = hook.pytest_benchmark_generate_json(
+        config=session.config, benchmarks=[], include_data=True, machine_info=bs.get_machine_info(),
+        commit_info=hook.pytest_benchmark_generate_commit_info(config=session.config))
+    hook.pytest_benchmark_update_json(config=session.config, benchmarks=[], output_json=output_json)
+    bs.save_json(output_json)

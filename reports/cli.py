@@ -7,10 +7,14 @@
     fwbench env
 
 Errors in what the user typed are one line on stderr and exit code 2, never a traceback.
+Exit codes: 0 done; 2 a usage error, nothing readable to report, or a file that cannot be
+written; 3 (compare) OLD or NEW has no readable record; 4 (compare --fail-on-slower) a case
+got slower; 128+N the run was ended by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -23,6 +27,7 @@ QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin
 QUICK_TIMEOUT_S = 600.0
 RUN_REPEATS = 3               # processes per framework in a full run: the unit of replication
 QUICK_REPEATS = 2             # the fewest that still give a cold and a warm process
+EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,20 +42,25 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if not names:
+        raise FwbenchError(f"--framework names no framework: choose from {', '.join(FRAMEWORKS)}")
     for n in names:
         if n not in FRAMEWORKS:
             raise FwbenchError(f"unknown framework {n!r}: choose from {', '.join(FRAMEWORKS)}")
     return tuple(dict.fromkeys(names))
 
 
-def _positive(kind: type) -> Any:
+def _positive(kind: type, zero: bool = False) -> Any:
+    """An argparse type: a finite number above 0 (or at least 0 with zero=True)."""
+    what = f"{'non-negative' if zero else 'positive'} {'finite number' if kind is float else 'integer'}"
+
     def parse(text: str) -> Any:
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}") from None
-        if not v > 0:
-            raise argparse.ArgumentTypeError(f"expected a positive {kind.__name__}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}") from None
+        if not (math.isfinite(v) and (v >= 0 if zero else v > 0)):
+            raise argparse.ArgumentTypeError(f"expected a {what}, got {text!r}")
         return v
     return parse
 
@@ -95,15 +105,20 @@ def make_parser() -> Parser:
 
     c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
                        description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "
-                                   "preset and device; print new/old median ratios with 95%% bootstrap intervals "
+                                   "preset and device; print new/old median ratios with 95% bootstrap intervals "
                                    "and a verdict: faster or slower when the interval excludes 1 and the change "
-                                   "exceeds --min-effect, else no significant change.")
+                                   "exceeds --min-effect, else no significant change.",
+                       epilog=f"exit codes: 0 compared; {EXIT_USAGE} a usage error or an unwritable --csv; "
+                              f"{EXIT_NO_RECORDS} OLD or NEW has no readable record (missing, empty or "
+                              f"unreadable); {EXIT_SLOWER} with --fail-on-slower, some case got slower")
     c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
     c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
-    c.add_argument("--min-effect", type=float, default=None,
+    c.add_argument("--min-effect", type=_positive(float, zero=True), default=None,
                    help="smallest relative change called faster/slower (default 0.10 = 10%%, raised to the spread "
                         "observed between processes of one case where that is larger)")
     c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
+    c.add_argument("--fail-on-slower", action="store_true",
+                   help=f"exit {EXIT_SLOWER} when any case got slower (a CI gate)")
 
     sub.add_parser("env", help="frameworks found (version, devices) and missing ones (install command)",
                    description="Import each framework through fwbench's registry and list what it sees.")
@@ -111,16 +126,19 @@ def make_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from reports import signals
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "env": cmd_env}[args.command](args)
+        with signals.handled():
+            return {"run": cmd_run, "report": cmd_report, "compare": cmd_compare, "env": cmd_env}[args.command](args)
     except FwbenchError as e:
         print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"fwbench {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.signals)
+        sig = signals.of(e)
+        print(f"fwbench {args.command}: interrupted by {sig.name}", file=sys.stderr)
+        return sig.exit_code
 
 
 def _warn(cmd: str, problems: list[str]) -> None:
@@ -130,13 +148,15 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str) -> int:
     from reports import data, document, findings
+    from reports.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
     df = data.load(results)
     if df.empty and not any(r["missing"] for r in df.attrs["runs"]):
         raise FwbenchError("nothing to report: " + ("; ".join(df.attrs["problems"]) or
                                                      "no fwbench records in " + ", ".join(map(str, results))))
     _warn(cmd, df.attrs["problems"])
-    paths = document.render(df, out, weights)
+    with safe_write(out, "the report into"):
+        paths = document.render(df, out, weights)
     print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  ({len(df)} records)")
     return 0
 
@@ -177,15 +197,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reports import compare, stats
+    from reports import compare, escape, stats
+    from reports.atomic import safe_write
     t = compare.compare(args.old, args.new, stats.MIN_EFFECT if args.min_effect is None else args.min_effect)
-    if t.empty:
-        raise FwbenchError("nothing to compare: " + ("; ".join(t.attrs["problems"]) or
-                                                      f"no fwbench records in {args.old} and {args.new}"))
+    empty = [side for side, n in t.attrs["records"].items() if n == 0]
+    if empty:       # one line: what each empty side's problems were
+        paths = {"OLD": args.old, "NEW": args.new}
+        why = [p for p in t.attrs["problems"] if p.split(" ", 1)[0] in empty]
+        print(f"fwbench compare: error: nothing to compare: no readable fwbench record in "
+              f"{' and '.join(f'{s} ({paths[s]})' for s in empty)}" + (f" ({'; '.join(why)})" if why else ""),
+              file=sys.stderr)
+        return EXIT_NO_RECORDS
     _warn("compare", t.attrs["problems"])
-    sys.stdout.write(compare.format_table(t))
+    sys.stdout.write(escape.terminal(compare.format_table(t)))
     if args.csv:
-        t.to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
+        with safe_write(args.csv, "--csv"):
+            escape.csv_frame(t).to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
+    slower = int((t["verdict"] == "slower").sum())
+    if args.fail_on_slower and slower:
+        print(f"fwbench compare: {slower} case(s) slower (--fail-on-slower, exit {EXIT_SLOWER})", file=sys.stderr)
+        return EXIT_SLOWER
     return 0
 
 

@@ -68,6 +68,7 @@ def compare(old: Paths, new: Paths, min_effect: float = stats.MIN_EFFECT) -> pd.
                                       "verdict"])
     out.attrs["problems"] = problems
     out.attrs["min_effect"] = min_effect
+    out.attrs["records"] = {"OLD": len(a), "NEW": len(b)}     # readable records on each side
     return out
 
 

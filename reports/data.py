@@ -41,9 +41,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports import stats
+from reports import stats, validate
 from workloads.base import FwbenchError
-from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES, problems as record_problems
+from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
@@ -69,15 +69,27 @@ def find_files(paths: Iterable[str | os.PathLike]) -> tuple[list[Path], list[str
             if not found:
                 probs.append(f"{p}: folder has no .json result files")
             files += found
+            probs += [f"{f}: {_unreadable(f)}; skipped" for f in sorted(p.glob("*.json")) if not f.is_file()]
         elif p.is_file():
             files.append(p)
         else:
-            probs.append(f"{p}: no such file or folder")
+            probs.append(f"{p}: {_unreadable(p)}")
     return files, probs
 
 
+def _unreadable(p: Path) -> str:
+    """Why a path given or found is no file: a symbolic-link loop, a dangling link, a folder..."""
+    try:
+        p.stat()
+    except OSError as e:
+        if p.is_symlink():
+            return f"symbolic link that cannot be followed ({e.strerror or e})"
+        return "no such file or folder"
+    return "not a regular file"
+
+
 def _stats_columns(st: dict[str, Any]) -> dict[str, Any]:
-    data = st.get("data")
+    data = st.get("data") or None
     return {"rounds": st.get("rounds"), "median_s": st.get("median"), "mean_s": st.get("mean"),
             "min_s": st.get("min"), "max_s": st.get("max"), "stddev_s": st.get("stddev"),
             "iqr_s": st.get("iqr"), "times": [float(t) for t in data] if data else None}
@@ -91,7 +103,17 @@ def _cpu_name(machine_info: dict[str, Any], fw: dict[str, Any]) -> str | None:
 
 
 def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
-    """One result file -> (run info, rows, problems). A bad file gives (None, [], [why])."""
+    """One result file -> (run info, rows, problems). A bad file gives (None, [], [why]).
+    Never raises for what a file holds: whatever is unexpected is one problem line."""
+    try:
+        return _read_run(path)
+    except (RecursionError, MemoryError) as e:
+        return None, [], [f"{path}: too deeply nested or too large to read ({type(e).__name__}); skipped"]
+    except Exception as e:      # noqa: BLE001 - a structure no check foresaw: one line, not a traceback
+        return None, [], [f"{path}: unexpected content ({type(e).__name__}: {str(e)[:200]}); skipped"]
+
+
+def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
@@ -110,46 +132,70 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
     if fw is None and top is None and not has_records:
         return None, [], [f"{path}: no fwbench records (a pytest-benchmark JSON from another suite? "
                           "fwbench writes machine_info.fwbench and records in extra_info)"]
-    fw = fw or {}
+    fw, probs = validate.machine(fw)
+    probs = [f"{path}: machine_info.fwbench: {p}" for p in probs]
     top = top or {}
     missing = dict(fw.get("missing") or {})
-    missing.update(top.get("missing") or {})
+    top_missing, bad = validate.machine({"missing": top.get("missing"), "note": top.get("note")})
+    probs += [f"{path}: fwbench: {p}" for p in bad]
+    missing.update(top_missing["missing"] or {})
     run = {
         "path": str(path), "run_file": path.name, "gemm_flops": fw.get("gemm_flops"),
         "gemm_note": fw.get("gemm_note"), "machine_threads": fw.get("threads"),
         "cpus_available": fw.get("cpus_available"), "allocator": fw.get("allocator"),
         "cpu": _cpu_name(machine_info, fw),
         "accelerator": fw.get("accelerator"), "fwbench_commit": fw.get("fwbench_commit"),
-        "date": fw.get("date") or doc.get("datetime"), "preset": fw.get("preset"),
+        "date": fw.get("date") or (doc.get("datetime") if isinstance(doc.get("datetime"), str) else None),
+        "preset": fw.get("preset"),
         "device": fw.get("device"), "matmul_precision": fw.get("matmul_precision"),
         "frameworks": fw.get("frameworks") or {}, "missing": missing,
         "python": machine_info.get("python_version"), "system": machine_info.get("system"),
-        "note": top.get("note"), "run_id": fw.get("run_id"),
+        "note": top_missing["note"], "ended_by": fw.get("ended_by"), "run_id": fw.get("run_id"),
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc")},
     }
-    rows, probs = [], []
+    if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
+        run["cpu"] = None
+    rows = []
     machine = {k: run[k] for k in MACHINE}
+    reserved = set(columns())
 
     def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
-        bad = record_problems(rec)
+        bad = validate.record_problems(rec)
         if bad:
             probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
             return
         row = {k: rec.get(k) for k in FIELDS}
-        row.update({k: v for k, v in rec.items() if k not in FIELDS and _scalar(v)})
+        for k, v in rec.items():
+            if k in FIELDS or not _scalar(v):
+                continue
+            why = validate.name_problem(k) or (f"extra key {k!r} names a column fwbench computes; ignored"
+                                               if k in reserved else None)
+            if why:
+                probs.append(f"{path}: {where}: {why}")
+            else:
+                row[k] = v
         row.update(timing)
         row.update(machine, run_file=path.name)
         rows.append(row)
 
     for i, b in enumerate(doc["benchmarks"]):
-        name = b.get("name", f"#{i}") if isinstance(b, dict) else f"#{i}"
-        if not isinstance(b, dict) or not isinstance(b.get("stats"), dict) or b["stats"].get("median") is None:
-            probs.append(f"{path}: benchmark {name!r} has no timing statistics; skipped")
+        name = b.get("name") if isinstance(b, dict) and isinstance(b.get("name"), str) else f"#{i}"
+        where = f"benchmark {validate._short(name)}"
+        if not isinstance(b, dict):
+            probs.append(f"{path}: benchmarks[{i}] is {type(b).__name__}, not an object; skipped")
             continue
-        rec = b.get("extra_info")
-        add(rec, f"benchmark {name!r}", {**_stats_columns(b["stats"]), "name": b.get("fullname", name)})
-    for i, rec in enumerate(top.get("records") or []):
+        bad = validate.stats_problems(b.get("stats"))
+        if bad:
+            probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
+            continue
+        full = b.get("fullname") if isinstance(b.get("fullname"), str) else name
+        add(b.get("extra_info"), where, {**_stats_columns(b["stats"]), "name": full[:validate.MAX_TEXT]})
+    records = top.get("records")
+    if records is not None and not isinstance(records, list):
+        probs.append(f"{path}: fwbench.records is {type(records).__name__}, not a list; ignored")
+        records = None
+    for i, rec in enumerate(records or []):
         where = f"fwbench.records[{i}]"
         if isinstance(rec, dict) and rec.get("status") in TIMED:
             probs.append(f"{path}: {where}: status {rec['status']!r} without timing; record skipped")
@@ -175,8 +221,11 @@ def _sort_key(col: pd.Series) -> pd.Series:
 
 def case_id(row: pd.Series | dict[str, Any]) -> str:
     """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu."""
-    return "/".join("-" if row[k] is None or (isinstance(row[k], float) and math.isnan(row[k]))
-                    else str(row[k]) for k in CASE_KEYS)
+    return _case_text(row[k] for k in CASE_KEYS)
+
+
+def _case_text(values: Iterable[Any]) -> str:
+    return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values)
 
 
 def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
@@ -187,13 +236,13 @@ def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add the confidence intervals and derived columns (see the module docstring)."""
     df = df.copy()
-    df["case"] = [case_id(r) for _, r in df.iterrows()]
+    df["case"] = [_case_text(v) for v in zip(*(df[k] for k in CASE_KEYS))] if len(df) else []
     if df.empty:
         for c in ("median_lo_s", "median_hi_s", "run_gemm_flops", *DERIVED):
             df[c] = pd.Series(dtype=float)
         return df
-    boots = {i: stats.boot_medians(t, f"{f}|{c}") for i, t, f, c in
-             zip(df.index, df["times"], df["run_file"], df["case"])}
+    # positional arrays throughout: per-row .loc access made 10,000 rows take minutes
+    boots = [stats.boot_medians(t, f"{f}|{c}") for t, f, c in zip(df["times"], df["run_file"], df["case"])]
     ci = [stats.order_interval(t) for t in df["times"]]
     df["median_lo_s"] = [c[0] for c in ci]
     df["median_hi_s"] = [c[1] for c in ci]
@@ -205,23 +254,23 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     setup = _joined(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
     df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
-    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps"):
-        df[c] = math.nan
-    df["compile_latency_s"] = df["first_call_s"].astype(float) - med
+    n = len(df)
+    out = {c: np.full(n, math.nan) for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps")}
+    df["compile_latency_s"] = pd.to_numeric(df["first_call_s"], errors="coerce").astype(float) - med
     key = _joined(df, BASELINE_KEYS)
-    eager = {k: i for k, i, m, t in zip(key, df.index, df["mode"], df["median_s"])
-             if m == "eager" and t is not None and not math.isnan(t)}
-    for i, k in zip(df.index, key):
-        j = eager.get(k)
-        if j is None or math.isnan(df.at[i, "median_s"]):
+    m = med.to_numpy()
+    first = pd.to_numeric(df["first_call_s"], errors="coerce").to_numpy(dtype=float)
+    eager = {k: q for q, (k, mode, t) in enumerate(zip(key, df["mode"], m)) if mode == "eager" and not math.isnan(t)}
+    for p, k in enumerate(key):
+        q = eager.get(k)
+        if q is None or math.isnan(m[p]):
             continue
-        e, r = df.loc[j], df.loc[i]
-        df.at[i, "speedup_vs_eager"] = e["median_s"] / r["median_s"]
-        lo, hi = stats.ratio_interval(boots[j], boots[i])
-        df.at[i, "speedup_lo"], df.at[i, "speedup_hi"] = lo, hi
-        if i != j and finite(e["first_call_s"]) and finite(r["first_call_s"]):
-            df.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"],
-                                                      e["first_call_s"], e["median_s"])
+        out["speedup_vs_eager"][p] = m[q] / m[p]
+        out["speedup_lo"][p], out["speedup_hi"][p] = stats.ratio_interval(boots[q], boots[p])
+        if p != q and math.isfinite(first[q]) and math.isfinite(first[p]):
+            out["break_even_steps"][p] = break_even(first[p], m[p], first[q], m[q])
+    for c, v in out.items():
+        df[c] = v
     return df
 
 
@@ -270,9 +319,18 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
     df = df.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device",
                          "status", "run_file"], key=_sort_key, kind="stable").reset_index(drop=True)
     df = df[columns(extra)]
-    df.attrs["problems"] = probs
-    df.attrs["runs"] = runs
+    df.attrs["problems"] = Shared(probs)
+    df.attrs["runs"] = Shared(runs)
     return df
+
+
+class Shared(list):
+    """A list in DataFrame.attrs that pandas shares instead of deep-copying: pandas copies
+    attrs on every operation, which made a report of 10,000 records spend most of its time
+    copying the runs' machine information. Read-only by convention."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Shared":
+        return self
 
 
 def latest(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -12,7 +12,6 @@ reproduces committed outputs.
 from __future__ import annotations
 
 import base64
-import html
 import math
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from reports import data as rdata
-from reports import figures, findings, replicates, stats
+from reports import atomic, escape, figures, findings, replicates, stats
 from reports.data import TIMED, finite
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
@@ -245,6 +244,10 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("p", "Not measured (not installed or not loadable): " +
                        "; ".join(f"{n}: {why}" for n, why in missing.items())))
 
+    ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
+    if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
+        b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+
     b += [("h", 2, "Setup"), ("table", setup_table(df), "Machine, software and run settings of the runs.", "setup")]
 
     b.append(("h", 2, "Results"))
@@ -256,8 +259,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                   "mode's median step), break-even steps, compilations by each framework's own counter, "
                   "compilations during the timed rounds, and whether the rounds were stable.", f"results-{wl}"))
     for name in ("throughput", "speedup", "first_call", "utilisation"):
-        if name in figs:
-            b.append(("fig", name, figs[name][0], figs[name][1]))
+        b += _figure(figs, name)
 
     b.append(("h", 2, "Replication and stability"))
     b.append(("ul", stability_lines(df) or ["No timed cases."]))
@@ -270,8 +272,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("table", ct, "First call with the run's compile cache empty (cold: the first process of a "
                   "framework) and filled (warm: later processes), the framework's own compile timer, and compile "
                   "latency = first call - the same mode's median step.", "compile"))
-    if "cold_warm" in figs:
-        b.append(("fig", "cold_warm", figs["cold_warm"][0], figs["cold_warm"][1]))
+    b += _figure(figs, "cold_warm")
 
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
@@ -286,8 +287,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     if not cap.empty:
         b.append(("table", cap, "Status of each case per framework, from the records (n/a: the framework has no "
                   "such mode).", "capability"))
-    if "capability" in figs:
-        b.append(("fig", "capability", figs["capability"][0], figs["capability"][1]))
+    b += _figure(figs, "capability")
 
     b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
     short, appendix = short_reasons(df)
@@ -351,11 +351,22 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     return b
 
 
+def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
+    """The figure's block; a note instead where figures.draw_all found it too large to read."""
+    if name not in figs:
+        return []
+    png, text = figs[name]
+    return [("fig", name, png, text)] if png is not None else [("p", text)]
+
+
 # ----------------------------------------------------------------------------- renderers
 
+def _text(x: Any) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.2f}" if isinstance(x, float) else str(x))
+
+
 def _md_cell(x: Any) -> str:
-    s = "" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.2f}" if isinstance(x, float) else str(x))
-    return s.replace("|", "\\|").replace("\n", " ")
+    return escape.markdown(_text(x))
 
 
 def markdown(blocks: list[Block], out_dir: Path) -> str:
@@ -363,60 +374,57 @@ def markdown(blocks: list[Block], out_dir: Path) -> str:
     for blk in blocks:
         kind = blk[0]
         if kind == "h":
-            out.append("#" * blk[1] + " " + blk[2])
+            out.append("#" * blk[1] + " " + _md_cell(blk[2]))
         elif kind == "p":
-            out.append(blk[1])
+            out.append(_md_cell(blk[1]))
         elif kind == "ul":
-            out.append("\n".join(f"- {x}" for x in blk[1]))
+            out.append("\n".join(f"- {_md_cell(x)}" for x in blk[1]))
         elif kind == "table":
             t = blk[1]
             lines = ["| " + " | ".join(map(_md_cell, t.columns)) + " |", "|" + "---|" * len(t.columns)]
             lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in t.itertuples(index=False)]
-            out.append("\n".join(lines) + f"\n\n*Table: {blk[2]}*")
+            out.append("\n".join(lines) + f"\n\n*Table: {_md_cell(blk[2])}*")
         elif kind == "fig":
             png = Path(blk[2]).relative_to(out_dir).as_posix()
-            out.append(f"![{blk[1]}]({png})\n\n*Figure: {blk[3]}* ([PDF]({png[:-4]}.pdf))")
+            out.append(f"![{_md_cell(blk[1])}]({png})\n\n*Figure: {_md_cell(blk[3])}* ([PDF]({png[:-4]}.pdf))")
     return "\n\n".join(out) + "\n"
 
 
 def _html_cell(x: Any) -> str:
-    return html.escape(_md_cell(x).replace("\\|", "|"))
+    return escape.html(_text(x))
 
 
 def html_doc(blocks: list[Block]) -> str:
     css = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
     title = next((b[2] for b in blocks if b[0] == "h"), "fwbench report")
+    h = _html_cell
     body = []
     for blk in blocks:
         kind = blk[0]
         if kind == "h":
-            body.append(f"<h{blk[1]}>{html.escape(blk[2])}</h{blk[1]}>")
+            body.append(f"<h{blk[1]}>{h(blk[2])}</h{blk[1]}>")
         elif kind == "p":
-            body.append(f"<p>{html.escape(blk[1])}</p>")
+            body.append(f"<p>{h(blk[1])}</p>")
         elif kind == "ul":
-            body.append("<ul>\n" + "\n".join(f"<li>{html.escape(x)}</li>" for x in blk[1]) + "\n</ul>")
+            body.append("<ul>\n" + "\n".join(f"<li>{h(x)}</li>" for x in blk[1]) + "\n</ul>")
         elif kind == "table":
             t = blk[1]
             head = "".join(f"<th>{_html_cell(c)}</th>" for c in t.columns)
             rows = "\n".join("<tr>" + "".join(f"<td>{_html_cell(v)}</td>" for v in row) + "</tr>"
                              for row in t.itertuples(index=False))
-            body.append(f"<table>\n<caption>{html.escape(blk[2])}</caption>\n<thead><tr>{head}</tr></thead>\n"
+            body.append(f"<table>\n<caption>{h(blk[2])}</caption>\n<thead><tr>{head}</tr></thead>\n"
                         f"<tbody>\n{rows}\n</tbody>\n</table>")
         elif kind == "fig":
             data = base64.b64encode(Path(blk[2]).read_bytes()).decode("ascii")
-            body.append(f'<figure><img alt="{html.escape(blk[1])}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(blk[3])}</figcaption></figure>")
+            body.append(f'<figure><img alt="{h(blk[1])}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{h(blk[3])}</figcaption></figure>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{html.escape(title)}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
+            f"<title>{h(title)}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
 def tex_escape(s: Any) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in _md_cell(s).replace("\\|", "|"))
+    return escape.latex(_text(s))
 
 
 def latex(blocks: list[Block]) -> str:
@@ -427,7 +435,7 @@ def latex(blocks: list[Block]) -> str:
         t, caption, label = blk[1], blk[2], blk[3]
         spec = "l" * len(t.columns)
         lines = [r"\begin{table}[htbp]", r"\centering", r"\small", rf"\caption{{{tex_escape(caption)}}}",
-                 rf"\label{{tab:fwbench-{label}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+                 rf"\label{{tab:fwbench-{escape.latex_label(label)}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
                  " & ".join(tex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
         lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in t.itertuples(index=False)]
         lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
@@ -437,13 +445,20 @@ def latex(blocks: list[Block]) -> str:
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
     """The tidy frame without the per-round times; fixed float format and line endings."""
-    df.drop(columns=["times"]).to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
+    escape.csv_frame(df.drop(columns=["times"])).to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None) -> dict[str, Path]:
-    """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
+    first into a hidden staging folder there, then moved into place together (reports.atomic),
+    so an interrupted render leaves the previous report whole."""
+    final = Path(out_dir)
+    with atomic.staged(final) as staging:
+        paths = _render(df, staging, weights)
+        return {k: final / p.relative_to(staging) for k, p in paths.items()}
+
+
+def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
@@ -455,5 +470,5 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
     paths["tex"].write_text(latex(blocks), encoding="utf-8")
     write_csv(df, paths["csv"])
     write_csv(cases.drop(columns="boot").assign(times=None), paths["cases_csv"])
-    paths.update({f"fig:{k}": v[0] for k, v in figs.items()})
+    paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
     return paths

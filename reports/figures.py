@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from reports import escape
 from reports.data import FRAMEWORK_ORDER, TIMED, finite
 from workloads.record import MODES
 
@@ -438,10 +439,46 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     return png, pdf
 
 
-def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[str, tuple[Path, str]]:
-    """Draw and save every figure that has data; name -> (PNG path, caption)."""
-    done = {}
+# Beyond these a figure cannot be read (and costs minutes and gigabytes to draw): it is
+# skipped, and the report says so and points at the tables and data.csv.
+MAX_PANELS = 24          # panels of a figure with a panel per (workload, task)
+MAX_GROUPS = 40          # bar groups in one panel of the speedup figure
+MAX_ROWS = 80            # rows of the capability heatmap
+
+
+def too_big(name: str, df: pd.DataFrame) -> str | None:
+    """Why figure `name` would be too large to read, or None."""
+    if df.empty:
+        return None
+    if name == "capability":
+        n, limit, what = len(df.drop_duplicates(["workload", "task", "mode", "strategy", "preset", "device"])), \
+            MAX_ROWS, "rows"
+    elif name == "speedup":
+        d = df[df["mode"] != "eager"]
+        n = int(d.groupby("workload")[["task", "mode", "strategy"]].apply(lambda g: len(g.drop_duplicates())).max()) \
+            if len(d) else 0
+        limit, what = MAX_GROUPS, "bar groups in a panel"
+    else:
+        n, limit, what = df["workload"].nunique() * int(df.groupby("workload")["task"].nunique().max()), \
+            MAX_PANELS, "panels"
+    if n <= limit:
+        return None
+    return (f"The {name} figure is not drawn: it would have {n} {what} (more than {limit} can be read); "
+            "the tables and data.csv hold every case.")
+
+
+def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[str, tuple[Path | None, str]]:
+    """Draw and save every figure that has data; name -> (PNG path, caption), or
+    (None, why) for a figure too large to read (too_big). Text from the result files is
+    escaped for matplotlib first (escape.mpl)."""
+    df = escape.mpl_frame(df)
+    missing = {escape.mpl(k): v for k, v in missing.items()}
+    done: dict[str, tuple[Path | None, str]] = {}
     for name, (fn, caption) in FIGURES.items():
+        why = too_big(name, df)
+        if why:
+            done[name] = (None, why)
+            continue
         fig = fn(df, missing) if name == "capability" else fn(df)
         if fig is None:
             continue

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
+import threading
 import time
 from typing import Any
 
@@ -29,12 +32,30 @@ _state: dict[str, Any] = {"session": None, "sent": 0}
 
 def _emit(event: dict[str, Any]) -> None:
     path = os.environ.get("FWBENCH_EVENTS")
-    if not path:
+    if not path or _state.get("broken"):
         return
     line = json.dumps(event, default=str)
-    with open(path, "a", encoding="utf-8") as f:   # one write per line: a crash leaves whole lines
-        f.write(line + "\n")
-        f.flush()
+    try:
+        with open(path, "a", encoding="utf-8") as f:   # one write per line: a crash leaves whole lines
+            f.write(line + "\n")
+            f.flush()
+    except OSError as e:     # a full disk must not fail the benchmark itself; the log says why
+        _state["broken"] = True
+        print(f"fwbench: cannot write the event stream {path}: {e.strerror or e}", file=sys.stderr, flush=True)
+
+
+def _watch_parent(parent: int) -> None:
+    """End this process group when fwbench run (the parent) is gone: the portable half of
+    the parent-death signal that fwbench run also asks Linux for."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("FWBENCH_EVENTS") and os.getpgrp() == os.getpid():   # fwbench run's own group
+        threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="fwbench-parent").start()
 
 
 def _case(item: pytest.Item) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reports import stats
+from reports import atomic, signals, stats
 from workloads.base import FwbenchError
 from workloads.record import SCHEMA_VERSION, empty
 
@@ -139,18 +139,7 @@ def preset_for(workload: str, text: str) -> str:
     return per.get(workload, default)
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+write_json_atomic = atomic.write_json
 
 
 class Progress:
@@ -192,7 +181,6 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     several = repeat is not None and opts.repeats > 1
     name = result_name(fw, repeat if several else None)
     label = f"{fw}#{repeat}" if several else fw
-    final = out / name
     tmp = out / f".{name}.benchmark.json.tmp"
     events_path = out / f".{name}.events.jsonl"
     for p in (tmp, events_path):
@@ -231,56 +219,115 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
+        # its own session: Ctrl-C at the terminal reaches only us, and we end the whole group;
+        # the parent-death signal ends pytest if we die without a chance to (kill -9)
         proc = subprocess.Popen(cmd, cwd=CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
         state = _Watch(label, progress)
-        timed_out = False
+        ended: str | None = None            # what ended the process from outside, if anything
+        interrupted: signals.Interrupted | None = None
         try:
             while proc.poll() is None:
                 time.sleep(0.25)
                 state.read(events_path)
                 if time.monotonic() - t_start > opts.timeout_s:
-                    timed_out = True
-                    os.killpg(proc.pid, signal.SIGKILL)      # the group we started: pytest and its children
-                    proc.wait()
-        except BaseException:    # Ctrl-C: the child is in its own session and would not see it
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                    ended = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
+                    _kill_group(proc)
+        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.signals)
+            interrupted = signals.of(e)
+            ended = f"interrupted by {interrupted.name} (fwbench run was stopped)"
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
             raise
         state.read(events_path)
-    rc = proc.returncode
+    with signals.held():                    # a second Ctrl-C waits until the results are kept
+        path = _keep(fw, opts, out, proc.returncode, ended, state, progress, tmp, log_path, repeat)
+        events_path.unlink(missing_ok=True)
+    if interrupted is not None:
+        raise interrupted
+    return path
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent (fwbench run) dies (Linux prctl)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)      # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    """End the process group we started (pytest and any children it made)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _keep(fw: str, opts: RunOptions, out: Path, rc: int, ended: str | None, state: "_Watch",
+          progress: Progress, tmp: Path, log_path: Path, repeat: int | None = None) -> Path:
+    """Turn what the process left into `<fw>.json` (`<fw>-<repeat>.json` in a run of several
+    processes per framework): its own JSON when it wrote a whole one, else one rebuilt from
+    the event stream; say what ended it."""
+    several = repeat is not None and opts.repeats > 1
+    final = out / result_name(fw, repeat if several else None)
+    label = f"{fw}#{repeat}" if several else fw
     log_tail = _tail(log_path)
-    events_path.unlink(missing_ok=True)
-    if rc == 4:        # pytest usage error: a bad option value, not a framework failure
+    if rc == 4 and ended is None:       # pytest usage error: a bad option value, not a framework failure
         tmp.unlink(missing_ok=True)
         raise FwbenchError(f"pytest refused the options: {_usage_error(log_path) or log_tail} (log: {log_path})")
-    doc = None if timed_out else _read_json(tmp)
-    if timed_out:
-        why = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
-    elif doc is not None:
+    doc = _read_json(tmp)
+    if doc is not None:
         # pytest-benchmark wrote its JSON at the end of the session: every case finished.
-        if rc in (0, 1):
+        if rc in (0, 1) and ended is None:
             os.replace(tmp, final)
             progress.line(f"{label}: done, {state.summary()} ({progress.elapsed()} total)")
-        else:            # a runtime that crashes while the interpreter shuts down: keep the results, say so
-            doc.setdefault("fwbench", {})["note"] = f"the {fw} process exited with code {rc} after writing its results"
-            write_json_atomic(final, doc)
-            progress.line(f"{label}: done, {state.summary()}, but the process then exited with code {rc}")
+            return final
+        why = ended or f"the {fw} process exited with code {rc}"
+        doc.setdefault("fwbench", {})["note"] = f"{why} after writing its results"
+        doc.setdefault("machine_info", {}).setdefault("fwbench", {})["ended_by"] = f"{why} after writing its results"
+        path = save_json(final, doc, progress)
         tmp.unlink(missing_ok=True)
-        return final
+        progress.line(f"{label}: done, {state.summary()}, but then {why}")
+        return path
+    if ended:
+        why = ended
+    elif rc in (0, 1) and state.counts["passed"]:
+        why = f"pytest-benchmark wrote no result JSON ({log_tail or 'see the log'})"
     elif rc in (0, 1, 5):
         why = "produced no timed case" if rc != 5 else "collected no benchmark case"
     elif rc < 0:
         why = f"process killed by {signal.Signals(-rc).name}"
     else:
         why = f"process exited with code {rc}"
-    if log_tail and not timed_out and rc not in (0, 1, 5):
+    if log_tail and not ended and rc not in (0, 1, 5):
         why += f": {log_tail}"
     tmp.unlink(missing_ok=True)
     doc = state.rebuild(fw, opts, why, repeat)
-    write_json_atomic(final, doc)
+    path = save_json(final, doc, progress)
     progress.line(f"{label}: {why}; {state.summary()} (log: {log_path})")
-    return final
+    return path
+
+
+def save_json(path: Path, doc: dict[str, Any], progress: Progress) -> Path:
+    """Write a result JSON; when its folder cannot take it (a full disk, a read-only folder),
+    write it to the system's temporary folder instead and say where, so no result is lost."""
+    try:
+        write_json_atomic(path, doc)
+        return path
+    except OSError as e:
+        first = atomic.describe(e, path, "the results")
+    try:
+        fd, spare = tempfile.mkstemp(prefix=f"fwbench-{path.stem}-", suffix=".json")
+        os.close(fd)
+        write_json_atomic(Path(spare), doc)
+    except OSError as e2:
+        raise FwbenchError(f"{first}; nor in the temporary folder ({e2.strerror or e2}): these results are lost") from None
+    progress.line(f"{first}; kept them in {spare} instead: move it next to the other results")
+    return Path(spare)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -297,9 +344,15 @@ def _tail(path: Path) -> str:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()]
     except OSError:
         return ""
-    lines = [ln for ln in lines if ln and not ln.startswith("$ ")]
+    # pytest -q prints a character per case (. s F E x) before whatever the process says next
+    lines = [_PROGRESS.sub("", ln).strip() for ln in lines if ln and not ln.startswith("$ ")]
+    lines = [ln for ln in lines if ln and not _PROGRESS_ONLY.match(ln)]
     errs = [ln for ln in lines if "Error" in ln or ln.startswith(("E ", "ERROR", "Fatal", "Segmentation"))]
     return (errs[-1] if errs else lines[-1] if lines else "")[:300]
+
+
+_PROGRESS = re.compile(r"^[.sFExX]+(?=[A-Z])")
+_PROGRESS_ONLY = re.compile(r"^[.sFExX]+(\s+\[\s*\d+%\])?$")
 
 
 def _usage_error(path: Path) -> str:
@@ -386,44 +439,49 @@ class _Watch:
                 benchmarks.append(ev["benchmark"])
             records += ev.get("records") or []
         threads = opts.threads or _cpus()
+        host = host_info(fw, int(threads), opts.device) if self.done else {}
+        modes = host.get("modes")
         for c in self.cases:
             if c["nodeid"] in self.done:
                 continue
-            reason = (f"{why} during this case" if c["nodeid"] == self.current
-                      else f"not run: the {fw} process ended before this case ({why})")
+            status, reason = "failed", (f"{why} during this case" if c["nodeid"] == self.current
+                                        else f"not run: the {fw} process ended before this case ({why})")
+            if modes and c.get("mode") and c["mode"] not in modes:   # as the harness records it
+                status, reason = "unsupported", f"{fw} has no {c['mode']!r} mode (it has {', '.join(modes)})"
             records.append(empty(
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
                 preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32", device=opts.device, threads=int(threads),
-                items=0, unit="", flops=0.0, status="failed", reason=reason, repeat=repeat))
+                items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat))
         missing = dict(self.missing)
         if not self.cases and not records and fw not in missing:
             missing[fw] = f"{why} before any case was collected"
         date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        gemm, note = measure_gemm(int(threads)) if opts.device == "cpu" and self.done else (None, None)
         info = {"schema": SCHEMA_VERSION, "fwbench_commit": _git_commit(), "date": date,
                 "frameworks": {fw: {"version": version_of(fw)}}, "missing": missing,
                 "threads": int(threads), "device": opts.device, "preset": opts.preset,
-                "gemm_flops": gemm, "gemm_note": note, "run_id": opts.run_id, "repeat": repeat,
-                "repeats": opts.repeats}
+                "gemm_flops": None, "gemm_note": None, "ended_by": why, "run_id": opts.run_id,
+                "repeat": repeat, "repeats": opts.repeats,
+                **{k: v for k, v in host.items() if k != "modes"}}
         return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
                 "datetime": date, "version": _pytest_benchmark_version(),
                 "fwbench": {"schema": SCHEMA_VERSION, "records": records, "missing": missing,
                             "note": f"rebuilt by fwbench run from the event stream: {fw} {why}"}}
 
 
-def measure_gemm(threads: int) -> tuple[float | None, str | None]:
-    """The CPU's fp32 GEMM rate for a result file rebuilt after a crash (the process that
-    would have measured it is gone), measured the harness's way in a fresh process at the
-    same thread count, so utilisation keeps the same denominator."""
-    code = ("from frameworks.base import set_threads; set_threads(%d); "
-            "from frameworks.bench import measure_gemm_flops; print(measure_gemm_flops())" % threads)
+def host_info(fw: str, threads: int, device: str) -> dict[str, Any]:
+    """The harness's machine information (frameworks.bench.host_info: CPU name, C heap
+    policy, GEMM rate, the framework's modes) for a result file rebuilt after its process
+    ended early, measured in a fresh process at the same thread count, so utilisation keeps
+    the same denominator and the set-up matches the other runs'. {} if that fails."""
+    code = ("import json; from frameworks.base import set_threads; set_threads(%d); "
+            "from frameworks.bench import host_info; print(json.dumps(host_info(%r, %r)))" % (threads, fw, device))
     try:
-        out = subprocess.run([sys.executable, "-c", code], cwd=CHECKOUT, capture_output=True, text=True, timeout=120)
-        return float(out.stdout.strip()), ("numpy float32 2048x2048 matmul, best of 5, measured by fwbench run "
-                                           "after the benchmark process ended early")
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return None, None
+        out = subprocess.run([sys.executable, "-c", code], cwd=CHECKOUT, capture_output=True, text=True, timeout=180)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return {}
 
 
 def _cpus() -> int:
@@ -446,17 +504,19 @@ def _pytest_benchmark_version() -> str:
     return version_of("pytest-benchmark")
 
 
-def write_absent(fw: str, opts: RunOptions, out: Path) -> Path:
-    """A result file that says only that `fw` is missing, so the report names it."""
+def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None,
+                 repeat: int | None = None) -> Path:
+    """A result file that says only that `fw` (its process `repeat`, in a run of several)
+    did not run (by default: it is missing), so the report names it."""
     out.mkdir(parents=True, exist_ok=True)
+    reason = reason or absent_reason(fw)
     state = _Watch(fw, Progress())
-    state.missing = {fw: absent_reason(fw)}
-    doc = state.rebuild(fw, opts, "not run")
-    doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None)
-    doc["fwbench"]["note"] = f"written by fwbench run: {absent_reason(fw)}"
-    path = out / f"{fw}.json"
-    write_json_atomic(path, doc)
-    return path
+    state.missing = {fw: reason}
+    doc = state.rebuild(fw, opts, "not run", repeat)
+    doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None, ended_by=None)
+    doc["fwbench"]["note"] = f"written by fwbench run: {reason}"
+    several = repeat is not None and opts.repeats > 1
+    return save_json(out / result_name(fw, repeat if several else None), doc, Progress())
 
 
 def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
@@ -475,10 +535,21 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     written = []
     try:
         order = schedule(opts.frameworks, opts.repeats, opts.seed)
-        for i, (fw, repeat) in enumerate(order, 1):
+        for i, (fw, repeat) in enumerate(order):
             who = f"{fw}#{repeat}" if opts.repeats > 1 else fw
-            progress.line(f"{who}: starting, process {i} of {len(order)} ({progress.elapsed()} elapsed)")
-            written.append(run_framework(fw, opts, out, progress, repeat))
+            progress.line(f"{who}: starting, process {i + 1} of {len(order)} ({progress.elapsed()} elapsed)")
+            try:
+                written.append(run_framework(fw, opts, out, progress, repeat))
+            except KeyboardInterrupt as e:      # the finished cases are kept; the rest is said, not run
+                sig = signals.of(e)
+                rest = order[i + 1:]
+                with signals.held():
+                    for f, r in rest:
+                        write_absent(f, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
+                                                   f"before {f} started", repeat=r)
+                progress.line(f"interrupted by {sig.name}: results so far are in {out}; not run: "
+                              f"{', '.join(f'{f}#{r}' if opts.repeats > 1 else f for f, r in rest) or 'none'}")
+                raise sig from None
     finally:
         if own_cache and not opts.keep_cache:
             shutil.rmtree(opts.cache_dir, ignore_errors=True)

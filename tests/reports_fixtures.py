@@ -140,3 +140,88 @@ def process_files(folder: Path, framework: str, median: float, offsets: Iterable
                           compile_cache=cache)
         paths.append(write(folder / f"{framework}-{task}-{mode}-r{i}.json", doc))
     return paths
+# ----------------------------------------------------------------------------- hostile input
+
+def _with(doc: dict[str, Any], change: Any) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    change(doc)
+    return doc
+
+
+def _set(path: str, value: Any) -> Any:
+    """A change that sets doc[path...] (dotted, list indices as numbers) to value."""
+    def change(doc: dict[str, Any]) -> None:
+        *keys, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        node = doc
+        for k in keys:
+            node = node[k]
+        node[last] = value
+    return change
+
+
+# name -> (change to a good two-case file, the field the problem line must name)
+BAD_FILES = {
+    "data_string": (_set("benchmarks.0.stats.data", "1,2,3"), "stats.data"),
+    "gemm_string": (_set("machine_info.fwbench.gemm_flops", "fast"), "gemm_flops"),
+    "missing_list": (_set("machine_info.fwbench.missing", ["torch"]), "missing"),
+    "median_inf": (_set("benchmarks.0.stats.median", float("inf")), "median"),
+    "median_string": (_set("benchmarks.0.stats.median", "0.01"), "median"),
+    "huge_int": (_set("benchmarks.0.extra_info.threads", 10 ** 400), "threads"),
+    "huge_items": (_set("benchmarks.0.extra_info.items", 10 ** 400), "items"),
+    "records_dict": (_set("fwbench.records", {"a": 1}), "fwbench.records"),
+    "benchmark_list": (_set("benchmarks.0", [1, 2]), "benchmarks[0]"),
+    "extra_info_string": (_set("benchmarks.0.extra_info", "x"), "record is a str"),
+    "stats_number": (_set("benchmarks.0.stats", 3), "'stats'"),
+    "zero_time": (_set("benchmarks.0.stats.median", 0.0), "median"),
+    "negative_time": (_set("benchmarks.0.stats.data.0", -0.01), "stats.data[0]"),
+    "nan_time": (_set("benchmarks.0.stats.data.1", float("nan")), "stats.data[1]"),
+    "zero_gemm": (_set("machine_info.fwbench.gemm_flops", 0), "gemm_flops"),
+    "unknown_mode": (_set("benchmarks.0.extra_info.mode", "turbo"), "mode"),
+    "nan_first_call": (_set("benchmarks.0.extra_info.first_call_s", float("nan")), "first_call_s"),
+}
+
+# strings that would be markup, commands or formulas if a renderer passed them through
+INJECT = {
+    "workload": "x}\\input{/etc/passwd}\\iffalse",
+    "task": "<script>alert(1)</script>\n# injected heading",
+    "reason": "=HYPERLINK(\"http://evil\",\"click\")",
+    "framework_version": "<iframe src=javascript:alert(1)>",
+    "unit": "$\\frac{1",
+    "shape": "[link](http://evil) | cell \r\n- item",
+}
+
+
+def bad_file(kind: str) -> dict[str, Any]:
+    change, _ = BAD_FILES[kind]
+    small = [(record("torch", "forward", m, first_call_s=f), times(t, seed=i))
+             for i, (m, f, t) in enumerate([("eager", 0.1, 0.01), ("compiled", 3.0, 0.006)])]
+    return _with(result_json(small), change)
+
+
+def injected_run() -> dict[str, Any]:
+    """A torch run whose record strings are INJECT's (eager and compiled timed, one failed)."""
+    strings = {k: v for k, v in INJECT.items() if k not in ("reason", "task")}
+    recs = [record("torch", INJECT["task"], m, first_call_s=f, **strings) for m, f in (("eager", 0.1), ("compiled", 2.0))]
+    failed = record("torch", INJECT["task"], "graph", status="failed", reason=INJECT["reason"], **strings)
+    return result_json([(recs[0], times(0.01)), (recs[1], times(0.004, seed=1))], [failed],
+                       cpu="$x$ <b>cpu</b>\n# h")
+
+
+def synthetic_folder(folder: Path, records: int, cases: int, files: int = 10, rounds: int = 30) -> Path:
+    """`records` timed records over `cases` distinct cases (tasks of one workload x the
+    frameworks' modes), spread over `files` result files: the scale test's input."""
+    fws = ("torch", "jax", "tensorflow")
+    per_file = -(-records // files)
+    rng = np.random.default_rng(0)
+    k = 0
+    for f in range(files):
+        timed = []
+        for _ in range(min(per_file, records - k)):
+            c = k % cases
+            fw, mode = fws[c % 3], ("eager", "compiled")[(c // 3) % 2]
+            rec = record(fw, f"task{c // 6:04d}", mode, first_call_s=0.1)
+            median = 0.001 * (1 + c % 7)
+            timed.append((rec, [float(t) for t in median * np.exp(rng.normal(0, 0.03, rounds))]))
+            k += 1
+        write(folder / f"run{f:03d}.json", result_json(timed, frameworks=fws, date=f"2025-01-{f % 28 + 1:02d}T00:00:00+00:00"))
+    return folder

@@ -80,3 +80,35 @@ def test_records_say_how_the_first_call_compiled(run_json):
         assert rec["compile_s_source"]
         assert rec["compile_s"] is None or 0 <= rec["compile_s"] <= rec["first_call_s"]
         assert rec["gc_disabled"] is True and rec["recompiled_during_timing"] is False
+
+
+def _pytest(tmp_path, *args):
+    cmd = [sys.executable, "-m", "pytest", "tests/benchmarks/test_gpt.py", "--benchmark-only", "--preset", "tiny",
+           "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def test_a_run_with_nothing_timed_still_writes_its_records(tmp_path):
+    fw = next((f for f in INSTALLED if f != "tensorflow"), None)       # tensorflow has a graph mode
+    if fw is None:
+        pytest.skip("needs torch or jax")
+    out = tmp_path / "run.json"
+    proc = _pytest(tmp_path, "--framework", fw, "-k", "graph", f"--benchmark-json={out}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["benchmarks"] == [] and doc["machine_info"]["fwbench"]["cpu"]
+    assert {r["status"] for r in doc["fwbench"]["records"]} == {"unsupported"}
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--rounds", "-1"], "--rounds must be an integer of at least 1"),
+    (["--rounds", "0"], "--rounds must be an integer of at least 1"),
+    (["--warmup-rounds", "-1"], "--warmup-rounds must be an integer of at least 0"),
+    (["--budget-s", "-1"], "--budget-s must be a positive finite number"),
+    (["--budget-s", "inf"], "--budget-s must be a positive finite number"),
+    (["--min-rounds", "0"], "--min-rounds must be an integer of at least 1"),
+    (["--framework", ","], "--framework names no framework"),
+])
+def test_bad_pytest_options_are_usage_errors(tmp_path, args, phrase):
+    proc = _pytest(tmp_path, *args)
+    assert proc.returncode == 4 and phrase in proc.stderr and "Traceback" not in proc.stderr + proc.stdout

@@ -33,11 +33,18 @@ def test_every_subcommand_has_help(command, capsys):
     (["report", "/no/such/dir"], "nothing to report: /no/such/dir: no such file or folder"),
     (["report", "RESULTS", "--weights", "speed=1"], "unknown concern 'speed'"),
     (["run", "--framework", "mxnet"], "unknown framework 'mxnet'"),
-    (["run", "--threads", "0"], "expected a positive int"),
+    (["run", "--threads", "0"], "expected a positive integer"),
     (["run", "--weights", "throughput"], "name=value"),
     (["compare", "a.json"], "required: NEW"),
-    (["compare", "/no/a.json", "/no/b.json"], "nothing to compare"),
     (["bogus"], "invalid choice"),
+    (["run", "--framework", ""], "names no framework"),
+    (["run", "--framework", " , "], "names no framework"),
+    (["run", "--budget-s", "inf"], "expected a positive finite number, got 'inf'"),
+    (["run", "--budget-s", "-1"], "expected a positive finite number"),
+    (["run", "--rounds", "0"], "expected a positive integer"),
+    (["run", "--timeout-s", "nan"], "expected a positive finite number"),
+    (["compare", "a", "b", "--min-effect", "-0.1"], "expected a non-negative finite number"),
+    (["compare", "a", "b", "--min-effect", "nan"], "expected a non-negative finite number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, phrase, capsys, tmp_path):
     argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]
@@ -120,6 +127,9 @@ def pytest_unconfigure(config):
     import os, signal
     if os.environ["FAKE"] == "crash_at_exit":      # after pytest-benchmark wrote its JSON
         os.kill(os.getpid(), signal.SIGSEGV)
+    if os.environ["FAKE"] == "hang_at_exit":       # every case done and written, then stuck
+        import time
+        time.sleep(600)
 '''
 
 FAKE_TEST = '''
@@ -143,7 +153,18 @@ def test_gpt(benchmark, fwbench_session, framework, mode, task):
         if os.environ["FAKE"] == "crash":
             os.kill(os.getpid(), signal.SIGSEGV)
         if os.environ["FAKE"] == "hang":
+            if os.environ.get("FAKE_PIDFILE"):
+                with open(os.environ["FAKE_PIDFILE"], "w") as f:
+                    f.write(str(os.getpid()))
             time.sleep(600)
+        if os.environ["FAKE"] == "fill_disk":       # the results' disk fills up during this case
+            with open(os.path.join(os.environ["FAKE_FILL"], "filler"), "wb") as f:
+                try:
+                    while True:
+                        f.write(b"x" * 4096)
+                        f.flush()
+                except OSError:
+                    pass
     benchmark.pedantic(lambda: sum(range(2000)), rounds=5, iterations=1)
     benchmark.extra_info.update(rec)
 '''
@@ -198,7 +219,7 @@ def test_a_crash_after_the_json_was_written_keeps_it(fake_suite, monkeypatch, ca
     assert "exited with code -11 after writing its results" in doc["fwbench"]["note"]
     assert doc["machine_info"]["fwbench"]["gemm_flops"] == 1e10           # pytest-benchmark's own file
     assert sorted(reports.load(path)["status"]) == ["ok", "ok", "ok", "unsupported"]
-    assert "then exited with code -11" in capsys.readouterr().err
+    assert "but then the torch process exited with code -11" in capsys.readouterr().err
 
 
 def test_a_timeout_is_recorded_as_failed(fake_suite, monkeypatch):

@@ -1,0 +1,158 @@
+"""One validation layer for everything `reports` reads from a result file.
+
+A result file is hostile input until checked: every field is checked for its type (the
+record's from workloads.record.FIELDS, so a field added there is checked here too) and its
+range (RANGES below; a numeric field without an entry must at least be finite). Checks
+return short phrases naming the field; reports.data turns them into one line per skipped
+record or ignored field, naming the file and the record, and keeps reading the rest.
+
+    record_problems(rec)         the record's type and range problems ([] when valid)
+    stats_problems(st)           pytest-benchmark's `stats` of a timed case
+    machine(info)                machine_info.fwbench with bad fields dropped, and why
+    name_problem(key)            an extra record key that could not become a column
+
+Framework-free and pandas-free.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+from workloads.record import FIELDS, MODES, STATUSES, problems as type_problems
+
+MAX_TEXT = 10_000                 # longest string kept from a result file (reasons are cut at 1,000)
+MAX_ROUNDS = 10_000_000           # most per-round times a case may carry
+INF = math.inf
+
+# field -> (lowest, highest, lowest excluded). Times are seconds, rates FLOP/s.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "threads": (1, 1 << 20, False),
+    "items": (0, 1e300, False),
+    "flops": (0, 1e300, False),
+    "first_call_s": (0, 1e9, True),
+    "compilations": (0, 1 << 53, False),
+    "peak_memory_bytes": (0, 1 << 62, False),
+    "schema": (1, 1 << 20, False),
+    "bare_loop_median_s": (0, 1e9, True),
+    # pytest-benchmark's stats
+    "median": (0, 1e9, True), "mean": (0, 1e9, True), "min": (0, 1e9, True), "max": (0, 1e9, True),
+    "stddev": (0, 1e9, False), "iqr": (0, 1e9, False), "rounds": (1, MAX_ROUNDS, False),
+    "data[]": (0, 1e9, True),
+    # machine_info.fwbench
+    "gemm_flops": (0, 1e300, True), "cpus_available": (1, 1 << 20, False),
+}
+CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "status": STATUSES}
+
+# machine_info.fwbench: field -> accepted types (None is always accepted: not measured)
+MACHINE_TYPES: dict[str, tuple[type, ...]] = {
+    "gemm_flops": (int, float), "gemm_note": (str,), "threads": (int,), "cpus_available": (int,),
+    "allocator": (str,), "cpu": (str,), "accelerator": (str,), "fwbench_commit": (str,), "date": (str,),
+    "preset": (str,), "device": (str,), "matmul_precision": (str,), "frameworks": (dict,), "missing": (dict,),
+    "note": (str,), "ended_by": (str,),
+}
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
+
+
+def number_problem(name: str, v: Any) -> str | None:
+    """Why `v` is not an acceptable value of the numeric field `name` (None when it is)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"field {name!r} is {type(v).__name__} {_short(v)}, not a number"
+    try:
+        x = float(v)
+    except OverflowError:
+        return f"field {name!r} is an integer too large ({len(str(v))} digits)"
+    lo, hi, open_lo = RANGES.get(name, (-INF, INF, False))
+    if not math.isfinite(x):
+        return f"field {name!r} is {x}, not a finite number"
+    if x < lo or (open_lo and x == lo) or x > hi:
+        rng = f"{'above' if open_lo else 'at least'} {lo:g}" + (f" and at most {hi:g}" if hi < 1e300 else "")
+        return f"field {name!r} is {_short(v)}, must be {rng}"
+    return None
+
+
+def text_problem(name: str, v: Any) -> str | None:
+    if isinstance(v, str) and len(v) > MAX_TEXT:
+        return f"field {name!r} is a string of {len(v)} characters (at most {MAX_TEXT})"
+    if name in CHOICES and v is not None and v not in CHOICES[name]:
+        return f"field {name!r} is {_short(v)}, not one of {', '.join(CHOICES[name])}"
+    return None
+
+
+def record_problems(rec: Any) -> list[str]:
+    """Types from workloads.record, then ranges and choices of every field present."""
+    out = type_problems(rec)
+    if out or not isinstance(rec, Mapping):
+        return out
+    for k, v in rec.items():
+        if not isinstance(k, str):
+            out.append(f"key {_short(k)} is not a string")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            p = number_problem(k, v)
+            if p:
+                out.append(p)
+        elif k in FIELDS or isinstance(v, str):
+            p = text_problem(k, v)
+            if p:
+                out.append(p)
+    return out
+
+
+def stats_problems(st: Any) -> list[str]:
+    """pytest-benchmark's statistics of a timed case: a positive finite median, a round
+    count, and per-round times (`data`, optional) that are a list of positive finite numbers."""
+    if not isinstance(st, Mapping):
+        return [f"'stats' is {type(st).__name__}, not an object"]
+    if st.get("median") is None:
+        return ["no timing statistics ('stats.median' missing)"]
+    out = [p for k in ("median", "rounds") for p in [number_problem(k, st.get(k))] if p]
+    if isinstance(st.get("rounds"), float):
+        out.append(f"field 'rounds' is float {st['rounds']!r}, not an integer")
+    out += [p for k in ("mean", "min", "max", "stddev", "iqr") if st.get(k) is not None
+            for p in [number_problem(k, st[k])] if p]
+    data = st.get("data")
+    if data is not None:
+        if not isinstance(data, list) or not data:
+            out.append(f"field 'stats.data' is {type(data).__name__} {_short(data)}, not a list of round times")
+        elif len(data) > MAX_ROUNDS:
+            out.append(f"field 'stats.data' has {len(data)} round times (at most {MAX_ROUNDS})")
+        else:
+            bad = next(((i, p) for i, t in enumerate(data) for p in [number_problem("data[]", t)] if p), None)
+            if bad:
+                out.append(f"stats.data[{bad[0]}]: {bad[1]}")
+    return out
+
+
+def machine(info: Any) -> tuple[dict[str, Any], list[str]]:
+    """machine_info.fwbench with each bad field set to None, and a phrase per dropped field."""
+    if not isinstance(info, Mapping):
+        return {}, ([] if info is None else [f"machine_info.fwbench is {type(info).__name__}, not an object"])
+    out, probs = dict(info), []
+    for k, types in MACHINE_TYPES.items():
+        v = info.get(k)
+        if v is None:
+            continue
+        p = (f"field {k!r} is {type(v).__name__} {_short(v)}" if isinstance(v, bool) or not isinstance(v, types)
+             else number_problem(k, v) if isinstance(v, (int, float)) else text_problem(k, v))
+        if p is None and k == "missing":
+            p = next((f"field 'missing' has {_short(n)}: {_short(w)}, not name: reason" for n, w in v.items()
+                      if not isinstance(w, str) or len(w) > MAX_TEXT), None)
+        if p is None and k == "frameworks":
+            p = next((f"field 'frameworks' has {_short(n)}: {_short(w)}, not name: object" for n, w in v.items()
+                      if not isinstance(w, dict)), None)
+        if p:
+            out[k] = None
+            probs.append(p + "; ignored")
+    return out, probs
+
+
+def name_problem(key: Any) -> str | None:
+    """An extra record key becomes a column of data.csv: a short lower-case identifier only."""
+    if isinstance(key, str) and _NAME.match(key):
+        return None
+    return f"extra key {_short(key)} is not a lower-case identifier; ignored"
+
+
+def _short(v: Any, n: int = 60) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."

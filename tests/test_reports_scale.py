@@ -1,0 +1,47 @@
+"""Scale: a report over many records and many distinct cases stays fast and small; figures
+that would have too many panels to read are skipped with a note. The full-size check
+(10,000 records of 1,000 cases) is in docs/ARCHITECTURE.md with its command."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from reports import figures
+from tests.reports_fixtures import synthetic_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_2000_records_of_200_cases_render_quickly(tmp_path):
+    """In a fresh process, so its peak memory is the report's alone."""
+    folder = synthetic_folder(tmp_path / "in", records=2000, cases=200)
+    code = ("import resource, sys, time, reports; t0 = time.monotonic(); df = reports.load(sys.argv[1]); "
+            "reports.render(df, sys.argv[2]); "
+            "print(len(df), len(df.attrs['problems']), time.monotonic() - t0, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, str(folder), str(tmp_path / "out")], capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    rows, problems, elapsed, peak_kib = out.stdout.split()
+    assert (int(rows), int(problems)) == (2000, 0)
+    assert float(elapsed) < 60, elapsed                 # about 9 s on the 2-core development machine
+    assert int(peak_kib) < 2 * 1024 ** 2, peak_kib      # under 2 GiB (about 0.6 GiB here)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "The throughput figure is not drawn: it would have 34 panels (more than 24 can be read)" in md
+    assert (tmp_path / "out" / "figures" / "capability.png").exists()          # 67 rows: still drawn
+    assert md.count("| task0") >= 30                                           # every case is in the tables
+
+
+def test_too_big_counts_what_would_be_drawn():
+    import pandas as pd
+    small = pd.DataFrame({"workload": ["gpt"] * 4, "task": ["a", "b", "a", "b"], "mode": ["eager", "eager",
+                          "compiled", "compiled"], "strategy": [None] * 4, "preset": ["t"] * 4, "device": ["cpu"] * 4})
+    assert all(figures.too_big(n, small) is None for n in figures.FIGURES)
+    big = pd.concat([small.assign(task=f"t{i}") for i in range(30)])
+    assert "30 panels" in figures.too_big("throughput", big)
+    assert figures.too_big("speedup", big) is None                             # 30 bar groups
+    assert figures.too_big("capability", big) is None                          # 60 rows
+    bigger = pd.concat([small.assign(task=f"t{i}") for i in range(50)])
+    assert "100 rows" in figures.too_big("capability", bigger)
+    assert "50 bar groups" in figures.too_big("speedup", bigger)
