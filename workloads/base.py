@@ -45,6 +45,25 @@ def check_positive(obj: Any, *names: str) -> None:
             raise FwbenchError(f"{type(obj).__name__}.{n} must be a positive integer, got {v!r}")
 
 
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a numpy or framework array as a tuple of ints (torch.Size, TensorShape...)."""
+    return tuple(int(d) for d in x.shape)
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of a numpy or framework array as numpy names it ('int32', 'float32')."""
+    d = x.dtype
+    return getattr(d, "name", None) or str(d).rpartition(".")[2]   # torch.int32 has no .name
+
+
+def host_values(x: Any) -> np.ndarray:
+    """A numpy copy (or view) of a small array from numpy, torch (any device), JAX or
+    TensorFlow: what input checks read values from."""
+    if hasattr(x, "detach"):                                         # torch.Tensor
+        x = x.detach().cpu()
+    return np.asarray(x)
+
+
 def replace_config(config: Any, **changes: Any) -> Any:
     """dataclasses.replace with a clear error for unknown fields."""
     names = {f.name for f in dataclasses.fields(config)}

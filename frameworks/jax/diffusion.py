@@ -35,7 +35,6 @@ import optax
 from jax import lax
 
 from workloads import diffusion as D
-from workloads.base import FwbenchError
 
 Params = dict[str, jax.Array]
 
@@ -235,15 +234,6 @@ class JaxDiffusion:
         self._step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx), donate_argnums=(0, 1))
         self._sample = jit(partial(sample_loop, cfg=config, scan=scan))
 
-    # -- checks (shapes only: reading t's values would wait for the device) ------------
-    def _check(self, x: jax.Array, t: jax.Array | None = None, noise: jax.Array | None = None) -> None:
-        self.config.check_images(x)
-        B = x.shape[0]
-        if t is not None and (t.shape != (B,) or not jnp.issubdtype(t.dtype, jnp.integer)):
-            raise FwbenchError(f"timesteps must be integers of shape ({B},), got {t.dtype} {t.shape}")
-        if noise is not None and noise.shape != x.shape:
-            raise FwbenchError(f"noise must have the images' shape {x.shape}, got {noise.shape}")
-
     def _sampler(self, method: str, steps: int) -> dict[str, jax.Array]:
         """sampler_coefficients cast to float32 on the device, made once per (method, steps)."""
         key = (method, steps)
@@ -256,31 +246,26 @@ class JaxDiffusion:
 
     # -- DiffusionModel ------------------------------------------------------------------
     def eps(self, x: jax.Array, t: jax.Array) -> jax.Array:
-        self._check(x, t)
+        self.config.check_eps_inputs(x, t)
         return self._eps(self.params, x, t)
 
     def loss(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         return self._loss(self.params, x0, t, noise)
 
     def grads(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> dict[str, jax.Array]:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         return self._grads(self.params, x0, t, noise)
 
     def train_step(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, x0, t, noise)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def sample(self, x_T: jax.Array, noise: jax.Array | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> jax.Array:
-        self._check(x_T)
+        self.config.check_sample(x_T, noise, method, steps)
         coefs = self._sampler(method, steps)
-        if noise is not None and noise.shape != (steps, *x_T.shape):
-            raise FwbenchError(f"sampler noise must have shape {(steps, *x_T.shape)}, got {noise.shape}")
-        if method == "ddpm" and noise is None:
-            raise FwbenchError(f"the ddpm sampler needs noise of shape {(steps, *x_T.shape)} "
-                               f"(steps, B, H, W, C); ddim needs none")
         # DDIM's c is 0 at every step: it scans no noise, whatever the caller passed.
         return self._sample(self.params, x_T, coefs, noise if method == "ddpm" else None)
 

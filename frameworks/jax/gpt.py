@@ -36,7 +36,6 @@ import optax
 from jax import lax
 
 from workloads import gpt as W
-from workloads.base import FwbenchError
 
 Params = dict[str, jax.Array]
 KV = list[tuple[jax.Array, jax.Array]]  # per layer: key and value caches, each (B, nh, S, hs)
@@ -244,24 +243,20 @@ class JaxGPT:
         return self._logits(self.params, tokens)
 
     def loss(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         return self._loss(self.params, tokens, targets)
 
     def grads(self, tokens: jax.Array, targets: jax.Array) -> dict[str, jax.Array]:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         return self._grads(self.params, tokens, targets)
 
     def train_step(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, tokens, targets)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def generate(self, prompt: jax.Array, n_new: int, use_cache: bool = True) -> jax.Array:
-        self.config.check_tokens(prompt)
-        T0, S = prompt.shape[1], self.config.block_size
-        if T0 < 1 or n_new < 0 or T0 + n_new > S:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {S} "
-                               f"(prompt length >= 1, n_new >= 0)")
+        self.config.check_generate(prompt, n_new)
         if n_new == 0:
             return prompt
         fn = self._generate if use_cache else self._generate_full

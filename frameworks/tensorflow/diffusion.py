@@ -39,7 +39,6 @@ import numpy as np
 import tensorflow as tf
 
 from frameworks.tensorflow.gpt import AdamWUpdate, Linear, dims, variable
-from workloads.base import FwbenchError
 from workloads.diffusion import (GN_EPS, OPTIMIZER, SAMPLE_STEPS, DiffusionConfig, check_params,
                                  sampler_coefficients, unet_blocks)
 
@@ -310,30 +309,29 @@ class TFDiffusion:
 
     # -- DiffusionModel --------------------------------------------------------------------
     def eps(self, x, t):
+        self.config.check_eps_inputs(x, t)
         with tf.device(self._device):
             return self._eps(x, t)
 
     def loss(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             return self._loss(x0, t, noise)
 
     def grads(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             _, grads = self._grads(x0, t, noise)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             return self._train_step(x0, t, noise)
 
     def sample(self, x_T, noise=None, *, method: str = "ddim", steps: int = SAMPLE_STEPS):
-        self.config.check_images(x_T)
+        self.config.check_sample(x_T, noise, method, steps)
         t, a, b, c, noisy = self._sampler(method, steps)
-        want = (steps, *x_T.shape)
-        if noise is not None and tuple(noise.shape) != want:
-            raise FwbenchError(f"sampler noise must have shape {want}, got {tuple(noise.shape)}")
-        if noisy and noise is None:
-            raise FwbenchError(f"the {method} sampler needs noise of shape (steps, B, H, W, C) = {want}")
         with tf.device(self._device):
             if noisy:
                 return self._sample_noisy(x_T, t, a, b, c, noise)

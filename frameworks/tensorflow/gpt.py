@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from workloads.base import AdamW, FwbenchError
+from workloads.base import AdamW
 from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
 
 
@@ -284,12 +284,12 @@ class TFGPT:
         pad = [[0, 0], [0, 0], [0, cfg.block_size - T0], [0, 0]]
         cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]          # (B, nh, block, hs)
         last = tf.reshape(x, (B, T0, cfg.n_embd))[:, -1]                    # (B, C)
-        tok = tf.argmax(self.model.head(last), axis=-1, output_type=tf.int32)  # (B,)
+        tok = tf.argmax(self.model.head(last), axis=-1, output_type=prompt.dtype)  # (B,), int32/int64
         buf = self._write(tf.pad(prompt, [[0, 0], [0, cfg.block_size - T0]]), T0, tok)
 
         def step(t, tok, buf, cache):  # tok sits at position t; predict position t + 1
             logits, cache = self.model.decode(tok, t, cache)
-            tok = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            tok = tf.argmax(logits, axis=-1, output_type=prompt.dtype)
             return t + 1, tok, self._write(buf, t + 1, tok), cache
 
         end = T0 + n_new - 1
@@ -304,32 +304,34 @@ class TFGPT:
         buf = tf.pad(prompt, [[0, 0], [0, self.config.block_size - T0]])
         for t in range(T0, T0 + n_new):
             logits = self._logits(buf)                                      # (B, block, vocab)
-            buf = self._write(buf, t, tf.argmax(logits[:, t - 1], axis=-1, output_type=tf.int32))
+            buf = self._write(buf, t, tf.argmax(logits[:, t - 1], axis=-1, output_type=prompt.dtype))
         return buf
 
     # -- GPTModel ------------------------------------------------------------------------
     def logits(self, tokens):
+        self.config.check_tokens(tokens)
         with tf.device(self._device):
             return self._logits(tokens)
 
     def loss(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             return self._loss(tokens, targets)
 
     def grads(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             _, grads = self._grads(tokens, targets)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             return self._train_step(tokens, targets)
 
     def generate(self, prompt, n_new: int, use_cache: bool = True):
+        self.config.check_generate(prompt, n_new)
         B, T0 = prompt.shape
-        if n_new < 0 or T0 + n_new > self.config.block_size:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be within block_size "
-                               f"{self.config.block_size} (the KV cache's length)")
         if n_new == 0:
             return prompt
         with tf.device(self._device):

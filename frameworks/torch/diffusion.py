@@ -46,7 +46,6 @@ from torch.nn import functional as F
 
 from workloads import diffusion as D
 from frameworks.torch import adamw
-from workloads.base import FwbenchError
 
 MEMORY_FORMAT = torch.channels_last
 
@@ -298,25 +297,19 @@ class TorchDiffusion:
         return a * x + b * self.net(x, t)
 
     # -- DiffusionModel --------------------------------------------------------------
-    def _check(self, x: torch.Tensor, t: torch.Tensor | None = None) -> None:
-        # Shapes only: checking the values of t would read them back from the device.
-        self.config.check_images(x)
-        if t is not None and (tuple(t.shape) != (x.shape[0],) or t.is_floating_point()):
-            raise FwbenchError(f"timesteps must be integers of shape ({x.shape[0]},), got {t.dtype} {tuple(t.shape)}")
-
     def eps(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        self._check(x, t)
+        self.config.check_eps_inputs(x, t)
         with torch.no_grad():
             return self._eps(x, t)
 
     def loss(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         with torch.no_grad():
             return self._loss(x0, t, noise)
 
     def grads(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.diffusion's params (HWIO, (in, out))."""
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         self.optimizer.zero_grad(set_to_none=True)
         self._loss(x0, t, noise).backward()
         return {k: _to_numpy_layout(p.grad) for k, p in self._params.items()}
@@ -324,7 +317,7 @@ class TorchDiffusion:
     def train_step(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         # set_to_none: backward allocates fresh gradients, so tensors returned by grads()
         # are never overwritten and no zero-fill pass runs.
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         self.optimizer.zero_grad(set_to_none=True)
         loss = self._loss(x0, t, noise)
         loss.backward()
@@ -334,13 +327,9 @@ class TorchDiffusion:
     def sample(self, x_T: torch.Tensor, noise: torch.Tensor | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> torch.Tensor:
         """x_0 from x_T (B, H, W, C): x <- a x + b eps(x, t) + c noise[s], s = 0 .. steps-1."""
-        self._check(x_T)
-        coefs = D.sampler_coefficients(self.config.schedule, method, steps)   # checks both
+        self.config.check_sample(x_T, noise, method, steps)
+        coefs = D.sampler_coefficients(self.config.schedule, method, steps)
         B = x_T.shape[0]
-        if noise is None and np.any(coefs["c"] != 0):
-            raise FwbenchError(f"the {method} sampler needs noise of shape {(steps, *x_T.shape)}")
-        if noise is not None and tuple(noise.shape) != (steps, *x_T.shape):
-            raise FwbenchError(f"sampler noise must have shape {(steps, *x_T.shape)}, got {tuple(noise.shape)}")
         dev = x_T.device
         t = torch.tensor(coefs["t"], device=dev)[:, None].repeat(1, B)        # (S, B) int32
         a, b, c = (torch.tensor(coefs[k], dtype=torch.float32, device=dev) for k in "abc")  # (S,) each

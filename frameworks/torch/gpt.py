@@ -22,7 +22,6 @@ from torch.nn import functional as F
 
 from workloads import gpt as W
 from frameworks.torch import adamw
-from workloads.base import FwbenchError
 
 
 class CausalSelfAttention(nn.Module):
@@ -191,18 +190,19 @@ class TorchGPT:
             return self._forward(tokens)
 
     def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         with torch.no_grad():
             return self._loss(tokens, targets)
 
     def grads(self, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.gpt's params (Linear weights transposed back)."""
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         self.optimizer.zero_grad(set_to_none=True)
         self._loss(tokens, targets).backward()
         return {k: p.grad.t() if k in self._transposed else p.grad for k, p in self._params.items()}
 
     def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        self.config.check_batch(tokens, targets)
         # set_to_none: backward allocates fresh gradients, so tensors returned by grads()
         # are never overwritten and no zero-fill pass runs.
         self.optimizer.zero_grad(set_to_none=True)
@@ -212,11 +212,9 @@ class TorchGPT:
         return loss.detach()  # no .item(): reading the value would sync inside the timed step
 
     def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
-        self.config.check_tokens(prompt)
+        self.config.check_generate(prompt, n_new)
         B, T0 = prompt.shape
         L = self.config.block_size
-        if n_new < 0 or T0 + n_new > L:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {L}")
         with torch.no_grad():
             if use_cache:
                 return self._generate_cached(prompt, n_new)
