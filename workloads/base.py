@@ -132,6 +132,11 @@ class AdamW:
     clip_norm: float = 1.0
 
 
+def attn_scale(head_size: int) -> float:
+    """The attention logits' scale, 1/sqrt(head size), in every model and framework."""
+    return head_size ** -0.5
+
+
 def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mapping[str, np.ndarray]],
                     opt: AdamW, decay: Iterable[str]) -> dict[str, np.ndarray]:
     """Numpy float64 AdamW over a sequence of given gradients; a reference for tests."""

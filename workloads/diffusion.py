@@ -616,12 +616,17 @@ class DiffusionModel(Protocol):
 
 # ----------------------------------------------------------------------------- reference
 
+def timestep_frequencies(dim: int) -> np.ndarray:
+    """The timestep embedding's frequencies f_k = exp(-log(10000) k / (dim/2 - 1)), float64.
+    Frameworks round them once to float32, so no framework's float32 exp can make them differ."""
+    half = dim // 2
+    return np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))
+
+
 def timestep_embedding(t: np.ndarray, dim: int) -> np.ndarray:
     """DDPM's get_timestep_embedding: (B,) -> (B, dim), [sin(t f), cos(t f)],
     f_k = exp(-log(10000) k / (dim/2 - 1)), k = 0 .. dim/2 - 1. float64."""
-    half = dim // 2
-    freqs = np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))      # (half,)
-    arg = np.asarray(t, np.float64)[:, None] * freqs[None, :]              # (B, half)
+    arg = np.asarray(t, np.float64)[:, None] * timestep_frequencies(dim)[None, :]   # (B, dim/2)
     return np.concatenate([np.sin(arg), np.cos(arg)], axis=1)
 
 

@@ -36,7 +36,6 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,12 @@ from torch.nn import functional as F
 
 from workloads import diffusion as D
 from frameworks.torch import adamw
+from workloads.base import attn_scale
+# Module-level names the model reads, so that a test can patch this framework's copy alone
+# (tests/test_mutations.py) while the numpy reference keeps its own.
+from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
+
+IMAGE_LAYOUT = "NCHW"   # of the primitives below and the modules (the interface is NHWC)
 
 MEMORY_FORMAT = torch.channels_last
 
@@ -55,9 +60,28 @@ def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
 
 
-def group_norm(cfg: D.DiffusionConfig, c: int) -> nn.GroupNorm:
+def group_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, groups: int) -> torch.Tensor:
     # torch's default eps is 1e-5; DDPM's is 1e-6. Groups are contiguous channel blocks in both.
-    return nn.GroupNorm(cfg.num_groups, c, eps=D.GN_EPS)
+    return F.group_norm(x, groups, w, b, GN_EPS)
+
+
+def timestep_embedding(t: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """[sin(t f), cos(t f)] (B, ch) of t (B,) cast to float32, freqs (ch/2,) float32."""
+    arg = t.float()[:, None] * freqs[None, :]                       # (B, half)
+    return torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
+
+
+class GroupNorm(nn.Module):
+    """nn.GroupNorm's parameters (weight, bias) around `group_norm`."""
+
+    def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
+        super().__init__()
+        self.groups = cfg.num_groups
+        self.weight = nn.Parameter(torch.ones(c))
+        self.bias = nn.Parameter(torch.zeros(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return group_norm(x, self.weight, self.bias, self.groups)
 
 
 class TimestepEmbedding(nn.Module):
@@ -68,13 +92,11 @@ class TimestepEmbedding(nn.Module):
         self.dense = nn.ModuleList([nn.Linear(cfg.ch, cfg.temb_ch), nn.Linear(cfg.temb_ch, cfg.temb_ch)])
         # f_k = exp(-log(10000) k / (half - 1)): constants, computed in float64 once and stored
         # as float32, so no framework's float32 exp can make its frequencies differ.
-        half = cfg.ch // 2
-        freqs = np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))
+        freqs = D.timestep_frequencies(cfg.ch)
         self.register_buffer("freqs", torch.tensor(freqs, dtype=torch.float32), persistent=False)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        arg = t.float()[:, None] * self.freqs[None, :]              # (B, half), t cast to float32
-        emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)    # (B, ch)
+        emb = timestep_embedding(t, self.freqs)                     # (B, ch)
         return self.dense[1](F.silu(self.dense[0](emb)))            # (B, 4ch)
 
 
@@ -83,10 +105,10 @@ class ResnetBlock(nn.Module):
 
     def __init__(self, cfg: D.DiffusionConfig, cin: int, cout: int) -> None:
         super().__init__()
-        self.norm1 = group_norm(cfg, cin)
+        self.norm1 = GroupNorm(cfg, cin)
         self.conv1 = conv3x3(cin, cout)
         self.temb_proj = nn.Linear(cfg.temb_ch, cout)
-        self.norm2 = group_norm(cfg, cout)
+        self.norm2 = GroupNorm(cfg, cout)
         self.conv2 = conv3x3(cout, cout)
         # a 1x1 conv only where the width changes, else the identity
         self.nin_shortcut = nn.Conv2d(cin, cout, 1) if cin != cout else None
@@ -105,7 +127,7 @@ class AttnBlock(nn.Module):
 
     def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
         super().__init__()
-        self.norm = group_norm(cfg, c)
+        self.norm = GroupNorm(cfg, c)
         self.q = nn.Conv2d(c, c, 1)
         self.k = nn.Conv2d(c, c, 1)
         self.v = nn.Conv2d(c, c, 1)
@@ -117,7 +139,7 @@ class AttnBlock(nn.Module):
         # (B, C, H, W) -> (B, 1, N, C): one head whose sequence is the N = H*W positions.
         # In channels_last order this is a view, no copy.
         q, k, v = (m(h).flatten(2).transpose(1, 2)[:, None] for m in (self.q, self.k, self.v))
-        h = F.scaled_dot_product_attention(q, k, v)                 # (B, 1, N, C), scale C**-0.5
+        h = F.scaled_dot_product_attention(q, k, v, scale=attn_scale(C))  # (B, 1, N, C)
         h = h[:, 0].transpose(1, 2).reshape(B, C, H, W)
         return x + self.proj_out(h)
 
@@ -194,7 +216,7 @@ class UNet(nn.Module):
         self.down = nn.ModuleList([Level(**lv, kind="downsample") for lv in levels["down"]])
         self.mid = Mid(cfg, cfg.widths[-1])
         self.up = nn.ModuleList([Level(**lv, kind="upsample") for lv in levels["up"]])
-        self.norm_out = group_norm(cfg, cfg.widths[0])
+        self.norm_out = GroupNorm(cfg, cfg.widths[0])
         self.conv_out = conv3x3(cfg.widths[0], cfg.in_channels)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -266,7 +288,7 @@ class TorchDiffusion:
 
         # AdamW as frameworks/torch/gpt.py builds it: decay on conv/dense weights only, the
         # fused kernel where this build has one for the device, else foreach.
-        self.optimizer, self.adamw_impl = adamw(self._params, D.OPTIMIZER, D.decayed)
+        self.optimizer, self.adamw_impl = adamw(self._params, OPTIMIZER, D.decayed)
 
         # The timed entry points; torch.compile compiles each on its first call.
         wrap = torch.compile if mode == "compiled" else (lambda f: f)
@@ -288,7 +310,7 @@ class TorchDiffusion:
 
     def _step_fn(self) -> None:
         """Clip the global gradient norm (torch's clip / (norm + 1e-6)), then one AdamW step."""
-        torch.nn.utils.clip_grad_norm_(self._params.values(), D.OPTIMIZER.clip_norm)
+        torch.nn.utils.clip_grad_norm_(self._params.values(), OPTIMIZER.clip_norm)
         self.optimizer.step()
 
     def _sample_step_fn(self, x: torch.Tensor, t: torch.Tensor, a: torch.Tensor,
@@ -328,7 +350,7 @@ class TorchDiffusion:
                steps: int = D.SAMPLE_STEPS) -> torch.Tensor:
         """x_0 from x_T (B, H, W, C): x <- a x + b eps(x, t) + c noise[s], s = 0 .. steps-1."""
         self.config.check_sample(x_T, noise, method, steps)
-        coefs = D.sampler_coefficients(self.config.schedule, method, steps)
+        coefs = sampler_coefficients(self.config.schedule, method, steps)
         B = x_T.shape[0]
         dev = x_T.device
         t = torch.tensor(coefs["t"], device=dev)[:, None].repeat(1, B)        # (S, B) int32

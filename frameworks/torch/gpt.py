@@ -22,6 +22,42 @@ from torch.nn import functional as F
 
 from workloads import gpt as W
 from frameworks.torch import adamw
+from workloads.base import attn_scale
+# Module-level names the model reads (at build or call time), so that a test can patch one
+# framework's copy alone (tests/test_mutations.py) while the numpy reference keeps its own.
+from workloads.gpt import LN_EPS, OPTIMIZER, decayed
+
+
+# ----------------------------------------------------------------------------- primitives
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")                            # GPT-2's GELU
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.size(-1),), w, b, LN_EPS)
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of logits (N, vocab) against integer targets (N,)."""
+    return F.cross_entropy(logits, targets.long())
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, nh, T, hs)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.size(-1)))
+
+
+class LayerNorm(nn.Module):
+    """nn.LayerNorm's parameters (weight, bias) around `layer_norm`."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.bias = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias)
 
 
 class CausalSelfAttention(nn.Module):
@@ -55,9 +91,10 @@ class CausalSelfAttention(nn.Module):
         if kv is not None and T == 1:
             k_all, v_all = kv                                               # (B, nh, L, hs)
             mask = torch.arange(k_all.size(2), device=x.device) <= pos     # (L,) True = attend
-            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1))
+            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1),
+                                               scale=attn_scale(C // self.n_head))
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)    # (B, nh, T, hs)
+            y = causal_attention(q, k, v)                                   # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
         return self.c_proj(y)
 
@@ -67,20 +104,19 @@ class MLP(nn.Module):
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.c_proj(gelu(self.c_fc(x)))
 
 
 class Block(nn.Module):
 
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_1 = LayerNorm(config.n_embd)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_2 = LayerNorm(config.n_embd)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -98,7 +134,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_f = LayerNorm(config.n_embd)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # Weight tying: the output head is the token embedding. named_parameters() lists the
         # shared tensor once, under its first name, wte.weight.
@@ -145,7 +181,7 @@ class TorchGPT:
                 p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only.
-        self.optimizer, self.adamw_impl = adamw(self._params, W.OPTIMIZER, W.decayed)
+        self.optimizer, self.adamw_impl = adamw(self._params, OPTIMIZER, decayed)
 
         # The timed entry points; torch.compile compiles each on its first call. Each is its
         # own Python function, so Dynamo caches (and counts) their graphs separately.
@@ -164,11 +200,11 @@ class TorchGPT:
     def _loss_fn(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of next-token targets (B, T)."""
         logits = self.net(idx)  # (B, T, vocab)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1).long())
+        return cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     def _step_fn(self) -> None:
         """nanoGPT's update: clip the global gradient norm, then one AdamW step."""
-        torch.nn.utils.clip_grad_norm_(self._params.values(), W.OPTIMIZER.clip_norm)
+        torch.nn.utils.clip_grad_norm_(self._params.values(), OPTIMIZER.clip_norm)
         self.optimizer.step()
 
     def _prefill_fn(self, idx: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
