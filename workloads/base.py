@@ -138,8 +138,10 @@ def attn_scale(head_size: int) -> float:
 
 
 def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mapping[str, np.ndarray]],
-                    opt: AdamW, decay: Iterable[str]) -> dict[str, np.ndarray]:
-    """Numpy float64 AdamW over a sequence of given gradients; a reference for tests."""
+                    opt: AdamW, decay: Iterable[str], store: Any = None) -> dict[str, np.ndarray]:
+    """Numpy float64 AdamW over a sequence of given gradients; a reference for tests. With
+    store=np.float32 the parameters are rounded to float32 after every step, as a float32
+    implementation stores them (then only the arithmetic of one update is float64)."""
     decay = set(decay)
     p = {k: np.asarray(v, np.float64).copy() for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in p.items()}
@@ -157,6 +159,8 @@ def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mappin
             mhat = m[k] / (1 - opt.beta1 ** t)
             vhat = v2[k] / (1 - opt.beta2 ** t)
             p[k] -= opt.lr * mhat / (np.sqrt(vhat) + opt.eps)
+            if store is not None:
+                p[k] = p[k].astype(store).astype(np.float64)
     return p
 
 
