@@ -31,6 +31,28 @@ def baseline() -> tuple[str, str] | None:
     return (INSTALLED[0], "eager") if INSTALLED else None
 
 
+def non_eager(params: list) -> list:
+    """The compiled/graph modes of `impls()` (what a mode-vs-eager check compares)."""
+    return [p for p in params if p.values[1] != "eager"]
+
+
+def o1_params(params: dict[str, np.ndarray], gain: float = 2.0, seed: int = 1) -> dict[str, np.ndarray]:
+    """Parameters whose activations are O(1): every weight of 2+ dims redrawn N(0, (gain /
+    sqrt(fan_in))^2), fan_in = the product of all but the last axis (Conv1D/Dense (in, out),
+    conv HWIO), except embeddings (`.wte`/`.wpe`, (rows, C)), drawn N(0, 1/C) so that the
+    first LayerNorm sees a small variance; 1-D ones perturbed (see `perturbed`). With
+    GPT-2's init (std 0.02) GELU stays near its linear range and softmax near uniform."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, v in params.items():
+        if v.ndim >= 2:
+            fan_in = v.shape[1] if k.startswith(("wte", "wpe")) else int(np.prod(v.shape[:-1]))
+            std = (1.0 if k.startswith(("wte", "wpe")) else gain) / np.sqrt(fan_in)
+            v = rng.normal(0.0, std, v.shape)
+        out[k] = v.astype(np.float32)
+    return perturbed(out, seed=seed + 1)
+
+
 def perturbed(params: dict[str, np.ndarray], seed: int = 1, scale: float = 0.05) -> dict[str, np.ndarray]:
     """Add seeded noise to every 1-D parameter (biases, norm weights) so they are not 0 / 1."""
     rng = np.random.default_rng(seed)

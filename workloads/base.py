@@ -45,6 +45,25 @@ def check_positive(obj: Any, *names: str) -> None:
             raise FwbenchError(f"{type(obj).__name__}.{n} must be a positive integer, got {v!r}")
 
 
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a numpy or framework array as a tuple of ints (torch.Size, TensorShape...)."""
+    return tuple(int(d) for d in x.shape)
+
+
+def dtype_name(x: Any) -> str:
+    """The dtype of a numpy or framework array as numpy names it ('int32', 'float32')."""
+    d = x.dtype
+    return getattr(d, "name", None) or str(d).rpartition(".")[2]   # torch.int32 has no .name
+
+
+def host_values(x: Any) -> np.ndarray:
+    """A numpy copy (or view) of a small array from numpy, torch (any device), JAX or
+    TensorFlow: what input checks read values from."""
+    if hasattr(x, "detach"):                                         # torch.Tensor
+        x = x.detach().cpu()
+    return np.asarray(x)
+
+
 def replace_config(config: Any, **changes: Any) -> Any:
     """dataclasses.replace with a clear error for unknown fields."""
     names = {f.name for f in dataclasses.fields(config)}
@@ -132,9 +151,16 @@ class AdamW:
     clip_norm: float = 1.0
 
 
+def attn_scale(head_size: int) -> float:
+    """The attention logits' scale, 1/sqrt(head size), in every model and framework."""
+    return head_size ** -0.5
+
+
 def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mapping[str, np.ndarray]],
-                    opt: AdamW, decay: Iterable[str]) -> dict[str, np.ndarray]:
-    """Numpy float64 AdamW over a sequence of given gradients; a reference for tests."""
+                    opt: AdamW, decay: Iterable[str], store: Any = None) -> dict[str, np.ndarray]:
+    """Numpy float64 AdamW over a sequence of given gradients; a reference for tests. With
+    store=np.float32 the parameters are rounded to float32 after every step, as a float32
+    implementation stores them (then only the arithmetic of one update is float64)."""
     decay = set(decay)
     p = {k: np.asarray(v, np.float64).copy() for k, v in params.items()}
     m = {k: np.zeros_like(v) for k, v in p.items()}
@@ -152,6 +178,8 @@ def adamw_reference(params: Mapping[str, np.ndarray], grads_seq: Iterable[Mappin
             mhat = m[k] / (1 - opt.beta1 ** t)
             vhat = v2[k] / (1 - opt.beta2 ** t)
             p[k] -= opt.lr * mhat / (np.sqrt(vhat) + opt.eps)
+            if store is not None:
+                p[k] = p[k].astype(store).astype(np.float64)
     return p
 
 

@@ -67,8 +67,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
-                            train_step_strategies,
-                            choose)
+                            choose, dtype_name, host_values, shape_of, train_step_strategies)
 
 NAME = "diffusion"
 TASKS = ("forward", "train_step", "sample")
@@ -200,18 +199,53 @@ class DiffusionConfig:
     def temb_ch(self) -> int:
         return 4 * self.ch
 
-    def check_images(self, x: np.ndarray) -> None:
-        """Refuse a batch of images the model cannot take, with the reason."""
+    def check_images(self, x: Any, what: str = "images", dtypes: tuple[str, ...] = ("float32",)) -> None:
+        """Refuse images (numpy or any framework's array) the model cannot take, with the
+        reason: NHWC (batch, image_size, image_size, in_channels), float32 (the float64
+        reference also takes float64)."""
         want = (self.image_size, self.image_size, self.in_channels)
-        if x.ndim != 4 or tuple(x.shape[1:]) != want:
-            raise FwbenchError(f"images must be NHWC (batch, {', '.join(map(str, want))}), got shape {x.shape}")
+        shape = shape_of(x)
+        if len(shape) != 4 or shape[1:] != want:
+            raise FwbenchError(f"{what} must be NHWC (batch, {', '.join(map(str, want))}), got shape {shape}")
+        if dtype_name(x) not in dtypes:
+            raise FwbenchError(f"{what} must be {' or '.join(dtypes)}, got {dtype_name(x)}")
 
-    def check_timesteps(self, t: np.ndarray, batch: int) -> None:
+    def check_timesteps(self, t: Any, batch: int) -> None:
+        """Timesteps: integers of shape (batch,), each in [0, num_timesteps) (read from a
+        host copy: B ints)."""
         T = self.schedule.num_timesteps
-        if t.shape != (batch,) or not np.issubdtype(t.dtype, np.integer):
-            raise FwbenchError(f"timesteps must be integers of shape ({batch},), got {t.dtype} {t.shape}")
-        if t.size and (t.min() < 0 or t.max() >= T):
-            raise FwbenchError(f"timesteps must lie in [0, {T}), got {t.min()}..{t.max()}")
+        dt = dtype_name(t)
+        if shape_of(t) != (batch,) or not dt.startswith(("int", "uint")):
+            raise FwbenchError(f"timesteps must be integers of shape ({batch},), got {dt} {shape_of(t)}")
+        v = host_values(t)
+        if v.size and (v.min() < 0 or v.max() >= T):
+            raise FwbenchError(f"timesteps must lie in [0, {T}), got {v.min()}..{v.max()}")
+
+    def check_eps_inputs(self, x: Any, t: Any) -> None:
+        """The denoiser's inputs: images x_t and their timesteps."""
+        self.check_images(x)
+        self.check_timesteps(t, shape_of(x)[0])
+
+    def check_batch(self, x0: Any, t: Any, noise: Any) -> None:
+        """The inputs of loss, grads and train_step: clean images, timesteps, noise like x0."""
+        self.check_eps_inputs(x0, t)
+        self.check_images(noise, "noise")
+        if shape_of(noise) != shape_of(x0):
+            raise FwbenchError(f"noise must have the images' shape {shape_of(x0)}, got {shape_of(noise)}")
+
+    def check_sample(self, x_T: Any, noise: Any, method: str, steps: int) -> None:
+        """The inputs of sample: x_T, a known sampler and step count, and noise
+        (steps, B, H, W, C) float32 where the sampler adds noise ("ddpm"; "ddim" ignores it)."""
+        self.check_images(x_T, "x_T")
+        coefs = sampler_coefficients(self.schedule, method, steps)       # checks method, steps
+        want = (steps, *shape_of(x_T))
+        if noise is None and np.any(coefs["c"] != 0):
+            raise FwbenchError(f"the {method} sampler needs noise of shape {want} (steps, B, H, W, C)")
+        if noise is not None:
+            if shape_of(noise) != want:
+                raise FwbenchError(f"sampler noise must have shape {want}, got {shape_of(noise)}")
+            if dtype_name(noise) != "float32":
+                raise FwbenchError(f"sampler noise must be float32, got {dtype_name(noise)}")
 
 
 PRESETS: dict[str, Preset] = {
@@ -588,12 +622,17 @@ class DiffusionModel(Protocol):
 
 # ----------------------------------------------------------------------------- reference
 
+def timestep_frequencies(dim: int) -> np.ndarray:
+    """The timestep embedding's frequencies f_k = exp(-log(10000) k / (dim/2 - 1)), float64.
+    Frameworks round them once to float32, so no framework's float32 exp can make them differ."""
+    half = dim // 2
+    return np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))
+
+
 def timestep_embedding(t: np.ndarray, dim: int) -> np.ndarray:
     """DDPM's get_timestep_embedding: (B,) -> (B, dim), [sin(t f), cos(t f)],
     f_k = exp(-log(10000) k / (dim/2 - 1)), k = 0 .. dim/2 - 1. float64."""
-    half = dim // 2
-    freqs = np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))      # (half,)
-    arg = np.asarray(t, np.float64)[:, None] * freqs[None, :]              # (B, half)
+    arg = np.asarray(t, np.float64)[:, None] * timestep_frequencies(dim)[None, :]   # (B, dim/2)
     return np.concatenate([np.sin(arg), np.cos(arg)], axis=1)
 
 
@@ -651,7 +690,7 @@ def reference_eps(cfg: DiffusionConfig, params: dict[str, np.ndarray], x: np.nda
                   t: np.ndarray) -> np.ndarray:
     """Numpy float64 UNet forward eps_theta(x, t): the ground truth the frameworks are
     tested against. x (B, H, W, C), t (B,) int -> (B, H, W, C)."""
-    cfg.check_images(x)
+    cfg.check_images(x, dtypes=("float32", "float64"))
     cfg.check_timesteps(t, x.shape[0])
     p = {k: v.astype(np.float64) for k, v in params.items()}
     L = len(cfg.ch_mult)

@@ -26,19 +26,22 @@ Linear weights use GPT-2's Conv1D layout, (in_features, out_features): y = x @ W
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
 from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
-                            train_step_strategies,
-                            choose)
+                            choose, dtype_name, host_values, shape_of, train_step_strategies)
 
 NAME = "gpt"
 TASKS = ("forward", "train_step", "generate")
 LN_EPS = 1e-5
+TOKEN_DTYPES = ("int32", "int64")   # HF tokenizers and torch.long give int64
 # nanoGPT's train.py: learning_rate 6e-4 (held fixed here: no warm-up or decay, so
 # every step does the same work), betas (0.9, 0.95), weight decay 0.1, grad_clip 1.0.
 OPTIMIZER = AdamW(lr=6e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip_norm=1.0)
@@ -69,13 +72,40 @@ class GPTConfig:
     def head_size(self) -> int:
         return self.n_embd // self.n_head
 
-    def check_tokens(self, tokens: np.ndarray) -> None:
-        """Refuse a batch the model cannot take, with the reason."""
-        if tokens.ndim != 2:
-            raise FwbenchError(f"tokens must be (batch, time), got shape {tokens.shape}")
-        if tokens.shape[1] > self.block_size:
-            raise FwbenchError(
-                f"sequence length {tokens.shape[1]} exceeds block_size {self.block_size}")
+    def check_tokens(self, tokens: Any, what: str = "tokens") -> None:
+        """Refuse token ids (numpy or any framework's array) the model cannot take, with the
+        reason, one message per rule: shape (batch, time), dtype int32 or int64, length
+        1..block_size, ids in [0, vocab_size). The ids are read from a host copy of the
+        array (B*T ints; see docs/ARCHITECTURE.md, "Input rules")."""
+        shape = shape_of(tokens)
+        if len(shape) != 2:
+            raise FwbenchError(f"{what} must be (batch, time), got shape {shape}")
+        dt = dtype_name(tokens)
+        if dt not in TOKEN_DTYPES:
+            raise FwbenchError(f"{what} must be int32 or int64 token ids, got {dt}")
+        if shape[1] > self.block_size:
+            raise FwbenchError(f"sequence length {shape[1]} exceeds block_size {self.block_size}")
+        if shape[1] < 1:
+            raise FwbenchError(f"{what} must hold at least one token per row, got shape {shape}")
+        ids = host_values(tokens)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise FwbenchError(f"{what} ids must lie in [0, {self.vocab_size}), got {ids.min()}..{ids.max()}")
+
+    def check_batch(self, tokens: Any, targets: Any) -> None:
+        """The inputs of loss, grads and train_step: tokens and next-token targets."""
+        self.check_tokens(tokens)
+        self.check_tokens(targets, "targets")
+        if shape_of(targets) != shape_of(tokens):
+            raise FwbenchError(f"targets must have the tokens' shape {shape_of(tokens)}, got {shape_of(targets)}")
+
+    def check_generate(self, prompt: Any, n_new: Any) -> None:
+        """The inputs of generate: a prompt, and n_new >= 0 tokens that fit in the block."""
+        self.check_tokens(prompt, "prompt")
+        if not isinstance(n_new, (int, np.integer)) or isinstance(n_new, bool) or n_new < 0:
+            raise FwbenchError(f"n_new must be a non-negative integer, got {n_new!r}")
+        T0 = shape_of(prompt)[1]
+        if T0 + n_new > self.block_size:
+            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {self.block_size}")
 
 
 PRESETS: dict[str, Preset] = {
@@ -146,6 +176,77 @@ def init_params(cfg: GPTConfig, seed: int = 0) -> dict[str, np.ndarray]:
 def check_params(cfg: GPTConfig, params: dict[str, np.ndarray]) -> None:
     """Refuse a parameter dict that does not fit the config, naming what differs."""
     check_param_shapes("GPT", param_shapes(cfg), params)
+
+
+# ----------------------------------------------------------------------------- real weights
+
+_PREFIXES = ("_orig_mod.", "transformer.")              # torch.compile's wrapper, GPT2LMHeadModel/nanoGPT
+_BUFFER = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)")   # HF's causal-mask buffers, not parameters
+_LINEAR = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def from_state_dict(mapping: Mapping[str, Any], n_head: int | None = None,
+                    config: Mapping[str, Any] | None = None) -> tuple[GPTConfig, dict[str, np.ndarray]]:
+    """(config, params) from a GPT-2 state dict as Hugging Face transformers (GPT2Model,
+    GPT2LMHeadModel) or nanoGPT writes it. Values may be numpy arrays, torch tensors or
+    anything numpy can read. Accepted:
+      * names with or without the `transformer.` prefix (and torch.compile's `_orig_mod.`);
+      * HF's Conv1D weights (in, out), fwbench's own layout, or nanoGPT's nn.Linear weights
+        (out, in), recognised by c_attn's shape (3C, C) and transposed;
+      * `lm_head.weight`, which must equal `wte.weight` (GPT-2 ties them) and is dropped;
+      * HF's non-parameter buffers `h.{i}.attn.bias` / `attn.masked_bias`, ignored.
+    block_size, vocab_size, n_embd and n_layer come from the shapes; the number of heads
+    from `n_head`, else from `config` (a config.json mapping: `n_head`), else an error."""
+    state: dict[str, np.ndarray] = {}
+    for key, value in mapping.items():
+        for prefix in _PREFIXES:
+            key = key[len(prefix):] if key.startswith(prefix) else key
+        if not _BUFFER.fullmatch(key):
+            state[key] = np.asarray(host_values(value), np.float32)
+    if "wte.weight" not in state or "wpe.weight" not in state:
+        raise FwbenchError(f"not a GPT-2 state dict: no wte.weight/wpe.weight among {sorted(state)[:4]}...")
+    head = state.pop("lm_head.weight", None)
+    if head is not None and not np.array_equal(head, state["wte.weight"]):
+        raise FwbenchError("lm_head.weight differs from wte.weight: fwbench's GPT-2 ties the output head "
+                           "to the token embedding")
+    c_attn = state.get("h.0.attn.c_attn.weight")
+    if c_attn is not None and c_attn.ndim == 2 and c_attn.shape[0] == 3 * c_attn.shape[1]:
+        state = {k: v.T.copy() if k.endswith(_LINEAR) else v for k, v in state.items()}  # nn.Linear (out, in)
+    if n_head is None:
+        n_head = (config or {}).get("n_head")
+    if n_head is None:
+        raise FwbenchError("the number of heads is not in the weights: pass n_head= (GPT-2 124M: 12) "
+                           "or the checkpoint's config mapping")
+    layers = {int(k.split(".")[1]) for k in state if k.startswith("h.")}
+    (vocab, n_embd), block = state["wte.weight"].shape, state["wpe.weight"].shape[0]
+    cfg = GPTConfig(block_size=block, vocab_size=vocab, n_layer=len(layers), n_head=int(n_head), n_embd=n_embd)
+    check_params(cfg, state)
+    return cfg, {k: state[k] for k in param_shapes(cfg)}
+
+
+def load_weights(path: str, n_head: int | None = None) -> tuple[GPTConfig, dict[str, np.ndarray]]:
+    """(config, params) from a `.safetensors` or `.npz` file of GPT-2 weights (see
+    from_state_dict). Without n_head, a `config.json` beside the file (the Hugging Face
+    layout) gives it."""
+    ext = os.path.splitext(path)[1]
+    if ext == ".npz":
+        with np.load(path) as f:
+            state = {k: f[k] for k in f.files}
+    elif ext == ".safetensors":
+        try:
+            from safetensors.numpy import load_file
+        except ImportError:
+            raise FwbenchError("reading .safetensors needs the safetensors package: "
+                               "pip install safetensors (or pip install fwbench[weights])") from None
+        state = load_file(path)
+    else:
+        raise FwbenchError(f"GPT-2 weights must be a .safetensors or .npz file, got {path!r}")
+    config_json = os.path.join(os.path.dirname(path), "config.json")
+    config = None
+    if n_head is None and os.path.exists(config_json):
+        with open(config_json) as f:
+            config = json.load(f)
+    return from_state_dict(state, n_head, config)
 
 
 # ----------------------------------------------------------------------------- data

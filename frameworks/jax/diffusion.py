@@ -35,22 +35,30 @@ import optax
 from jax import lax
 
 from workloads import diffusion as D
-from workloads.base import FwbenchError
+from workloads.base import attn_scale
+# Module-level names the model reads at trace (or eager call) time, so that a test can patch
+# this framework's copy alone (tests/test_mutations.py).
+from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
 
 Params = dict[str, jax.Array]
 
 
 # ----------------------------------------------------------------------------- layers
 
-def group_norm(p: Params, name: str, x: jax.Array, groups: int) -> jax.Array:
+def group_norm(x: jax.Array, w: jax.Array, b: jax.Array, groups: int) -> jax.Array:
     """(x - mean) / sqrt(var + 1e-6) * w + b, mean and biased variance over (H, W, the
     channels of the group), groups being contiguous blocks of C / groups channels."""
     B, H, W, C = x.shape
     g = x.reshape(B, H, W, groups, C // groups)                           # (B, H, W, G, C/G)
     mu = g.mean(axis=(1, 2, 4), keepdims=True)                            # (B, 1, 1, G, 1)
     var = jnp.square(g - mu).mean(axis=(1, 2, 4), keepdims=True)
-    g = (g - mu) * lax.rsqrt(var + D.GN_EPS)
-    return g.reshape(B, H, W, C) * p[name + ".weight"] + p[name + ".bias"]
+    g = (g - mu) * lax.rsqrt(var + GN_EPS)
+    return g.reshape(B, H, W, C) * w + b
+
+
+def norm(p: Params, name: str, x: jax.Array, groups: int) -> jax.Array:
+    """The GroupNorm whose parameters are `name`.weight and `name`.bias."""
+    return group_norm(x, p[name + ".weight"], p[name + ".bias"], groups)
 
 
 def conv(p: Params, name: str, x: jax.Array, stride: int = 1) -> jax.Array:
@@ -68,13 +76,11 @@ def dense(p: Params, name: str, x: jax.Array) -> jax.Array:
     return x @ p[name + ".weight"] + p[name + ".bias"]
 
 
-def timestep_embedding(t: jax.Array, dim: int) -> jax.Array:
+def timestep_embedding(t: jax.Array, freqs: Any) -> jax.Array:
     """DDPM's get_timestep_embedding in float32: (B,) -> (B, dim), [sin(t f), cos(t f)],
     f_k = exp(-log(10000) k / (dim/2 - 1)). The frequencies are constants of the config,
     taken from numpy float64 and rounded once to float32, so no framework's float32 exp
     can make them differ by an ulp."""
-    half = dim // 2
-    freqs = np.exp(-np.log(10000.0) * np.arange(half) / (half - 1)).astype(np.float32)
     arg = t.astype(jnp.float32)[:, None] * freqs[None, :]                 # (B, half)
     return jnp.concatenate([jnp.sin(arg), jnp.cos(arg)], axis=1)          # (B, dim)
 
@@ -83,9 +89,9 @@ def timestep_embedding(t: jax.Array, dim: int) -> jax.Array:
 
 def resnet_block(p: Params, name: str, x: jax.Array, temb: jax.Array, groups: int) -> jax.Array:
     """shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x))) + temb_proj(SiLU(temb)))))."""
-    h = conv(p, name + ".conv1", jax.nn.silu(group_norm(p, name + ".norm1", x, groups)))
+    h = conv(p, name + ".conv1", jax.nn.silu(norm(p, name + ".norm1", x, groups)))
     h = h + dense(p, name + ".temb_proj", jax.nn.silu(temb))[:, None, None, :]  # (B, 1, 1, Cout)
-    h = conv(p, name + ".conv2", jax.nn.silu(group_norm(p, name + ".norm2", h, groups)))
+    h = conv(p, name + ".conv2", jax.nn.silu(norm(p, name + ".norm2", h, groups)))
     if name + ".nin_shortcut.weight" in p:  # widths differ: a 1x1 conv matches them
         x = conv(p, name + ".nin_shortcut", x)
     return x + h
@@ -94,9 +100,9 @@ def resnet_block(p: Params, name: str, x: jax.Array, temb: jax.Array, groups: in
 def attn_block(p: Params, name: str, x: jax.Array, groups: int) -> jax.Array:
     """x + proj_out(softmax(q k^T * C**-0.5) v): one head over all H*W positions."""
     B, H, W, C = x.shape
-    h = group_norm(p, name + ".norm", x, groups)
+    h = norm(p, name + ".norm", x, groups)
     q, k, v = (conv(p, f"{name}.{n}", h).reshape(B, H * W, 1, C) for n in ("q", "k", "v"))  # (B, N, 1, C)
-    h = jax.nn.dot_product_attention(q, k, v)                             # (B, N, 1, C), scale C**-0.5
+    h = jax.nn.dot_product_attention(q, k, v, scale=attn_scale(C))        # (B, N, 1, C)
     return x + conv(p, name + ".proj_out", h.reshape(B, H, W, C))
 
 
@@ -111,7 +117,7 @@ def upsample(p: Params, name: str, x: jax.Array) -> jax.Array:
 def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig) -> jax.Array:
     """eps_theta(x_t, t): x (B, S, S, in_channels) float32, t (B,) int32 -> like x."""
     G, L = cfg.num_groups, len(cfg.ch_mult)
-    temb = dense(p, "temb.dense.0", timestep_embedding(t, cfg.ch))        # (B, 4ch)
+    temb = dense(p, "temb.dense.0", timestep_embedding(t, D.timestep_frequencies(cfg.ch).astype(np.float32)))        # (B, 4ch)
     temb = dense(p, "temb.dense.1", jax.nn.silu(temb))
     hs = [conv(p, "conv_in", x)]                                          # (B, S, S, ch): the skip stack
     for i in range(L):  # unrolled: the level structure is static and XLA fuses across blocks
@@ -135,7 +141,7 @@ def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig) -> jax
         if i != 0:
             h = upsample(p, f"up.{i}.upsample", h)
     assert not hs
-    h = jax.nn.silu(group_norm(p, "norm_out", h, G))
+    h = jax.nn.silu(norm(p, "norm_out", h, G))
     return conv(p, "conv_out", h)                                         # (B, S, S, in_channels)
 
 
@@ -156,7 +162,7 @@ def adamw(params: dict[str, np.ndarray]) -> optax.GradientTransformation:
     then AdamW (weight decay 0, so Adam). As in frameworks/jax/gpt.py, optax's clip scales
     by clip/||g|| where torch's scales by clip/(||g|| + 1e-6): a relative difference of
     1e-6/||g||, and only on steps where ||g|| > clip."""
-    o = D.OPTIMIZER
+    o = OPTIMIZER
     mask = {k: D.decayed(k, v.shape) for k, v in params.items()}
     return optax.chain(
         optax.clip_by_global_norm(o.clip_norm),
@@ -235,20 +241,11 @@ class JaxDiffusion:
         self._step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx), donate_argnums=(0, 1))
         self._sample = jit(partial(sample_loop, cfg=config, scan=scan))
 
-    # -- checks (shapes only: reading t's values would wait for the device) ------------
-    def _check(self, x: jax.Array, t: jax.Array | None = None, noise: jax.Array | None = None) -> None:
-        self.config.check_images(x)
-        B = x.shape[0]
-        if t is not None and (t.shape != (B,) or not jnp.issubdtype(t.dtype, jnp.integer)):
-            raise FwbenchError(f"timesteps must be integers of shape ({B},), got {t.dtype} {t.shape}")
-        if noise is not None and noise.shape != x.shape:
-            raise FwbenchError(f"noise must have the images' shape {x.shape}, got {noise.shape}")
-
     def _sampler(self, method: str, steps: int) -> dict[str, jax.Array]:
         """sampler_coefficients cast to float32 on the device, made once per (method, steps)."""
         key = (method, steps)
         if key not in self._coefs:
-            c = D.sampler_coefficients(self.config.schedule, method, steps)  # checks both
+            c = sampler_coefficients(self.config.schedule, method, steps)  # checks both
             self._coefs[key] = {"t": self.adapter.asarray(c["t"].astype(np.int32), self.device),
                                 **{k: self.adapter.asarray(c[k].astype(np.float32), self.device)
                                    for k in ("a", "b", "c")}}
@@ -256,15 +253,15 @@ class JaxDiffusion:
 
     # -- DiffusionModel ------------------------------------------------------------------
     def eps(self, x: jax.Array, t: jax.Array) -> jax.Array:
-        self._check(x, t)
+        self.config.check_eps_inputs(x, t)
         return self._eps(self.params, x, t)
 
     def loss(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         return self._loss(self.params, x0, t, noise)
 
     def grads(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> dict[str, jax.Array]:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         return self._grads(self.params, x0, t, noise)
 
     def state(self) -> Any:
@@ -273,19 +270,14 @@ class JaxDiffusion:
         return self.params, self.opt_state
 
     def train_step(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self._check(x0, t, noise)
+        self.config.check_batch(x0, t, noise)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, x0, t, noise)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def sample(self, x_T: jax.Array, noise: jax.Array | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> jax.Array:
-        self._check(x_T)
+        self.config.check_sample(x_T, noise, method, steps)
         coefs = self._sampler(method, steps)
-        if noise is not None and noise.shape != (steps, *x_T.shape):
-            raise FwbenchError(f"sampler noise must have shape {(steps, *x_T.shape)}, got {noise.shape}")
-        if method == "ddpm" and noise is None:
-            raise FwbenchError(f"the ddpm sampler needs noise of shape {(steps, *x_T.shape)} "
-                               f"(steps, B, H, W, C); ddim needs none")
         # DDIM's c is 0 at every step: it scans no noise, whatever the caller passed.
         return self._sample(self.params, x_T, coefs, noise if method == "ddpm" else None)
 

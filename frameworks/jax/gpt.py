@@ -36,7 +36,10 @@ import optax
 from jax import lax
 
 from workloads import gpt as W
-from workloads.base import FwbenchError
+from workloads.base import attn_scale
+# Module-level names the model reads at trace (or eager call) time, so that a test can patch
+# this framework's copy alone (tests/test_mutations.py).
+from workloads.gpt import LN_EPS, OPTIMIZER, decayed
 
 Params = dict[str, jax.Array]
 KV = list[tuple[jax.Array, jax.Array]]  # per layer: key and value caches, each (B, nh, S, hs)
@@ -48,7 +51,21 @@ def layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
     """(x - mean) / sqrt(var + eps) * w + b over the channels (biased variance, as GPT-2)."""
     mu = x.mean(-1, keepdims=True)
     var = jnp.square(x - mu).mean(-1, keepdims=True)
-    return (x - mu) * lax.rsqrt(var + W.LN_EPS) * w + b
+    return (x - mu) * lax.rsqrt(var + LN_EPS) * w + b
+
+
+def gelu(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=True)                               # GPT-2's GELU, tanh form
+
+
+def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    """Mean cross-entropy of logits (N, vocab) against integer targets (N,)."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, T, nh, hs) (JAX's layout)."""
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.shape[-1]))
 
 
 def linear(p: Params, name: str, x: jax.Array) -> jax.Array:
@@ -72,7 +89,7 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_hea
     q, k, v = jnp.split(linear(p, h + "attn.c_attn", x), 3, axis=-1)    # (B*T, C) each
     q, k, v = (t.reshape(B, T, n_head, C // n_head) for t in (q, k, v))   # (B, T, nh, hs)
     if kv is None:
-        y = jax.nn.dot_product_attention(q, k, v, is_causal=True)          # (B, T, nh, hs)
+        y = causal_attention(q, k, v)                                      # (B, T, nh, hs)
     else:
         # The caches are kept (B, nh, S, hs), the layout of the q k^T and att v products,
         # so the swapaxes below cancel against the attention's own transposes instead of
@@ -81,13 +98,14 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_hea
         v = lax.dynamic_update_slice_in_dim(kv[1], v.swapaxes(1, 2), pos, axis=2)
         seen = jnp.full((B,), pos + 1, jnp.int32)                          # keys 0..pos
         y = jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
-                                         key_value_seq_lengths=seen)      # (B, 1, nh, hs)
+                                         key_value_seq_lengths=seen,
+                                         scale=attn_scale(C // n_head))   # (B, 1, nh, hs)
     y = y.reshape(B * T, C)  # re-assemble all head outputs side by side
     return linear(p, h + "attn.c_proj", y), (k, v)
 
 
 def mlp(p: Params, h: str, x: jax.Array) -> jax.Array:
-    return linear(p, h + "mlp.c_proj", jax.nn.gelu(linear(p, h + "mlp.c_fc", x), approximate=True))
+    return linear(p, h + "mlp.c_proj", gelu(linear(p, h + "mlp.c_fc", x)))
 
 
 def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = None, pos: Any = 0
@@ -123,7 +141,7 @@ def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
 def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig) -> jax.Array:
     """Mean next-token cross-entropy."""
     x, _ = hidden(p, tokens, cfg=cfg)
-    return optax.softmax_cross_entropy_with_integer_labels(head(p, x), targets.reshape(-1)).mean()
+    return cross_entropy(head(p, x), targets.reshape(-1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -137,8 +155,8 @@ def adamw(params: dict[str, np.ndarray]) -> optax.GradientTransformation:
     clip/||g|| where torch scales by clip/(||g|| + 1e-6): a relative difference of
     1e-6/||g||, and only on steps where ||g|| > clip.
     """
-    o = W.OPTIMIZER
-    mask = {k: W.decayed(k, v.shape) for k, v in params.items()}
+    o = OPTIMIZER
+    mask = {k: decayed(k, v.shape) for k, v in params.items()}
     return optax.chain(
         optax.clip_by_global_norm(o.clip_norm),
         optax.adamw(o.lr, b1=o.beta1, b2=o.beta2, eps=o.eps, weight_decay=o.weight_decay, mask=mask))
@@ -244,11 +262,11 @@ class JaxGPT:
         return self._logits(self.params, tokens)
 
     def loss(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         return self._loss(self.params, tokens, targets)
 
     def grads(self, tokens: jax.Array, targets: jax.Array) -> dict[str, jax.Array]:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         return self._grads(self.params, tokens, targets)
 
     def state(self) -> Any:
@@ -257,16 +275,12 @@ class JaxGPT:
         return self.params, self.opt_state
 
     def train_step(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, tokens, targets)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def generate(self, prompt: jax.Array, n_new: int, use_cache: bool = True) -> jax.Array:
-        self.config.check_tokens(prompt)
-        T0, S = prompt.shape[1], self.config.block_size
-        if T0 < 1 or n_new < 0 or T0 + n_new > S:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {S} "
-                               f"(prompt length >= 1, n_new >= 0)")
+        self.config.check_generate(prompt, n_new)
         if n_new == 0:
             return prompt
         fn = self._generate if use_cache else self._generate_full

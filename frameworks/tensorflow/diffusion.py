@@ -32,16 +32,17 @@ eager runs it (about 20% of an eager step at the tiny preset against x * sigmoid
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from frameworks.tensorflow.gpt import AdamWUpdate, Linear, dims, variable
-from workloads.base import FwbenchError
+from workloads.base import attn_scale
+# GN_EPS, OPTIMIZER, sampler_coefficients, attn_scale and the primitives below are module-level
+# names the model reads, so that a test can patch this framework's copy alone.
 from workloads.diffusion import (GN_EPS, OPTIMIZER, SAMPLE_STEPS, DiffusionConfig, check_params,
-                                 sampler_coefficients, unet_blocks)
+                                 sampler_coefficients, timestep_frequencies, unet_blocks)
 
 
 # y = x @ W + b with W (in, out), x (B, in): the GPT's linear layer is the same layer.
@@ -65,6 +66,14 @@ class Conv2d(tf.Module):
         return tf.nn.bias_add(y, self.bias)                              # (B, H/stride, W/stride, Cout)
 
 
+def group_norm(x, w, b, groups):
+    _, H, W, C = x.shape                                                 # static; batch may not be
+    g = tf.reshape(x, (-1, H, W, groups, C // groups))                   # (B, H, W, G, C/G)
+    mean, var = tf.nn.moments(g, axes=[1, 2, 4], keepdims=True)          # (B, 1, 1, G, 1)
+    g = (g - mean) * tf.math.rsqrt(var + GN_EPS)
+    return tf.reshape(g, (-1, H, W, C)) * w + b                          # (B, H, W, C)
+
+
 class GroupNorm(tf.Module):
     """(x - mean) / sqrt(var + 1e-6) over (H, W, channels of the group), biased variance,
     groups of C/G contiguous channels, then a per-channel affine. Written out: Keras 3's
@@ -77,12 +86,7 @@ class GroupNorm(tf.Module):
         self.groups = groups
 
     def __call__(self, x):
-        _, H, W, C = x.shape                                             # static; batch may not be
-        G = self.groups
-        g = tf.reshape(x, (-1, H, W, G, C // G))                         # (B, H, W, G, C/G)
-        mean, var = tf.nn.moments(g, axes=[1, 2, 4], keepdims=True)      # (B, 1, 1, G, 1)
-        g = (g - mean) * tf.math.rsqrt(var + GN_EPS)
-        return tf.reshape(g, (-1, H, W, C)) * self.weight + self.bias    # (B, H, W, C)
+        return group_norm(x, self.weight, self.bias, self.groups)
 
 
 class ResnetBlock(tf.Module):
@@ -123,7 +127,7 @@ class AttnBlock(tf.Module):
         _, H, W, C = x.shape
         h = self.norm(x)
         q, k, v = (tf.reshape(f(h), (-1, H * W, C)) for f in (self.q, self.k, self.v))  # (B, N, C)
-        w = tf.matmul(q, k, transpose_b=True) * C ** -0.5                # (B, N, N): query, key
+        w = tf.matmul(q, k, transpose_b=True) * attn_scale(C)            # (B, N, N): query, key
         w = tf.nn.softmax(w, axis=-1)                                    # over the keys
         h = tf.reshape(tf.matmul(w, v), (-1, H, W, C))                   # (B, H, W, C)
         return x + self.proj_out(h)
@@ -183,8 +187,7 @@ class UNet(tf.Module):
             "upsample": lambda b: Upsample(params, b.name, named),
         }
         self.blocks = {b.name: make[b.kind](b) for b in unet_blocks(config)}
-        half = config.ch // 2   # frequencies in float64, rounded once to float32
-        self.freqs = tf.constant(np.exp(-math.log(10000.0) * np.arange(half) / (half - 1)), tf.float32)
+        self.freqs = tf.constant(timestep_frequencies(config.ch), tf.float32)   # rounded once
 
     def __call__(self, x, t):
         """x (B, H, W, C) float32, t (B,) int32 -> eps (B, H, W, C) float32."""
@@ -310,30 +313,29 @@ class TFDiffusion:
 
     # -- DiffusionModel --------------------------------------------------------------------
     def eps(self, x, t):
+        self.config.check_eps_inputs(x, t)
         with tf.device(self._device):
             return self._eps(x, t)
 
     def loss(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             return self._loss(x0, t, noise)
 
     def grads(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             _, grads = self._grads(x0, t, noise)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, x0, t, noise):
+        self.config.check_batch(x0, t, noise)
         with tf.device(self._device):
             return self._train_step(x0, t, noise)
 
     def sample(self, x_T, noise=None, *, method: str = "ddim", steps: int = SAMPLE_STEPS):
-        self.config.check_images(x_T)
+        self.config.check_sample(x_T, noise, method, steps)
         t, a, b, c, noisy = self._sampler(method, steps)
-        want = (steps, *x_T.shape)
-        if noise is not None and tuple(noise.shape) != want:
-            raise FwbenchError(f"sampler noise must have shape {want}, got {tuple(noise.shape)}")
-        if noisy and noise is None:
-            raise FwbenchError(f"the {method} sampler needs noise of shape (steps, B, H, W, C) = {want}")
         with tf.device(self._device):
             if noisy:
                 return self._sample_noisy(x_T, t, a, b, c, noise)

@@ -15,13 +15,14 @@ load and export as plain copies (bit-exact round trip).
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from workloads.base import AdamW, FwbenchError
+from workloads.base import AdamW, attn_scale
+# LN_EPS, OPTIMIZER, decayed, attn_scale and the primitives below are module-level names the
+# model reads, so that a test can patch this framework's copy alone (tests/test_mutations.py).
 from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
 
 
@@ -40,6 +41,34 @@ def variable(params: dict[str, np.ndarray], name: str, named: dict[str, tf.Varia
     return named[name]
 
 
+def gelu(x):
+    return tf.nn.gelu(x, approximate=True)                               # GPT-2's GELU, tanh form
+
+
+def layer_norm(x, w, b):
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(var + LN_EPS) * w + b
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy of logits (N, vocab) against integer targets (N,)."""
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
+
+
+def attention(q, k, v, mask):
+    """softmax(q k^T / sqrt(hs), keys masked where mask (T, Tk) is False) v; q (B, nh, T, hs),
+    k, v (B, nh, Tk, hs). TF has no fused attention op; XLA fuses scale, mask and softmax."""
+    att = tf.matmul(q, k, transpose_b=True) * attn_scale(q.shape[-1])    # (B, nh, T, Tk)
+    att = tf.nn.softmax(tf.where(mask, att, float("-inf")), axis=-1)
+    return tf.matmul(att, v)                                             # (B, nh, T, hs)
+
+
+def causal_attention(q, k, v):
+    """`attention` with the causal mask; q, k, v (B, nh, T, hs)."""
+    pos = tf.range(tf.shape(q)[2])
+    return attention(q, k, v, pos[:, None] >= pos[None, :])
+
+
 class LayerNorm(tf.Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis, biased variance."""
 
@@ -49,8 +78,7 @@ class LayerNorm(tf.Module):
         self.bias = variable(params, prefix + ".bias", named)
 
     def __call__(self, x):
-        mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
-        return (x - mean) * tf.math.rsqrt(var + LN_EPS) * self.weight + self.bias
+        return layer_norm(x, self.weight, self.bias)
 
 
 class Linear(tf.Module):
@@ -92,9 +120,7 @@ class CausalSelfAttention(tf.Module):
             k_cache, v_cache, at = cache
             k = tf.where(at, k, k_cache)                                       # (B, nh, block, hs)
             v = tf.where(at, v, v_cache)
-        att = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(hs))       # (B, nh, T, Tk)
-        att = tf.nn.softmax(tf.where(mask, att, float("-inf")), axis=-1)
-        y = tf.matmul(att, v)                                                  # (B, nh, T, hs)
+        y = attention(q, k, v, mask)                                           # (B, nh, T, hs)
         y = tf.reshape(tf.transpose(y, (0, 2, 1, 3)), (B * T, C))              # heads side by side
         return self.c_proj(y), (k, v)
 
@@ -106,7 +132,7 @@ class MLP(tf.Module):
         self.c_proj = Linear(params, prefix + ".c_proj", named)
 
     def __call__(self, x):
-        return self.c_proj(tf.nn.gelu(self.c_fc(x), approximate=True))  # GELU, tanh form
+        return self.c_proj(gelu(self.c_fc(x)))
 
 
 class Block(tf.Module):
@@ -167,8 +193,7 @@ class GPT(tf.Module):
         """Mean token cross-entropy of the next-token targets (B, T)."""
         x, _ = self(idx)
         logits = self.head(x)                                                # (B*T, vocab)
-        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.reshape(targets, (-1,)), logits)
-        return tf.reduce_mean(ce)
+        return cross_entropy(logits, tf.reshape(targets, (-1,)))
 
     def decode(self, tok, t, cache):
         """One greedy-decoding step: tok (B,) at position t (int32 scalar) attends to the
@@ -284,12 +309,12 @@ class TFGPT:
         pad = [[0, 0], [0, 0], [0, cfg.block_size - T0], [0, 0]]
         cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]          # (B, nh, block, hs)
         last = tf.reshape(x, (B, T0, cfg.n_embd))[:, -1]                    # (B, C)
-        tok = tf.argmax(self.model.head(last), axis=-1, output_type=tf.int32)  # (B,)
+        tok = tf.argmax(self.model.head(last), axis=-1, output_type=prompt.dtype)  # (B,), int32/int64
         buf = self._write(tf.pad(prompt, [[0, 0], [0, cfg.block_size - T0]]), T0, tok)
 
         def step(t, tok, buf, cache):  # tok sits at position t; predict position t + 1
             logits, cache = self.model.decode(tok, t, cache)
-            tok = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            tok = tf.argmax(logits, axis=-1, output_type=prompt.dtype)
             return t + 1, tok, self._write(buf, t + 1, tok), cache
 
         end = T0 + n_new - 1
@@ -304,32 +329,34 @@ class TFGPT:
         buf = tf.pad(prompt, [[0, 0], [0, self.config.block_size - T0]])
         for t in range(T0, T0 + n_new):
             logits = self._logits(buf)                                      # (B, block, vocab)
-            buf = self._write(buf, t, tf.argmax(logits[:, t - 1], axis=-1, output_type=tf.int32))
+            buf = self._write(buf, t, tf.argmax(logits[:, t - 1], axis=-1, output_type=prompt.dtype))
         return buf
 
     # -- GPTModel ------------------------------------------------------------------------
     def logits(self, tokens):
+        self.config.check_tokens(tokens)
         with tf.device(self._device):
             return self._logits(tokens)
 
     def loss(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             return self._loss(tokens, targets)
 
     def grads(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             _, grads = self._grads(tokens, targets)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, tokens, targets):
+        self.config.check_batch(tokens, targets)
         with tf.device(self._device):
             return self._train_step(tokens, targets)
 
     def generate(self, prompt, n_new: int, use_cache: bool = True):
+        self.config.check_generate(prompt, n_new)
         B, T0 = prompt.shape
-        if n_new < 0 or T0 + n_new > self.config.block_size:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be within block_size "
-                               f"{self.config.block_size} (the KV cache's length)")
         if n_new == 0:
             return prompt
         with tf.device(self._device):

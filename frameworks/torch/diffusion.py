@@ -37,7 +37,6 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -47,7 +46,12 @@ from torch.nn import functional as F
 
 from workloads import diffusion as D
 from frameworks.torch import Trainer, compile_model
-from workloads.base import FwbenchError
+from workloads.base import attn_scale
+# Module-level names the model reads, so that a test can patch this framework's copy alone
+# (tests/test_mutations.py) while the numpy reference keeps its own.
+from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
+
+IMAGE_LAYOUT = "NCHW"   # of the primitives below and the modules (the interface is NHWC)
 
 MEMORY_FORMAT = torch.channels_last
 
@@ -57,9 +61,28 @@ def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
 
 
-def group_norm(cfg: D.DiffusionConfig, c: int) -> nn.GroupNorm:
+def group_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, groups: int) -> torch.Tensor:
     # torch's default eps is 1e-5; DDPM's is 1e-6. Groups are contiguous channel blocks in both.
-    return nn.GroupNorm(cfg.num_groups, c, eps=D.GN_EPS)
+    return F.group_norm(x, groups, w, b, GN_EPS)
+
+
+def timestep_embedding(t: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """[sin(t f), cos(t f)] (B, ch) of t (B,) cast to float32, freqs (ch/2,) float32."""
+    arg = t.float()[:, None] * freqs[None, :]                       # (B, half)
+    return torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)
+
+
+class GroupNorm(nn.Module):
+    """nn.GroupNorm's parameters (weight, bias) around `group_norm`."""
+
+    def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
+        super().__init__()
+        self.groups = cfg.num_groups
+        self.weight = nn.Parameter(torch.ones(c))
+        self.bias = nn.Parameter(torch.zeros(c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return group_norm(x, self.weight, self.bias, self.groups)
 
 
 class TimestepEmbedding(nn.Module):
@@ -70,13 +93,11 @@ class TimestepEmbedding(nn.Module):
         self.dense = nn.ModuleList([nn.Linear(cfg.ch, cfg.temb_ch), nn.Linear(cfg.temb_ch, cfg.temb_ch)])
         # f_k = exp(-log(10000) k / (half - 1)): constants, computed in float64 once and stored
         # as float32, so no framework's float32 exp can make its frequencies differ.
-        half = cfg.ch // 2
-        freqs = np.exp(-math.log(10000.0) * np.arange(half) / (half - 1))
+        freqs = D.timestep_frequencies(cfg.ch)
         self.register_buffer("freqs", torch.tensor(freqs, dtype=torch.float32), persistent=False)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        arg = t.float()[:, None] * self.freqs[None, :]              # (B, half), t cast to float32
-        emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=1)    # (B, ch)
+        emb = timestep_embedding(t, self.freqs)                     # (B, ch)
         return self.dense[1](F.silu(self.dense[0](emb)))            # (B, 4ch)
 
 
@@ -85,10 +106,10 @@ class ResnetBlock(nn.Module):
 
     def __init__(self, cfg: D.DiffusionConfig, cin: int, cout: int) -> None:
         super().__init__()
-        self.norm1 = group_norm(cfg, cin)
+        self.norm1 = GroupNorm(cfg, cin)
         self.conv1 = conv3x3(cin, cout)
         self.temb_proj = nn.Linear(cfg.temb_ch, cout)
-        self.norm2 = group_norm(cfg, cout)
+        self.norm2 = GroupNorm(cfg, cout)
         self.conv2 = conv3x3(cout, cout)
         # a 1x1 conv only where the width changes, else the identity
         self.nin_shortcut = nn.Conv2d(cin, cout, 1) if cin != cout else None
@@ -107,7 +128,7 @@ class AttnBlock(nn.Module):
 
     def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
         super().__init__()
-        self.norm = group_norm(cfg, c)
+        self.norm = GroupNorm(cfg, c)
         self.q = nn.Conv2d(c, c, 1)
         self.k = nn.Conv2d(c, c, 1)
         self.v = nn.Conv2d(c, c, 1)
@@ -119,7 +140,7 @@ class AttnBlock(nn.Module):
         # (B, C, H, W) -> (B, 1, N, C): one head whose sequence is the N = H*W positions.
         # In channels_last order this is a view, no copy.
         q, k, v = (m(h).flatten(2).transpose(1, 2)[:, None] for m in (self.q, self.k, self.v))
-        h = F.scaled_dot_product_attention(q, k, v)                 # (B, 1, N, C), scale C**-0.5
+        h = F.scaled_dot_product_attention(q, k, v, scale=attn_scale(C))  # (B, 1, N, C)
         h = h[:, 0].transpose(1, 2).reshape(B, C, H, W)
         return x + self.proj_out(h)
 
@@ -196,7 +217,7 @@ class UNet(nn.Module):
         self.down = nn.ModuleList([Level(**lv, kind="downsample") for lv in levels["down"]])
         self.mid = Mid(cfg, cfg.widths[-1])
         self.up = nn.ModuleList([Level(**lv, kind="upsample") for lv in levels["up"]])
-        self.norm_out = group_norm(cfg, cfg.widths[0])
+        self.norm_out = GroupNorm(cfg, cfg.widths[0])
         self.conv_out = conv3x3(cfg.widths[0], cfg.in_channels)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -268,7 +289,7 @@ class TorchDiffusion:
 
         # AdamW and the train step's recipe as frameworks/torch/gpt.py has them: decay on
         # conv/dense weights only (frameworks.torch.Trainer).
-        self.trainer = Trainer(self._params, D.OPTIMIZER, D.decayed, self._loss_fn, mode, strategy)
+        self.trainer = Trainer(self._params, OPTIMIZER, D.decayed, self._loss_fn, mode, strategy)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
         # The timed entry points; torch.compile compiles each on its first call, the model's
@@ -295,43 +316,33 @@ class TorchDiffusion:
         return a * x + b * self.net(x, t)
 
     # -- DiffusionModel --------------------------------------------------------------
-    def _check(self, x: torch.Tensor, t: torch.Tensor | None = None) -> None:
-        # Shapes only: checking the values of t would read them back from the device.
-        self.config.check_images(x)
-        if t is not None and (tuple(t.shape) != (x.shape[0],) or t.is_floating_point()):
-            raise FwbenchError(f"timesteps must be integers of shape ({x.shape[0]},), got {t.dtype} {tuple(t.shape)}")
-
     def eps(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        self._check(x, t)
+        self.config.check_eps_inputs(x, t)
         with torch.no_grad():
             return self._eps(x, t)
 
     def loss(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         with torch.no_grad():
             return self._loss(x0, t, noise)
 
     def grads(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.diffusion's params (HWIO, (in, out))."""
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         self.trainer.zero_grad()
         self._loss(x0, t, noise).backward()
         return {k: _to_numpy_layout(p.grad) for k, p in self._params.items()}
 
     def train_step(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        self._check(x0, t)
+        self.config.check_batch(x0, t, noise)
         return self.trainer.step(x0, t, noise)
 
     def sample(self, x_T: torch.Tensor, noise: torch.Tensor | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> torch.Tensor:
         """x_0 from x_T (B, H, W, C): x <- a x + b eps(x, t) + c noise[s], s = 0 .. steps-1."""
-        self._check(x_T)
-        coefs = D.sampler_coefficients(self.config.schedule, method, steps)   # checks both
+        self.config.check_sample(x_T, noise, method, steps)
+        coefs = sampler_coefficients(self.config.schedule, method, steps)
         B = x_T.shape[0]
-        if noise is None and np.any(coefs["c"] != 0):
-            raise FwbenchError(f"the {method} sampler needs noise of shape {(steps, *x_T.shape)}")
-        if noise is not None and tuple(noise.shape) != (steps, *x_T.shape):
-            raise FwbenchError(f"sampler noise must have shape {(steps, *x_T.shape)}, got {tuple(noise.shape)}")
         dev = x_T.device
         t = torch.tensor(coefs["t"], device=dev)[:, None].repeat(1, B)        # (S, B) int32
         a, b, c = (torch.tensor(coefs[k], dtype=torch.float32, device=dev) for k in "abc")  # (S,) each

@@ -24,7 +24,42 @@ from torch.nn import functional as F
 
 from workloads import gpt as W
 from frameworks.torch import Trainer, compile_model
-from workloads.base import FwbenchError
+from workloads.base import attn_scale
+# Module-level names the model reads (at build or call time), so that a test can patch one
+# framework's copy alone (tests/test_mutations.py) while the numpy reference keeps its own.
+from workloads.gpt import LN_EPS, OPTIMIZER, decayed
+
+
+# ----------------------------------------------------------------------------- primitives
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")                            # GPT-2's GELU
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.size(-1),), w, b, LN_EPS)
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of logits (N, vocab) against integer targets (N,)."""
+    return F.cross_entropy(logits, targets.long())
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, nh, T, hs)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.size(-1)))
+
+
+class LayerNorm(nn.Module):
+    """nn.LayerNorm's parameters (weight, bias) around `layer_norm`."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.bias = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias)
 
 
 class CausalSelfAttention(nn.Module):
@@ -58,9 +93,10 @@ class CausalSelfAttention(nn.Module):
         if kv is not None and T == 1:
             k_all, v_all = kv                                               # (B, nh, L, hs)
             mask = torch.arange(k_all.size(2), device=x.device) <= pos     # (L,) True = attend
-            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1))
+            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1),
+                                               scale=attn_scale(C // self.n_head))
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)    # (B, nh, T, hs)
+            y = causal_attention(q, k, v)                                   # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
         return self.c_proj(y)
 
@@ -70,20 +106,19 @@ class MLP(nn.Module):
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.c_proj(gelu(self.c_fc(x)))
 
 
 class Block(nn.Module):
 
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_1 = LayerNorm(config.n_embd)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_2 = LayerNorm(config.n_embd)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -101,7 +136,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=W.LN_EPS)
+        self.ln_f = LayerNorm(config.n_embd)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # Weight tying: the output head is the token embedding. named_parameters() lists the
         # shared tensor once, under its first name, wte.weight.
@@ -150,7 +185,7 @@ class TorchGPT:
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only. The train
         # step's recipe in compiled mode is the strategy's (frameworks.torch.TRAIN_RECIPES).
-        self.trainer = Trainer(self._params, W.OPTIMIZER, W.decayed, self._loss_fn, mode, strategy)
+        self.trainer = Trainer(self._params, OPTIMIZER, decayed, self._loss_fn, mode, strategy)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
         # The timed entry points; torch.compile compiles each on its first call, the model's
@@ -166,7 +201,7 @@ class TorchGPT:
     def _loss_fn(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of next-token targets (B, T)."""
         logits = self.net(idx)  # (B, T, vocab)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1).long())
+        return cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     def _prefill_fn(self, idx: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """Fill the caches with the prompt idx (B, T0); return the next token (B,)."""
@@ -187,26 +222,25 @@ class TorchGPT:
             return self._forward(tokens)
 
     def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         with torch.no_grad():
             return self._loss(tokens, targets)
 
     def grads(self, tokens: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.gpt's params (Linear weights transposed back)."""
-        self.config.check_tokens(tokens)
+        self.config.check_batch(tokens, targets)
         self.trainer.zero_grad()
         self._loss(tokens, targets).backward()
         return {k: p.grad.t() if k in self._transposed else p.grad for k, p in self._params.items()}
 
     def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        self.config.check_batch(tokens, targets)
         return self.trainer.step(tokens, targets)
 
     def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
-        self.config.check_tokens(prompt)
+        self.config.check_generate(prompt, n_new)
         B, T0 = prompt.shape
         L = self.config.block_size
-        if n_new < 0 or T0 + n_new > L:
-            raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {L}")
         with torch.no_grad():
             if use_cache:
                 return self._generate_cached(prompt, n_new)
