@@ -71,6 +71,7 @@ class Options:
     repeat: int | None = None      # this process's index among its framework's processes
     repeats: int | None = None     # processes per framework in the run
     case_order_seed: int | None = None   # shuffle the cases with this seed (None: collection order)
+    variants: str = "all"          # "default": only each case's default strategy
 
     def __post_init__(self) -> None:
         if not self.presets:

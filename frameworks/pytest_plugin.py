@@ -16,6 +16,8 @@ Options (all optional):
     --min-rounds N            fewest timed rounds when sized by the budget (default 7)
     --warmup-rounds N         untimed rounds before the timed ones (default 2)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
+    --variants all|default    every case variant (strategy) the workloads declare (default),
+                              or only each case's default (`fwbench run --quick` does)
     --case-order-seed S       run the benchmark cases in a random order drawn with seed S
                               (default: collection order); `fwbench run` sets it per process
     --repeat I, --repeats N, --run-id ID
@@ -55,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--min-rounds", type=int, default=7, help="fewest timed rounds per case (default 7)")
     g.addoption("--warmup-rounds", type=int, default=2, help="untimed rounds before timing (default 2)")
     g.addoption("--bare-loop", action="store_true", help="also time a bare loop (overhead check)")
+    g.addoption("--variants", default="all", help="all (default): every strategy a workload declares; "
+                "default: only each case's default strategy")
     g.addoption("--case-order-seed", type=int, default=None, help="shuffle the benchmark cases with this seed")
     g.addoption("--repeat", type=int, default=None, help="process index within a run (set by fwbench run)")
     g.addoption("--repeats", type=int, default=None, help="processes per framework in the run (set by fwbench run)")
@@ -88,6 +92,7 @@ def _options(config: pytest.Config) -> bench.Options:
     preset = config.getoption("preset")
     choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
     choose("matmul precision", config.getoption("matmul_precision"), ("highest", "tf32"))
+    choose("--variants value", config.getoption("variants"), ("all", "default"))
     return bench.Options(
         frameworks=split_names(config.getoption("framework"), "framework", frameworks.names()),
         workloads=wl, preset=preset, device=config.getoption("device"),
@@ -95,7 +100,8 @@ def _options(config: pytest.Config) -> bench.Options:
         budget_s=config.getoption("budget_s"), rounds=config.getoption("rounds"),
         min_rounds=config.getoption("min_rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         bare_loop=config.getoption("bare_loop"), case_order_seed=config.getoption("case_order_seed"),
-        repeat=config.getoption("repeat"), repeats=config.getoption("repeats"), run_id=config.getoption("run_id"))
+        repeat=config.getoption("repeat"), repeats=config.getoption("repeats"), run_id=config.getoption("run_id"),
+        variants=config.getoption("variants"))
 
 
 def _timing(config: pytest.Config) -> bool:
@@ -135,6 +141,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if workload in opts.workloads:
         W = workloads.get(workload)
         variants = getattr(W, "strategies", lambda f, m, t: (None,))
+        if opts.variants == "default":
+            variants = lambda f, m, t: (None,)   # noqa: E731
         cases = [(f, m, t, s) for f in opts.frameworks for m in MODES for t in W.TASKS for s in variants(f, m, t)]
     metafunc.parametrize("framework,mode,task,strategy", cases,
                          ids=["-".join(x for x in c if x is not None) for c in cases])

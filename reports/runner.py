@@ -103,6 +103,7 @@ class RunOptions:
     run_id: str | None = None      # set by run(): names the run's cache folder, in every JSON
     cache_dir: Path | None = None  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
     keep_cache: bool = False       # leave the run's cache folder in place afterwards
+    variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
 
 
 def schedule(frameworks: tuple[str, ...], repeats: int, seed: int) -> list[tuple[str, int]]:
@@ -206,6 +207,8 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
                 "--case-order-seed", str(case_order_seed(opts.seed, fw, repeat))]
     if opts.run_id:
         cmd += ["--run-id", opts.run_id]
+    if opts.variants:
+        cmd += ["--variants", opts.variants]
     cmd += opts.extra
     env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1")
     if opts.cache_dir is not None:   # the run's caches, not a location inherited from the caller
