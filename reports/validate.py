@@ -50,7 +50,12 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "allocator": (str,), "cpu": (str,), "accelerator": (str,), "fwbench_commit": (str,), "date": (str,),
     "preset": (str,), "device": (str,), "matmul_precision": (str,), "frameworks": (dict,), "missing": (dict,),
     "note": (str,), "ended_by": (str,),
+    # the run keys (workloads.record.RUN_INFO)
+    "run_id": (str,), "repeat": (int,), "repeats": (int,), "case_order": (str,), "compile_cache": (str,),
+    "gc": (str,), "compile_cache_dirs": (dict,), "gemm_rates": (dict,), "settings": (dict,),
 }
+# Mapping fields of machine_info.fwbench: what each value must be.
+_MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings"}
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 
 
@@ -140,10 +145,24 @@ def machine(info: Any) -> tuple[dict[str, Any], list[str]]:
         if p is None and k == "frameworks":
             p = next((f"field 'frameworks' has {_short(n)}: {_short(w)}, not name: object" for n, w in v.items()
                       if not isinstance(w, dict)), None)
+        if p is None and k in _MAPPED:
+            p = next((f"field {k!r} has {_short(n)}: {_short(w)}" for n, w in v.items()
+                      if not _mapped_ok(_MAPPED[k], n, w)), None)
         if p:
             out[k] = None
             probs.append(p + "; ignored")
     return out, probs
+
+
+def _mapped_ok(kind: str, name: Any, value: Any) -> bool:
+    """A mapping field's entry: a short text key, and a value of the field's kind."""
+    if not isinstance(name, str) or len(name) > MAX_TEXT:
+        return False
+    if kind == "text":
+        return value is None or (isinstance(value, str) and len(value) <= MAX_TEXT)
+    if kind == "rate":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return isinstance(value, dict) and all(_mapped_ok("text", k, w) for k, w in value.items())
 
 
 def name_problem(key: Any) -> str | None:

@@ -178,6 +178,13 @@ BAD_FILES = {
     "zero_gemm": (_set("machine_info.fwbench.gemm_flops", 0), "gemm_flops"),
     "unknown_mode": (_set("benchmarks.0.extra_info.mode", "turbo"), "mode"),
     "nan_first_call": (_set("benchmarks.0.extra_info.first_call_s", float("nan")), "first_call_s"),
+    # the run keys of machine_info.fwbench (workloads.record.RUN_INFO)
+    "settings_string": (_set("machine_info.fwbench.settings", "fast"), "settings"),
+    "settings_nested": (_set("machine_info.fwbench.settings", {"torch": {"x": {"y": 1}}}), "settings"),
+    "gemm_rates_text": (_set("machine_info.fwbench.gemm_rates", {"numpy": "fast"}), "gemm_rates"),
+    "gemm_rates_zero": (_set("machine_info.fwbench.gemm_rates", {"numpy": 0}), "gemm_rates"),
+    "cache_dirs_list": (_set("machine_info.fwbench.compile_cache_dirs", ["a"]), "compile_cache_dirs"),
+    "repeats_text": (_set("machine_info.fwbench.repeats", "3"), "repeats"),
 }
 
 # strings that would be markup, commands or formulas if a renderer passed them through
