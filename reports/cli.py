@@ -116,8 +116,9 @@ def make_parser() -> Parser:
     c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
     c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
     c.add_argument("--min-effect", type=_positive(float, zero=True), default=None,
-                   help="smallest relative change called faster/slower (default 0.10 = 10%%, raised to the spread "
-                        "observed between processes of one case where that is larger)")
+                   help="smallest relative change called faster/slower (default 0.15 = 15%%, the spread measured "
+                        "between processes on the development machine; raised to the spread observed between "
+                        "processes of one case where that is larger)")
     c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
     c.add_argument("--fail-on-slower", action="store_true",
                    help=f"exit {EXIT_SLOWER} when any case got slower (a CI gate)")

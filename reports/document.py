@@ -204,6 +204,11 @@ def stability_lines(d: pd.DataFrame) -> list[str]:
                   "No case has two processes, so the spread between processes is not observed in these data. ")
                  + f"Minimum effect in force: {100 * me:.0f}% (the larger of the documented {100 * stats.MIN_EFFECT:.0f}% "
                  "and the observed spread).")
+    cold = d.attrs.get("cold_over_warm", math.nan)
+    if finite(cold):
+        lines.append(f"Steady-state step of the cold-cache process over the warm ones' (median over cases): {cold:.3f}x. "
+                     "The cold process of each framework runs in the run's first round, so this mixes the cache "
+                     "state with the machine's drift over time; either way it is inside every interval.")
     ac = t["lag1_autocorr"].dropna()
     unstable = t[t["unstable"] == True]   # noqa: E712 (a column of bools and None)
     lines.append(f"{len(unstable)} of {len(t)} timed cases are unstable (trend or step change in a process's rounds, "

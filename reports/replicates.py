@@ -197,7 +197,20 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     out.attrs["observed_spread"] = float(multi.median()) if len(multi) else math.nan
     out.attrs["min_effect"] = stats.effective_min_effect(out.attrs["observed_spread"])
     out.attrs["max_processes"] = int(out["n_processes"].max()) if not out.empty else 0
+    out.attrs["cold_over_warm"] = cold_over_warm(kept)
     return _break_even(out)
+
+
+def cold_over_warm(df: pd.DataFrame) -> float:
+    """Median over cases of (the cold process's median step / the median of the warm
+    processes' median steps), over timed cases measured cold and warm (nan without them):
+    whether the cold-cache processes (the first of each framework, which also ran first)
+    were systematically slower or faster in their steady state than the warm ones."""
+    t = df[df["status"].isin(("ok", "fallback")) & df["median_s"].notna()]
+    cold = t[t["compile_cache"] == "cold"].groupby("case")["median_s"].median()
+    warm = t[t["compile_cache"] == "warm"].groupby("case")["median_s"].median()
+    ratio = (cold / warm).dropna()
+    return float(ratio.median()) if len(ratio) else math.nan
 
 
 def _speedups(out: pd.DataFrame) -> pd.DataFrame:
