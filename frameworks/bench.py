@@ -157,7 +157,8 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     if opts.device == "cpu" and not session.gemm_samples:
         session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
     record.update(framework_version=adapter.version(), threads=cfg["threads"],
-                  matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter)
+                  matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
+                  compile_cache=adapter.compile_cache())     # in every record, cases not run too
 
     def not_run(status: str, e: BaseException) -> dict[str, Any]:
         record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else _first_line(e))
@@ -183,8 +184,7 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         adapter.reset_peak_memory(device)
         c0, h0 = adapter.compilations(), adapter.cache_hits()
         f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
-        record.update(compile_cache=adapter.compile_cache(), compile_cache_dir=adapter.cache_dir_in_use(),
-                      compile_s_source=adapter.compile_timer)
+        record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
         s0 = adapter.compile_seconds()
         t0 = time.perf_counter()
         call(*pool[0])

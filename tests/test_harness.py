@@ -100,6 +100,7 @@ def test_unsupported_mode_is_recorded_and_skipped(benchmark, monkeypatch):
         bench.run_case(benchmark, s, "torch", "gpt", "forward", "graph")
     (rec,) = s.records
     assert rec["status"] == "unsupported" and rec["mode"] == "graph" and record_mod.problems(rec) == []
+    assert rec["compile_cache"] in ("cold", "warm", "off") and rec["repeat"] is None
 
 
 def test_unsupported_raised_by_framework(benchmark, monkeypatch):
