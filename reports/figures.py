@@ -400,11 +400,21 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
 
     def label(r: pd.Series) -> str:
         return f"{_mode_label(r)}\n{r['cache']} cache"
+
+    def one_line(r: pd.Series) -> str:
+        return " ".join(_mode_label(r).split()) + f", {r['cache']}"
     with _style():
         fig, panels = _each_panel(long, "task")
         for ax, wl, task, sub in panels:
-            xs = sorted({label(r) for _, r in sub.iterrows()})
-            _log_if_wide(ax, _bars(ax, sub, label, xs, fws, "first", "nan", "nan", col))
+            many = len({label(r) for _, r in sub.iterrows()}) > 4   # variants: torch's train-step recipes
+            lab = one_line if many else label
+            xs = sorted({lab(r) for _, r in sub.iterrows()})
+            _log_if_wide(ax, _bars(ax, sub, lab, xs, fws, "first", "nan", "nan", col))
+            if many:                 # one slanted line per bar group
+                for tick in ax.get_xticklabels():
+                    tick.set_rotation(35)
+                    tick.set_horizontalalignment("right")
+                    tick.set_fontsize("small")
             ax.set_title(f"{wl}: {task}")
             ax.set_ylabel("first call (s)")
         _framework_legend(fig, fws, col, _fallback_note(long))

@@ -183,3 +183,19 @@ def test_the_40_percent_claim_counts_torch_compiled_only(tmp_path):
     claim = [ln for ln in lines if "40%" in ln and "claim" in ln]
     assert len(claim) == 1 and "0 of 1 torch compiled" in claim[0]
     assert not any("jax" in ln for ln in claim)
+
+
+def test_a_variant_eager_mode_lacks_is_compared_with_the_default_eager(tmp_path):
+    """torch's train-step recipes exist only in compiled mode: their speedup is over the
+    eager case of the default strategy; a strategy eager mode has is compared with its own."""
+    timed = [(record("torch", "train_step", "eager"), times(0.010, seed=1)),
+             (record("torch", "train_step", "compiled"), times(0.008, seed=2)),
+             (record("torch", "train_step", "compiled", strategy="compiled-adamw"), times(0.005, seed=3)),
+             (record("torch", "train_step", "eager", strategy="bucketed"), times(0.020, seed=4)),
+             (record("torch", "train_step", "compiled", strategy="bucketed"), times(0.010, seed=5))]
+    c = replicates.cases(reports.load(write(tmp_path / "r.json", result_json(timed))))
+    speed = {(m, s if isinstance(s, str) else None): v
+             for m, s, v in zip(c["mode"], c["strategy"], c["speedup_vs_eager"])}
+    assert speed[("compiled", "compiled-adamw")] == pytest.approx(2.0, rel=0.05)
+    assert speed[("compiled", None)] == pytest.approx(1.25, rel=0.05)
+    assert speed[("compiled", "bucketed")] == pytest.approx(2.0, rel=0.05)
