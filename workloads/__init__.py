@@ -13,7 +13,7 @@ from types import ModuleType
 
 from workloads.base import FwbenchError, choose
 
-WORKLOADS = ("gpt", "diffusion")
+WORKLOADS = ("gpt", "diffusion", "interop")
 
 
 def get(name: str) -> ModuleType:
