@@ -183,9 +183,9 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         record.update(compile_cache=adapter.compile_cache(), compile_cache_dir=adapter.cache_dir_in_use(),
                       compile_s_source=adapter.compile_timer)
         if spec.stream is None:
-            c1 = time_steady(benchmark, pool, call, adapter, record, opts)
+            c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts)
         else:                                 # every request timed in arrival order, cold then warm
-            c1 = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
+            c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
@@ -206,17 +206,17 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     own = adapter.model_fallbacks()[m0:]
     if own:      # the model's own forward/backward did not compile as one graph
         record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
-    if opts.bare_loop:
+    if opts.bare_loop and spec.stream is None:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
     benchmark.extra_info.update(record)
     return record
 
 
 def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[..., Any], adapter: frameworks.Adapter,
-                record: dict[str, Any], opts: Options) -> int:
+                record: dict[str, Any], opts: Options) -> tuple[int, int]:
     """Steady state, for fixed shapes: the first call (first_call_s, compile_s), a sizing
     call, warm-up rounds, then timed rounds rotating the inputs. Returns the compilation
-    counter after the warm-up."""
+    counter after the warm-up, and the round count."""
     s0 = adapter.compile_seconds()
     t0 = time.perf_counter()
     call(*pool[0])
@@ -235,7 +235,7 @@ def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[...,
         call(*setup()[0])
     c1 = adapter.compilations()
     timed_rounds(benchmark, call, rounds, setup)
-    return c1
+    return c1, rounds
 
 
 def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> None:
@@ -249,7 +249,7 @@ def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any
 
 
 def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], call: Callable[..., Any],
-                adapter: frameworks.Adapter, record: dict[str, Any], opts: Options) -> int:
+                adapter: frameworks.Adapter, record: dict[str, Any], opts: Options) -> tuple[int, int]:
     """A stream of requests whose shapes vary (workloads.base.Stream), on a fresh model:
 
       cold pass    every request once, in arrival order, each timed alone, the compilation
@@ -261,7 +261,7 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
                    recorded failed, and no warm pass is timed)
       warm passes  one untimed pass (every shape now seen; it sizes the round count), then
                    timed rounds of one whole pass each: stream_warm_s is their median
-    Returns the compilation counter after the untimed warm pass."""
+    Returns the compilation counter after the untimed warm pass, and the round count."""
     keys = stream.keys
     assert len(keys) == len(pool), "a stream names the shape of every request"
     s0, c0, l0 = adapter.compile_seconds(), adapter.compilations(), adapter.recompile_limit_hits()
@@ -301,7 +301,7 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     record["stream_warm_s"] = float(stats.median) if stats is not None else None
     l1 = adapter.recompile_limit_hits()
     record["recompile_limit_hit"] = None if l0 is None or l1 is None else l1 > l0
-    return c1
+    return c1, rounds
 
 
 def bare_loop(call: Callable[..., Any], pool: list[tuple[Any, ...]], rounds: int) -> float:

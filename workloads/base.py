@@ -52,7 +52,8 @@ def error_line(e: BaseException) -> str:
     <message>": the last line is the message there."""
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
     line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
-    return f"{type(e).__name__}: {line}"[:500]
+    kind = type(e).__name__
+    return (line if line.startswith(kind + ":") else f"{kind}: {line}")[:500]   # TF's last line names it
 
 
 def check_positive(obj: Any, *names: str) -> None:
