@@ -229,6 +229,12 @@ class Adapter:
         `fallback`): cumulative; [] where the compiler refuses instead of falling back."""
         return []
 
+    def recompile_limit_hits(self) -> int | None:
+        """Cumulative times the compiler hit its recompile limit and ran a function eagerly
+        from then on (torch.compile); 0 where a framework has no such limit (it compiles every
+        new shape), None where it is not observable."""
+        return 0
+
     def reset_peak_memory(self, device: str) -> None:
         pass
 

@@ -24,7 +24,7 @@ import workloads
 from frameworks.base import (FrameworkUnavailable, Unsupported, available_cpus, configure_allocator,
                              default_cache_dir)
 from workloads import record as rec_mod
-from workloads.base import FwbenchError, choose
+from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, rel_err
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
@@ -104,14 +104,6 @@ def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
     raise Unsupported(f"{adapter.name} has no device {device!r} (devices: {', '.join(devs)})")
 
 
-def _first_line(e: BaseException) -> str:
-    """The framework's own message in one line. TensorFlow wraps errors raised while
-    tracing as "in user code: <frames> ... <Error>: <message>": take the last line there."""
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
-    return f"{type(e).__name__}: {line}"[:500]
-
-
 def choose_rounds(step_s: float, opts: Options) -> int:
     if opts.rounds:
         return opts.rounds
@@ -134,7 +126,10 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
       timed rounds      benchmark.pedantic with Python's GC off; a counter that grew during
                         them is recorded (compilations_timed, recompiled_during_timing)
     Every call waits for its result and, for a call that updates the model, for the
-    model's state() too (TaskSpec.mutates).
+    model's state() too (TaskSpec.mutates). A stream case (TaskSpec.stream) is timed
+    request by request instead (time_stream). A timed callable, or the exception that
+    stops a case, may carry `record_extra`: keys added to the record. WrongResult (ran, but
+    not as eager) is recorded failed, never timed, and the pytest case xfails.
     """
     import pytest
 
@@ -161,7 +156,8 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
                   compile_cache=adapter.compile_cache())     # in every record, cases not run too
 
     def not_run(status: str, e: BaseException) -> dict[str, Any]:
-        record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else _first_line(e))
+        record.update(getattr(e, "record_extra", None) or {})
+        record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else error_line(e))
         session.records.append(record)
         return record
 
@@ -174,6 +170,7 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
         pool = [tuple(adapter.asarray(a, device) for a in inp) for inp in spec.inputs]
         fn = getattr(model, spec.method)
+        record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
         kwargs = dict(spec.kwargs)
         state = getattr(model, "state", None) if spec.mutates else None
 
@@ -185,32 +182,16 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         c0, h0 = adapter.compilations(), adapter.cache_hits()
         f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
-        s0 = adapter.compile_seconds()
-        t0 = time.perf_counter()
-        call(*pool[0])
-        record["first_call_s"] = time.perf_counter() - t0
-        s1 = adapter.compile_seconds()
-        record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
-        t0 = time.perf_counter()
-        call(*pool[1 % len(pool)])       # second call: a warm-up that also sizes the rounds
-        rounds = choose_rounds(time.perf_counter() - t0, opts)
-        turn = iter(range(1, 1 << 62))
-
-        def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-            return pool[next(turn) % len(pool)], {}
-
-        for _ in range(opts.warmup_rounds):   # warm-up here, so the counter can be read after it
-            call(*setup()[0])
-        c1 = adapter.compilations()
-        gc.collect()
-        gc.disable()                          # no collection pause lands in a timed round
-        try:
-            benchmark.pedantic(call, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
-        finally:
-            gc.enable()
+        if spec.stream is None:
+            c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts)
+        else:                                 # every request timed in arrival order, cold then warm
+            c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
+    except WrongResult as e:   # ran, but not as eager does: recorded failed, never timed
+        not_run("failed", e)
+        pytest.xfail(record["reason"])
     except Exception as e:
         not_run("failed", e)
         raise
@@ -225,10 +206,102 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     own = adapter.model_fallbacks()[m0:]
     if own:      # the model's own forward/backward did not compile as one graph
         record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
-    if opts.bare_loop:
+    if opts.bare_loop and spec.stream is None:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
     benchmark.extra_info.update(record)
     return record
+
+
+def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[..., Any], adapter: frameworks.Adapter,
+                record: dict[str, Any], opts: Options) -> tuple[int, int]:
+    """Steady state, for fixed shapes: the first call (first_call_s, compile_s), a sizing
+    call, warm-up rounds, then timed rounds rotating the inputs. Returns the compilation
+    counter after the warm-up, and the round count."""
+    s0 = adapter.compile_seconds()
+    t0 = time.perf_counter()
+    call(*pool[0])
+    record["first_call_s"] = time.perf_counter() - t0
+    s1 = adapter.compile_seconds()
+    record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
+    t0 = time.perf_counter()
+    call(*pool[1 % len(pool)])       # second call: a warm-up that also sizes the rounds
+    rounds = choose_rounds(time.perf_counter() - t0, opts)
+    turn = iter(range(1, 1 << 62))
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return pool[next(turn) % len(pool)], {}
+
+    for _ in range(opts.warmup_rounds):   # warm-up here, so the counter can be read after it
+        call(*setup()[0])
+    c1 = adapter.compilations()
+    timed_rounds(benchmark, call, rounds, setup)
+    return c1, rounds
+
+
+def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> None:
+    """benchmark.pedantic over `rounds` rounds of one call each, Python's GC off during them."""
+    gc.collect()
+    gc.disable()                          # no collection pause lands in a timed round
+    try:
+        benchmark.pedantic(fn, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
+    finally:
+        gc.enable()
+
+
+def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], call: Callable[..., Any],
+                adapter: frameworks.Adapter, record: dict[str, Any], opts: Options) -> tuple[int, int]:
+    """A stream of requests whose shapes vary (workloads.base.Stream), on a fresh model:
+
+      cold pass    every request once, in arrival order, each timed alone, the compilation
+                   counter read after each: stream_cold_s (sum), first_call_s (request 0),
+                   compile_s (the framework's timer over the pass), new_shape_latency_s and
+                   seen_shape_latency_s (median of requests whose shape is new / was seen
+                   before), per-request times and cumulative compilations as text
+      check        every cold output against stream.expected (WrongResult if one differs:
+                   recorded failed, and no warm pass is timed)
+      warm passes  one untimed pass (every shape now seen; it sizes the round count), then
+                   timed rounds of one whole pass each: stream_warm_s is their median
+    Returns the compilation counter after the untimed warm pass, and the round count."""
+    keys = stream.keys
+    assert len(keys) == len(pool), "a stream names the shape of every request"
+    s0, c0, l0 = adapter.compile_seconds(), adapter.compilations(), adapter.recompile_limit_hits()
+    times, counts, outs = [], [], []
+    for args in pool:
+        t0 = time.perf_counter()
+        outs.append(call(*args))
+        times.append(time.perf_counter() - t0)
+        counts.append(adapter.compilations() - c0)
+    s1 = adapter.compile_seconds()
+    if stream.expected is not None:
+        for i, out in enumerate(outs):
+            err = rel_err(adapter.to_numpy(out), stream.expected(i))
+            if not err <= stream.tolerance:
+                raise WrongResult(f"request {i} ({keys[i]}): output differs from the unpadded eager reference "
+                                  f"(relative error {err:.2g} > {stream.tolerance:g})")
+    del outs
+    first = [keys.index(k) == i for i, k in enumerate(keys)]
+    new = [t for t, f in zip(times, first) if f]
+    seen = [t for t, f in zip(times, first) if not f]
+    record.update(first_call_s=times[0], compile_s=None if s0 is None or s1 is None else s1 - s0,
+                  stream_cold_s=float(sum(times)), distinct_shapes=len(set(keys)), compilations_cold=counts[-1],
+                  new_shape_latency_s=float(np.median(new)), seen_shape_latency_s=float(np.median(seen)) if seen else None,
+                  stream_cold_request_s=",".join(f"{t:.4g}" for t in times),
+                  stream_cold_compilations=",".join(map(str, counts)), **stream.record)
+
+    def one_pass() -> None:
+        for args in pool:
+            call(*args)
+
+    t0 = time.perf_counter()
+    one_pass()                            # warm-up: every shape has been seen
+    rounds = choose_rounds(time.perf_counter() - t0, opts)
+    c1 = adapter.compilations()
+    timed_rounds(benchmark, one_pass, rounds)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    record["stream_warm_s"] = float(stats.median) if stats is not None else None
+    l1 = adapter.recompile_limit_hits()
+    record["recompile_limit_hit"] = None if l0 is None or l1 is None else l1 > l0
+    return c1, rounds
 
 
 def bare_loop(call: Callable[..., Any], pool: list[tuple[Any, ...]], rounds: int) -> float:

@@ -1,6 +1,7 @@
 """Framework-free workload definitions: what is computed, never how.
 
-Each workload module (workloads.gpt, workloads.diffusion) provides:
+Each workload module (workloads.gpt, workloads.diffusion, workloads.interop, workloads.dynamic)
+provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
     task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
     strategies(framework, mode, task) -> the case variants (None = default),
@@ -13,7 +14,7 @@ from types import ModuleType
 
 from workloads.base import FwbenchError, choose
 
-WORKLOADS = ("gpt", "diffusion")
+WORKLOADS = ("gpt", "diffusion", "interop", "dynamic")
 
 
 def get(name: str) -> ModuleType:

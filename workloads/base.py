@@ -17,6 +17,14 @@ class FwbenchError(ValueError):
     and what is valid. Command-line entry points print it without a traceback."""
 
 
+class WrongResult(FwbenchError):
+    """A case ran but its result differs from the eager reference (a side effect that ran only
+    while tracing, a branch frozen at trace time, a wrong padded result). The harness records
+    it `failed` with this message and times nothing: a wrong answer is never timed as a
+    success; the pytest case xfails (the record is the finding, e.g. workloads.interop's
+    "side effect at trace time only"). May carry `record_extra`, keys for the record."""
+
+
 def choose(kind: str, name: str, valid: Iterable[str]) -> str:
     """Return `name` if it is one of `valid`, else raise a one-line FwbenchError."""
     valid = tuple(valid)
@@ -36,6 +44,16 @@ def split_names(text: str | Iterable[str] | None, kind: str, valid: Iterable[str
     if not items or items == ["all"]:
         return valid
     return tuple(choose(kind, i, valid) for i in items)
+
+
+def error_line(e: BaseException) -> str:
+    """An exception as one line, in the framework's own words: "<Type>: <first line>".
+    TensorFlow wraps errors raised while tracing as "in user code: <frames> ... <Error>:
+    <message>": the last line is the message there."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
+    kind = type(e).__name__
+    return (line if line.startswith(kind + ":") else f"{kind}: {line}")[:500]   # TF's last line names it
 
 
 def check_positive(obj: Any, *names: str) -> None:
@@ -96,6 +114,19 @@ class Preset:
 
 
 @dataclass(frozen=True)
+class Stream:
+    """A stream of requests whose shapes vary (workloads/dynamic.py): a TaskSpec's `inputs`
+    are the requests in arrival order. The harness times each request of a first pass on a
+    fresh model (cold: new shapes pay their compilation here), checks every output against
+    `expected`, then times whole passes (warm: every shape seen before); see
+    frameworks/bench.py: time_stream."""
+    keys: tuple[str, ...]                  # each request's shape, e.g. "T=37": new or seen
+    expected: Any = None                   # i -> request i's output, numpy float64 (or None)
+    tolerance: float = 0.0                 # rel_err allowed against expected
+    record: Mapping[str, Any] = field(default_factory=dict)   # scalar record keys, e.g. padding_waste
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What the benchmark harness needs to time one task, framework-free.
 
@@ -115,6 +146,8 @@ class TaskSpec:
     # True when the call updates the model (a train step): the harness then also waits for
     # the model's state() (parameters, optimizer state), not only for the returned value.
     mutates: bool = False
+    # A stream case (timed request by request, cold then warm) instead of steady rounds.
+    stream: Stream | None = None
 
 
 # How torch's compiled train step is put together (frameworks/torch: TRAIN_RECIPES has what

@@ -16,12 +16,31 @@ from workloads.base import TORCH_DEFAULT_RECIPE, TORCH_TRAIN_RECIPES
 # once per process, normally much earlier, from set_threads).
 base.configure_caches()
 
+import logging  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch._dynamo.utils  # noqa: E402  (Dynamo's counters: compilations and graph breaks)
 import torch._inductor.config  # noqa: E402
+
+
+class _LimitHits(logging.Handler):
+    """Counts Dynamo's warning "torch._dynamo hit config.recompile_limit (N)": the only sign
+    that a function reached its recompile limit and runs eagerly from then on (a warning, no
+    counter; torch._dynamo/convert_frame.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("torch._dynamo hit config."):
+            self.count += 1
+
+
+_LIMIT_HITS = _LimitHits()
+logging.getLogger("torch._dynamo.convert_frame").addHandler(_LIMIT_HITS)
 
 
 class Adapter(base.Adapter):
@@ -104,6 +123,9 @@ class Adapter(base.Adapter):
 
     def model_fallbacks(self) -> list[str]:
         return list(_MODEL_BREAKS)
+
+    def recompile_limit_hits(self) -> int | None:
+        return _LIMIT_HITS.count
 
     compile_timer = ("torch._dynamo.utils.compilation_time_metrics: '_compile.compile_inner' (Dynamo "
                      "tracing + AOTAutograd + Inductor for each graph) plus the lazily compiled backward "

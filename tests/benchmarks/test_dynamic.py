@@ -1,0 +1,12 @@
+"""Dynamic shapes: framework x mode x stream task x strategy (workloads.dynamic), one record
+each, timed as a cold stream (every request in arrival order on a fresh model) then warm passes.
+
+    pytest --benchmark-only tests/benchmarks/test_dynamic.py --preset tiny --framework jax
+"""
+from frameworks.bench import run_case
+
+WORKLOAD = "dynamic"
+
+
+def test_dynamic(benchmark, fwbench_session, framework, mode, task, strategy):
+    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode, strategy)

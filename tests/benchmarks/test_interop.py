@@ -1,0 +1,12 @@
+"""What could not be compiled: framework x mode x program (workloads.interop), one record
+each; a refused program is recorded unsupported, a wrong one failed (xfail), neither timed.
+
+    pytest --benchmark-only tests/benchmarks/test_interop.py --preset tiny
+"""
+from frameworks.bench import run_case
+
+WORKLOAD = "interop"
+
+
+def test_interop(benchmark, fwbench_session, framework, mode, task, strategy):
+    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode, strategy)

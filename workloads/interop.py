@@ -1,0 +1,323 @@
+"""What could not be compiled: small programs that mix framework code with ordinary Python,
+framework-free. Each program is described here with its numpy float64 reference (what eager
+execution must give, outputs and side effects); frameworks/<fw>/interop.py writes it
+idiomatically in each framework. Running it under each mode classifies the mode:
+
+    eager         the mode runs Python as it is (the reference behaviour)
+    compiled      compiled as it is, every output and side effect as in eager
+    graph_breaks  compiled in pieces, Python between them (torch.compile: Dynamo's own
+                  count of graphs and breaks and its reasons, from torch._dynamo.explain)
+    wrong         runs, but differs from eager: a side effect that happened only while
+                  tracing, or a branch / Python value frozen at trace time (found by comparing
+                  every call with the reference, on inputs that take both branches)
+    refused       raises: the framework's own error, one line (e.g. JAX's
+                  TracerBoolConversionError, TensorFlow's symbolic-tensor errors)
+
+and records it (docs/ARCHITECTURE.md, "What could not be compiled"): eager and compiled are
+`ok`, graph_breaks `fallback` with Dynamo's reasons, refused `unsupported` with the error,
+wrong `failed` with what differed and never timed. Tasks are the programs, so the capability
+matrix in the report comes from these records.
+
+Protocol of one call (the same for the reference and every framework, probe and timed
+calls): Python's `random` is seeded with SEED + k before call k; the program's printed
+lines are captured; LOG (the list programs append to) is emptied before the call and read
+after it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from workloads.base import Preset, TaskSpec, WrongResult, check_positive, choose, error_line, rel_err
+
+NAME = "interop"
+SEED = 1234          # call k seeds Python's random with SEED + k
+LOG: list[Any] = []  # the Python list the list_append program appends to
+POOL = 4             # inputs: both signs of the sum, four norms (so branches and loop counts differ)
+PROBE_PASSES = 2     # the probe runs every input this many times (8 calls)
+TOL = 1e-5           # float32 against the float64 reference, relative (workloads.base.rel_err)
+OUTCOMES = ("eager", "compiled", "graph_breaks", "wrong", "refused")
+STATUS_OF = {"eager": "ok", "compiled": "ok", "graph_breaks": "fallback", "wrong": "failed",
+             "refused": "unsupported"}
+
+
+@dataclass(frozen=True)
+class InteropConfig:
+    n: int = 1024    # elements of the input vector
+
+    def __post_init__(self) -> None:
+        check_positive(self, "n")
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset("tiny", InteropConfig(n=16), batch=1, note="for tests"),
+    "small": Preset("small", InteropConfig(n=1024), batch=1, note="CPU benchmark default"),
+}
+
+
+def preset(name: str) -> Preset:
+    return PRESETS[choose("interop preset", name, PRESETS)]
+
+
+def init_params(config: InteropConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    return {}   # the programs have no parameters
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _halve_until_unit(x: np.ndarray) -> np.ndarray:
+    while np.linalg.norm(x) > 1:
+        x = x / 2
+    return x
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    feature: str                                       # the Python feature, in words
+    reference: Callable[[np.ndarray, int], np.ndarray]  # (x float64, call index k) -> output
+    printed: int = 0                                   # lines printed per call, eagerly
+    appended: int = 0                                  # values appended to LOG per call, eagerly
+
+
+PROGRAMS: dict[str, Program] = {p.name: p for p in (
+    Program("print", "Python's print between two tensor operations", lambda x, k: 2 * x + 1, printed=1),
+    Program("value_branch", "a Python `if` on a tensor's value (its sum > 0)",
+            lambda x, k: 2 * x if x.sum() > 0 else x - 1),
+    Program("item_branch", "`.item()` (a Python float), then a branch on it and arithmetic with it",
+            lambda x, k: x / x.sum() if x.sum() > 0 else x - x.sum()),
+    Program("numpy_call", "a numpy function in the middle (np.tanh on the host array)",
+            lambda x, k: np.tanh(2 * x) + 1),
+    Program("scipy_call", "a scipy function in the middle (scipy.special.expit)", lambda x, k: x * _expit(x)),
+    Program("list_append", "appending the tensor's sum to a Python list", lambda x, k: 3 * x, appended=1),
+    Program("while_loop", "a data-dependent Python `while` (halve until the norm is at most 1)",
+            lambda x, k: _halve_until_unit(x)),
+    Program("python_random", "Python's `random.random()` (seeded before each call)",
+            lambda x, k: x * random.Random(SEED + k).random()),
+)}
+TASKS = tuple(PROGRAMS)
+
+
+# The programs as a user writes them where tensors have NumPy-style methods (`.sum()`,
+# `.item()`) and operators: the same text in PyTorch and JAX (print_ and python_random use
+# operators only, so TensorFlow too). frameworks/<fw>/interop.py take these as they are and
+# write the others in their own API. They only call methods of the array they are given.
+def print_(x):
+    y = x * 2
+    print("interop: doubled")
+    return y + 1
+
+
+def value_branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def item_branch(x):
+    s = x.sum().item()
+    if s > 0:
+        return x / s
+    return x - s
+
+
+def list_append(x):
+    LOG.append(x.sum())
+    return x * 3
+
+
+def python_random(x):
+    return x * random.random()
+
+
+ARRAY_METHOD_PROGRAMS = {"print": print_, "value_branch": value_branch, "item_branch": item_branch,
+                         "list_append": list_append, "python_random": python_random}
+
+
+def make_inputs(config: InteropConfig, seed: int = 0) -> list[np.ndarray]:
+    """POOL float32 vectors: sums alternately positive and negative (both branches), norms
+    from below 1 to about 20 sqrt(n) (while-loop counts from 0 up)."""
+    z = np.random.default_rng(seed).standard_normal((POOL, config.n))
+    out = []
+    for i, (scale, sign) in enumerate(zip((0.02, 3.0, 10.0, 40.0), (1, -1, 1, -1))):
+        v = z[i] - z[i].mean() + sign * 0.5
+        out.append((scale * v / max(1.0, np.linalg.norm(v)) if scale < 1 else scale * v).astype(np.float32))
+    return out
+
+
+def strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
+    return (None,)
+
+
+def task_spec(config: InteropConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
+    """One call of a program on one input vector (inputs rotate over both branches)."""
+    choose("interop program", task, TASKS)
+    return TaskSpec(task, task, tuple((x,) for x in make_inputs(config, seed)), 1, "calls", 0.0,
+                    f"n={config.n}", note=PROGRAMS[task].feature)
+
+
+# ----------------------------------------------------------------------------- one call
+
+class Call:
+    """A program under a mode, called by the protocol of this module (seeded random,
+    captured print, LOG emptied): what the probe and the timed rounds both call."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn, self.k = fn, 0
+        self.printed, self.appended = 0, []   # of the last call
+
+    def __call__(self, x: Any) -> Any:
+        random.seed(SEED + self.k)
+        self.k += 1
+        LOG.clear()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            y = self.fn(x)
+        self.printed = out.getvalue().count("\n")
+        self.appended = list(LOG)
+        LOG.clear()
+        return y
+
+
+@dataclass
+class Verdict:
+    """What running a program under a mode showed (OUTCOMES); `reason` in the framework's
+    words (refused, graph_breaks) or what differed (wrong)."""
+    outcome: str
+    reason: str | None
+    calls: int
+    calls_matching: int
+    effects_expected: int
+    effects_seen: int
+    graphs: int | None = None
+    graph_breaks: int | None = None
+
+    @property
+    def status(self) -> str:
+        return STATUS_OF[self.outcome]
+
+    def record(self) -> dict[str, Any]:
+        """The record keys of this verdict (reports turn them into columns)."""
+        return {"interop_outcome": self.outcome, "interop_calls": self.calls,
+                "interop_calls_matching": self.calls_matching, "side_effects_expected": self.effects_expected,
+                "side_effects_seen": self.effects_seen, "dynamo_graphs": self.graphs,
+                "dynamo_graph_breaks": self.graph_breaks}
+
+
+def probe(program: Program, fn: Callable[[Any], Any], inputs: list[Any], to_numpy: Callable[[Any], Any],
+          eager: bool, breaks: Callable[[Any], tuple[int, int, list[str]]] | None = None) -> Verdict:
+    """Run `fn` (the program under a mode, freshly made) on every input PROBE_PASSES times,
+    in order, comparing each call's output and side effects with the reference; classify.
+
+    breaks(x), where the mode compiles in pieces (torch.compile), gives (graphs, graph
+    breaks, reasons) for one input (torch._dynamo.explain); the record keeps the most graphs
+    and breaks of one call over the inputs, and every reason."""
+    call, host = Call(fn), [np.asarray(to_numpy(x), np.float64) for x in inputs]
+    n = PROBE_PASSES * len(inputs)
+    expected = n * (program.printed + program.appended)
+    seen = matching = 0
+    worst = 0.0
+    for k in range(n):
+        x = host[k % len(inputs)]
+        try:
+            y = call(inputs[k % len(inputs)])
+            got = np.asarray(to_numpy(y), np.float64)
+        except Exception as e:  # noqa: BLE001  the framework's refusal, in its own words
+            return Verdict("refused", error_line(e), k, matching, expected, seen)
+        seen += call.printed + len(call.appended)
+        err = rel_err(got, program.reference(x, k)) if got.shape == x.shape else math.inf
+        ok = err <= TOL and call.printed == program.printed and len(call.appended) == program.appended
+        if ok and program.appended:
+            ok = all(_close(v, x.sum(), to_numpy) for v in call.appended)
+        worst = max(worst, err)
+        matching += ok
+    if matching < n:
+        what = []
+        if seen != expected:
+            what.append(f"side effects ran {seen} times in {n} calls, eagerly {expected}"
+                        + (" (at trace time only)" if seen < expected else ""))
+        if worst > TOL:
+            what.append(f"output differs from eager in {n - matching} of {n} calls "
+                        f"(largest relative error {worst:.2g}): a branch or Python value frozen at trace time")
+        return Verdict("wrong", "; ".join(what) or f"{n - matching} of {n} calls differ from eager",
+                       n, matching, expected, seen)
+    graphs = n_breaks = None
+    reasons: list[str] = []
+    if breaks is not None:   # every input: a break may lie on one branch only
+        counts = [breaks(x) for x in inputs]
+        graphs, n_breaks = max(c[0] for c in counts), max(c[1] for c in counts)
+        reasons = [r for c in counts for r in c[2]]
+    if eager:
+        outcome = "eager"
+    else:
+        outcome = "graph_breaks" if n_breaks else "compiled"
+    reason = "; ".join(dict.fromkeys(reasons))[:1000] if n_breaks else None
+    return Verdict(outcome, reason, n, matching, expected, seen, graphs, n_breaks)
+
+
+def _close(value: Any, want: float, to_numpy: Callable[[Any], Any]) -> bool:
+    """Is a value a program appended to LOG the number eager appends? A placeholder left by
+    tracing (a JAX tracer, a symbolic TF tensor) is not."""
+    try:
+        v = float(np.asarray(to_numpy(value)))
+    except Exception:  # noqa: BLE001
+        return False
+    return abs(v - want) <= TOL * max(1.0, abs(want))
+
+
+class Programs:
+    """The model object a framework's `build` returns: `getattr(model, program)` probes that
+    program under the mode (a fresh function from `make`), then returns the timed callable
+    (another fresh function from `make`, so its first call compiles) with the verdict's record
+    keys in `record_extra`. A refused program raises `refused(reason)` (the harness records
+    it unsupported), a wrong one WrongResult (recorded failed, never timed).
+
+    make(fn) -> the program under the mode; breaks as for `probe`."""
+
+    def __init__(self, programs: dict[str, Callable[[Any], Any]], make: Callable[[Callable], Callable],
+                 to_numpy: Callable[[Any], Any], asarray: Callable[[np.ndarray], Any], config: InteropConfig,
+                 mode: str, refused: Callable[[str], Exception],
+                 breaks: Callable[[Callable], Callable[[Any], tuple[int, int, list[str]]]] | None = None) -> None:
+        assert set(programs) == set(PROGRAMS), "a framework implements every program"
+        self._programs, self._make, self._to_numpy, self._breaks = programs, make, to_numpy, breaks
+        self._refused, self.mode, self.config = refused, mode, config
+        self._inputs = [asarray(x) for x in make_inputs(config)]
+        self.verdicts: dict[str, Verdict] = {}
+
+    def verdict(self, name: str) -> Verdict:
+        if name not in self.verdicts:
+            fn = self._programs[name]
+            breaks = None if self._breaks is None else self._breaks(fn)
+            self.verdicts[name] = probe(PROGRAMS[name], self._make(fn), self._inputs, self._to_numpy,
+                                        self.mode == "eager", breaks)
+        return self.verdicts[name]
+
+    def timed(self, name: str) -> Call:
+        """The program's timed callable, after its verdict (which raises if it is not timed)."""
+        v = self.verdict(name)
+        extra = {**v.record(), "status": v.status, "reason": v.reason}
+        if v.outcome == "refused":
+            raise _with(self._refused(v.reason or "refused"), extra)
+        if v.outcome == "wrong":
+            raise _with(WrongResult(v.reason or "wrong result"), extra)
+        call = Call(self._make(self._programs[name]))
+        call.record_extra = extra
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in PROGRAMS:
+            raise AttributeError(name)
+        return self.timed(name)
+
+
+def _with(e: Exception, extra: dict[str, Any]) -> Exception:
+    e.record_extra = extra
+    return e
