@@ -24,7 +24,7 @@ import workloads
 from frameworks.base import (FrameworkUnavailable, Unsupported, available_cpus, configure_allocator,
                              default_cache_dir)
 from workloads import record as rec_mod
-from workloads.base import FwbenchError, choose
+from workloads.base import FwbenchError, WrongResult, choose
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
@@ -128,7 +128,8 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
 
     The order of events, and what each measures:
       first call        on a fresh model: trace + compile + run (first_call_s; compile_s from
-                        the framework's own timers over the same call)
+                        the framework's own timers over the same call); its output must pass
+                        the task's check (TaskSpec.check), else the case is `failed`, untimed
       sizing call       one more call, which sizes the round count to the time budget
       warm-up rounds    untimed; the compilation counter is read after them
       timed rounds      benchmark.pedantic with Python's GC off; a counter that grew during
@@ -148,6 +149,10 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
                            device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1
+    clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
+    if clash:
+        raise FwbenchError(f"{workload} task {task}: size keys {clash} are record fields; rename them")
+    record.update(spec.sizes)
     try:
         adapter = frameworks.load(framework)
     except FrameworkUnavailable as e:
@@ -187,8 +192,12 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
                       compile_s_source=adapter.compile_timer)
         s0 = adapter.compile_seconds()
         t0 = time.perf_counter()
-        call(*pool[0])
+        first = call(*pool[0])
         record["first_call_s"] = time.perf_counter() - t0
+        out = first if state is None else first[0]
+        differs = spec.check(adapter.to_numpy(out)) if spec.check is not None else None
+        if differs:   # a wrong result is a failure, never a timing
+            raise WrongResult(differs)
         s1 = adapter.compile_seconds()
         record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
         t0 = time.perf_counter()

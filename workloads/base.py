@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -15,6 +15,11 @@ import numpy as np
 class FwbenchError(ValueError):
     """An error meant for the user: its message is one line saying what was wrong
     and what is valid. Command-line entry points print it without a traceback."""
+
+
+class WrongResult(FwbenchError):
+    """A result that differs from the workload's reference (TaskSpec.check): the harness
+    records the case `failed` with what differed and does not time it."""
 
 
 def choose(kind: str, name: str, valid: Iterable[str]) -> str:
@@ -115,6 +120,12 @@ class TaskSpec:
     # True when the call updates the model (a train step): the harness then also waits for
     # the model's state() (parameters, optimizer state), not only for the returned value.
     mutates: bool = False
+    # The problem's size as extra record keys (e.g. params, batch, n, m): report columns.
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    # Correctness before timing: check(first call's output, as numpy) returns None when it
+    # matches the workload's reference, else what differed; the harness then records the
+    # case `failed` with that message and does not time it.
+    check: Callable[[Any], str | None] | None = None
 
 
 # How torch's compiled train step is put together (frameworks/torch: TRAIN_RECIPES has what
