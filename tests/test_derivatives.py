@@ -172,3 +172,21 @@ def test_benchmark_cases_are_the_presets_tasks_times_the_strategies(variants, ex
         assert f"test_derivatives[{case}]" in out.stdout, case
     for case in absent:
         assert f"test_derivatives[{case}]" not in out.stdout, case
+
+
+def test_pfor_fallbacks_to_a_while_loop_are_recorded_during_the_block_only():
+    """pfor says only in a DEBUG log line that it ran an op in a while loop: pfor_fallbacks()
+    keeps those lines (the TF model watches each function's first call, which traces it)."""
+    pytest.importorskip("tensorflow")
+    frameworks.load("tensorflow")
+    import tensorflow as tf
+    from frameworks import tensorflow as tf_adapter
+    logger, n0 = tf.get_logger(), len(tf_adapter.PFOR_FALLBACKS)
+    level = logger.level
+    with tf_adapter.pfor_fallbacks():
+        logger.debug("Using a while_loop for converting Foo cause there is no registered converter for this op.")
+        logger.debug("an unrelated debug line")
+    logger.warning("Using a while_loop for converting Bar cause outside the block")
+    assert tf_adapter.PFOR_FALLBACKS[n0:] == [
+        "Using a while_loop for converting Foo cause there is no registered converter for this op."]
+    assert logger.level == level and frameworks.load("tensorflow").model_fallbacks()[n0:] == tf_adapter.PFOR_FALLBACKS[n0:]

@@ -90,4 +90,12 @@ def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
           device: str, strategy: str | None = None) -> TorchDerivatives:
+    if mode == "compiled":
+        # Every model composes its transforms from the same code (frameworks/transforms.py,
+        # torch.func's wrappers), new closures each time: Dynamo keeps one cache entry per
+        # code object and closure, and after config.recompile_limit (8) entries it refuses to
+        # compile ("FailOnRecompileLimitHit", measured on the 9th case of a process). A case
+        # starts from Dynamo's fresh-process state instead (its counters, which the harness
+        # reads, and the on-disk caches are kept).
+        torch._dynamo.reset()
     return TorchDerivatives(mode, device, strategy, compiled if mode == "compiled" else (lambda f: f))
