@@ -120,7 +120,8 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
 
     The order of events, and what each measures:
       first call        on a fresh model: trace + compile + run (first_call_s; compile_s from
-                        the framework's own timers over the same call)
+                        the framework's own timers over the same call); its output must pass
+                        the task's check (TaskSpec.check), else the case is `failed`, untimed
       sizing call       one more call, which sizes the round count to the time budget
       warm-up rounds    untimed; the compilation counter is read after them
       timed rounds      benchmark.pedantic with Python's GC off; a counter that grew during
@@ -143,6 +144,10 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
                            device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1
+    clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
+    if clash:
+        raise FwbenchError(f"{workload} task {task}: size keys {clash} are record fields; rename them")
+    record.update(spec.sizes)
     try:
         adapter = frameworks.load(framework)
     except FrameworkUnavailable as e:
@@ -182,8 +187,15 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         c0, h0 = adapter.compilations(), adapter.cache_hits()
         f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
+
+        def check_first(first: Any) -> str | None:
+            """What differs between the first call's output and the workload's reference."""
+            if spec.check is None:
+                return None
+            return spec.check(adapter.to_numpy(first if state is None else first[0]))
+
         if spec.stream is None:
-            c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts)
+            c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts, check_first)
         else:                                 # every request timed in arrival order, cold then warm
             c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
     except Unsupported as e:
@@ -213,14 +225,19 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
 
 
 def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[..., Any], adapter: frameworks.Adapter,
-                record: dict[str, Any], opts: Options) -> tuple[int, int]:
-    """Steady state, for fixed shapes: the first call (first_call_s, compile_s), a sizing
-    call, warm-up rounds, then timed rounds rotating the inputs. Returns the compilation
-    counter after the warm-up, and the round count."""
+                record: dict[str, Any], opts: Options,
+                check: Callable[[Any], str | None] | None = None) -> tuple[int, int]:
+    """Steady state, for fixed shapes: the first call (first_call_s, compile_s), checked
+    against the workload's reference (`check` returns what differs: WrongResult, never
+    timed), a sizing call, warm-up rounds, then timed rounds rotating the inputs. Returns
+    the compilation counter after the warm-up, and the round count."""
     s0 = adapter.compile_seconds()
     t0 = time.perf_counter()
-    call(*pool[0])
+    first = call(*pool[0])
     record["first_call_s"] = time.perf_counter() - t0
+    differs = check(first) if check is not None else None
+    if differs:   # a wrong result is a failure, never a timing
+        raise WrongResult(differs)
     s1 = adapter.compile_seconds()
     record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
     t0 = time.perf_counter()

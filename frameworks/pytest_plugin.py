@@ -17,7 +17,8 @@ Options (all optional):
     --warmup-rounds N         untimed rounds before the timed ones (default 2)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
     --variants all|default    every case variant (strategy) the workloads declare (default),
-                              or only each case's default (`fwbench run --quick` does)
+                              or only each case's default, the first strategy declared
+                              (`fwbench run --quick` does)
     --case-order-seed S       run the benchmark cases in a random order drawn with seed S
                               (default: collection order); `fwbench run` sets it per process
     --repeat I, --repeats N, --run-id ID
@@ -140,10 +141,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cases = []
     if workload in opts.workloads:
         W = workloads.get(workload)
-        variants = getattr(W, "strategies", lambda f, m, t: (None,))
-        if opts.variants == "default":
-            variants = lambda f, m, t: (None,)   # noqa: E731
-        cases = [(f, m, t, s) for f in opts.frameworks for m in MODES for t in W.TASKS for s in variants(f, m, t)]
+        declared = getattr(W, "strategies", lambda f, m, t: (None,))
+        # the first strategy a workload declares is the default (None where it has variants of
+        # a default, as gpt's train step; a transform's name where every case is a variant)
+        variants = (lambda f, m, t: declared(f, m, t)[:1]) if opts.variants == "default" else declared
+        # a workload whose task list depends on its preset (sizes in the names) says so in tasks()
+        tasks = W.tasks(W.preset(opts.presets[workload]).config) if hasattr(W, "tasks") else W.TASKS
+        cases = [(f, m, t, s) for f in opts.frameworks for m in MODES for t in tasks for s in variants(f, m, t)]
     metafunc.parametrize("framework,mode,task,strategy", cases,
                          ids=["-".join(x for x in c if x is not None) for c in cases])
 

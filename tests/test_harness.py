@@ -226,3 +226,34 @@ def test_jax_train_step_state_is_ready_when_the_timed_call_returns():
     adapter.sync((model.train_step(*inputs), model.state()))
     leaves = jax.tree_util.tree_leaves(model.state())
     assert len(leaves) > 2 * len(W.param_shapes(p.config)) and all(x.is_ready() for x in leaves)
+
+
+@pytest.mark.parametrize("differs", ["forward: relative error 0.1 exceeds the tolerance 1e-05", None],
+                         ids=["wrong", "right"])
+def test_a_result_that_fails_its_check_is_failed_and_not_timed(benchmark, monkeypatch, differs):
+    """TaskSpec.check sees the first call's output as numpy; a difference fails the case with
+    the check's message, before any timing; a match times it as usual."""
+    import dataclasses
+    from workloads import gpt
+    from workloads.base import WrongResult
+    fake = FakeAdapter()
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    seen = []
+
+    def check(out):
+        seen.append(out)
+        return differs
+    spec = gpt.task_spec
+    monkeypatch.setattr(gpt, "task_spec", lambda *a, **k: dataclasses.replace(spec(*a, **k), check=check,
+                                                                              sizes={"batch": 2}))
+    s = session()
+    if differs:
+        with pytest.raises(WrongResult, match="relative error 0.1"):
+            bench.run_case(benchmark, s, "torch", "gpt", "forward", "compiled")
+        (rec,) = s.records
+        assert rec["status"] == "failed" and rec["reason"] == differs and rec["batch"] == 2
+        assert fake.model.calls == 1 and benchmark.stats is None          # the first call only
+    else:
+        rec = bench.run_case(benchmark, s, "torch", "gpt", "forward", "compiled")
+        assert rec["status"] == "ok" and rec["batch"] == 2 and benchmark.extra_info["batch"] == 2
+    assert len(seen) == 1 and isinstance(seen[0], np.ndarray)

@@ -4,7 +4,8 @@ Each workload module (workloads.gpt, workloads.diffusion, workloads.interop, wor
 provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
     task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
-    strategies(framework, mode, task) -> the case variants (None = default),
+    strategies(framework, mode, task) -> the case variants (the first is the default),
+    optionally tasks(config) -> the task names of a preset (when names carry sizes),
     and a Protocol for its model (docs/ARCHITECTURE.md: "Adding a workload or a framework").
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from types import ModuleType
 
 from workloads.base import FwbenchError, choose
 
-WORKLOADS = ("gpt", "diffusion", "interop", "dynamic")
+WORKLOADS = ("gpt", "diffusion", "interop", "dynamic", "derivatives")
 
 
 def get(name: str) -> ModuleType:

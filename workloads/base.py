@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -18,9 +18,10 @@ class FwbenchError(ValueError):
 
 
 class WrongResult(FwbenchError):
-    """A case ran but its result differs from the eager reference (a side effect that ran only
-    while tracing, a branch frozen at trace time, a wrong padded result). The harness records
-    it `failed` with this message and times nothing: a wrong answer is never timed as a
+    """A case ran but its result differs from the reference (a side effect that ran only
+    while tracing, a branch frozen at trace time, a wrong padded result, a derivative that
+    differs from the workload's float64 reference: TaskSpec.check). The harness records it
+    `failed` with this message and times nothing: a wrong answer is never timed as a
     success; the pytest case xfails (the record is the finding, e.g. workloads.interop's
     "side effect at trace time only"). May carry `record_extra`, keys for the record."""
 
@@ -148,6 +149,12 @@ class TaskSpec:
     mutates: bool = False
     # A stream case (timed request by request, cold then warm) instead of steady rounds.
     stream: Stream | None = None
+    # The problem's size as extra record keys (e.g. params, batch, n, m): report columns.
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    # Correctness before timing: check(first call's output, as numpy) returns None when it
+    # matches the workload's reference, else what differed; the harness then records the
+    # case `failed` with that message and does not time it.
+    check: Callable[[Any], str | None] | None = None
 
 
 # How torch's compiled train step is put together (frameworks/torch: TRAIN_RECIPES has what

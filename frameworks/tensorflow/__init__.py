@@ -53,6 +53,8 @@ def _xla_cache_dir() -> str | None:
 
 _XLA_CACHE = _xla_cache_dir()
 
+import contextlib  # noqa: E402
+import logging  # noqa: E402
 import weakref  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
@@ -62,6 +64,39 @@ import tensorflow as tf  # noqa: E402
 from workloads.base import FwbenchError  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")  # tf.function retracing warnings and the like
+
+# pfor (tf.vectorized_map, GradientTape.jacobian) converts each op of the loop body to a
+# vectorised one; an op it cannot convert runs in a tf.while_loop instead, said only in a log
+# line ("Using a while_loop for converting <op> cause <why>", at DEBUG level, or WARNING for
+# vectorized_map's own warning). The messages of such fallbacks, one per op converted so.
+PFOR_FALLBACKS: list[str] = []
+_PFOR_PREFIX = "Using a while_loop for converting"
+
+
+class _PforFallbacks(logging.Filter):
+    """Keeps pfor's fallback messages and lets through only what the logger's usual level
+    (ERROR) would, while `pfor_fallbacks()` lowers the level to see them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith(_PFOR_PREFIX):
+            PFOR_FALLBACKS.append(" ".join(msg.split())[:300])
+        return record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def pfor_fallbacks() -> Any:
+    """Record pfor's while-loop fallbacks into PFOR_FALLBACKS while the block runs (the
+    vectorisation happens when a function is traced, i.e. on its first call)."""
+    logger, keep = tf.get_logger(), _PforFallbacks()
+    level = logger.level
+    logger.addFilter(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        logger.removeFilter(keep)
 
 # TensorFlow's own timer of tf.function tracing (microseconds, cumulative). Internal, so read
 # defensively: an install without it reports no compile time rather than failing.
@@ -182,6 +217,14 @@ class Adapter(frameworks.base.Adapter):
             if f is not None:
                 entry[1] = f.experimental_get_tracing_count()
         return sum(count for _, count in self._functions)
+
+    def fallbacks(self) -> list[str]:
+        return list(PFOR_FALLBACKS)
+
+    def model_fallbacks(self) -> list[str]:
+        # a vectorised transform that runs (part of) its body as a while loop: the case is
+        # `fallback`, with pfor's reason
+        return list(PFOR_FALLBACKS)
 
     def cache_dir_in_use(self) -> str | None:
         return _XLA_CACHE

@@ -203,11 +203,13 @@ assert set(TRAIN_RECIPES) == set(TORCH_TRAIN_RECIPES), "workloads.base names the
 _MODEL_BREAKS: list[str] = []
 
 
-def compile_model(fn: Any) -> Any:
+def compile_model(fn: Any, dynamic: bool | None = None) -> Any:
     """torch.compile(fn, fullgraph=True): the model's forward/loss must be one graph. If
     Dynamo cannot make it one, the break is recorded (Adapter.model_fallbacks) and fn is
-    compiled again without fullgraph, as torch.compile's default would have done silently."""
-    full = torch.compile(fn, fullgraph=True)
+    compiled again without fullgraph, as torch.compile's default would have done silently.
+    `dynamic` is torch.compile's (None: specialise, then recompile with dynamic shapes when a
+    second shape arrives; False: a graph per shape)."""
+    full = torch.compile(fn, fullgraph=True, dynamic=dynamic)
     state: dict[str, Any] = {"fn": full}
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -216,7 +218,7 @@ def compile_model(fn: Any) -> Any:
                 return full(*args, **kwargs)
             except torch._dynamo.exc.Unsupported as e:
                 _MODEL_BREAKS.append(" ".join(str(e).split())[:300])
-                state["fn"] = torch.compile(fn)
+                state["fn"] = torch.compile(fn, dynamic=dynamic)
         return state["fn"](*args, **kwargs)
     return call
 

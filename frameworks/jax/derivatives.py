@@ -1,0 +1,74 @@
+"""Higher-order derivatives and vmap in JAX (workloads/derivatives.py): pure functions of
+the parameter dict (a pytree) and JAX's own transforms, composed in frameworks/transforms.py
+(shared with torch.func, whose transforms have the same signatures):
+
+    per-sample gradients   vmap: jax.vmap(jax.grad(one-example loss)); loop: jax.grad per
+                           example in a Python loop, stacked
+    HVP                    fwd_rev: jax.jvp of jax.grad; rev_rev: jax.grad of <grad, v>
+    Hessian                jax.jacfwd(jax.jacrev), jax.jacrev(jax.jacrev), jax.hessian
+    Jacobian               jax.jacrev / jax.jacfwd
+    n-th derivative        grad: k nested jax.grad of the sum over points; vmap: jax.vmap of
+                           k nested jax.grad of the scalar function; jet: Taylor mode
+                           (jax.experimental.jet), all k coefficients in one pass
+
+Modes: "eager" calls the transformed functions as they are (JAX dispatches op by op);
+"compiled" wraps each in jax.jit (the loop baseline: the one-example gradient).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from frameworks import transforms as T
+from workloads import derivatives as D
+
+Params = dict[str, jax.Array]
+
+
+def logits(p: Params, x: jax.Array) -> jax.Array:
+    return jnp.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def mean_loss(p: Params, x: jax.Array, y: jax.Array) -> jax.Array:
+    return optax.softmax_cross_entropy_with_integer_labels(logits(p, x), y).mean()
+
+
+def example_loss(p: Params, x: jax.Array, y: jax.Array) -> jax.Array:
+    """The loss of one example (x (d_in,), y ())."""
+    return mean_loss(p, x[None], y[None])
+
+
+def g(x: jax.Array) -> jax.Array:
+    """sin(x) exp(x/2), the n-th derivative problem's function."""
+    return jnp.sin(x) * jnp.exp(x / 2)
+
+
+FUNC = T.Func(grad=jax.grad, vmap=lambda f, in_dims: jax.vmap(f, in_axes=in_dims), jvp=jax.jvp,
+              jacfwd=jax.jacfwd, jacrev=jax.jacrev, hessian=jax.hessian, stack=jnp.stack, reshape=jnp.reshape, tanh=jnp.tanh,
+              mean_loss=mean_loss, example_loss=example_loss, g=g)
+
+
+class JaxDerivatives(T.FuncModel):
+    func = FUNC
+    framework = "jax"
+
+    def make_nth_derivative(self, strategy: str, order: int) -> Callable[[jax.Array], jax.Array]:
+        if strategy != "jet":
+            return super().make_nth_derivative(strategy, order)
+        from jax.experimental.jet import jet
+
+        def taylor(x: jax.Array) -> jax.Array:
+            # x(t) = x + t: first series term 1, the others 0; jet's k-th output term is
+            # d^k/dt^k g(x(t)) at t = 0, i.e. g^(k)(x)
+            series = [jnp.ones_like(x)] + [jnp.zeros_like(x)] * (order - 1)
+            return jet(g, (x,), (series,))[1][order - 1]
+        return self.jit(taylor)
+
+
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
+          device: str, strategy: str | None = None) -> JaxDerivatives:
+    return JaxDerivatives(mode, device, strategy, jax.jit if mode == "compiled" else (lambda f: f))

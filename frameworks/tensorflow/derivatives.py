@@ -1,0 +1,200 @@
+"""Higher-order derivatives and vectorisation in TensorFlow (workloads/derivatives.py), with
+GradientTape, ForwardAccumulator and pfor (tf.vectorized_map, tape.jacobian):
+
+    per-sample gradients   vectorized_map: tf.vectorized_map over a one-example tape;
+                           jacobian: tape.jacobian of the per-example losses (pfor);
+                           loop: a one-example tape per example in a Python loop, stacked
+    HVP                    fwd_rev: a ForwardAccumulator over a tape (TF's documented
+                           forward-over-backward HVP); rev_rev: nested tapes, the outer
+                           one differentiating <grad, v>
+    Hessian                tape.jacobian of the gradient, pfor on (pfor) or off (while:
+                           a tf.while_loop over the rows)
+    Jacobian               jacrev: tape.jacobian (pfor); jacrev_while: without pfor;
+                           jacfwd: tf.vectorized_map of a ForwardAccumulator over the
+                           unit tangents (TF has no jacfwd of its own)
+    n-th derivative        tapes: k nested GradientTapes
+
+Modes: "eager" runs the tapes op by op (pfor itself traces a tf.function inside); "graph"
+is tf.function (Grappler, no XLA) and "compiled" tf.function(jit_compile=True) around the
+whole transformed function, made through the adapter so traces are counted (the loop
+baseline: around the one-example gradient).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+from frameworks.tensorflow import pfor_fallbacks
+from frameworks.transforms import TransformModel
+from workloads import derivatives as D
+
+
+def logits(p: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
+    w1, b1, w2, b2 = p
+    return tf.tanh(x @ w1 + b1) @ w2 + b2
+
+
+def losses(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """Per-example cross-entropy (N,)."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits(p, x))
+
+
+def mean_loss(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_mean(losses(p, x, y))
+
+
+def gradient(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    """The gradient of the mean loss."""
+    with tf.GradientTape() as tape:
+        tape.watch(p)
+        loss = mean_loss(p, x, y)
+    return tape.gradient(loss, p)
+
+
+def example_grad(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    """The gradient of one example's loss (x (d_in,), y ())."""
+    return gradient(p, x[None], y[None])
+
+
+def g(x: tf.Tensor) -> tf.Tensor:
+    """sin(x) exp(x/2), the n-th derivative problem's function."""
+    return tf.sin(x) * tf.exp(x / 2)
+
+
+def f_jac(a: tf.Tensor, b: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    return tf.linalg.matvec(b, tf.tanh(tf.linalg.matvec(a, x)))
+
+
+# ----------------------------------------------------------------------------- transforms
+
+def make_per_sample_grad(strategy: str, jit: Callable) -> Callable[..., list[tf.Tensor]]:
+    if strategy == "vectorized_map":
+        return jit(lambda p, x, y: tf.vectorized_map(lambda xy: example_grad(p, *xy), (x, y)))
+    if strategy == "jacobian":
+        def jacobian(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+            with tf.GradientTape() as tape:
+                tape.watch(p)
+                per_example = losses(p, x, y)
+            return tape.jacobian(per_example, p)
+        return jit(jacobian)
+    one = jit(example_grad)
+
+    def loop(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        grads = [one(p, x[i], y[i]) for i in range(x.shape[0])]
+        return [tf.stack(gs) for gs in zip(*grads)]
+    return loop
+
+
+def make_hvp(strategy: str, jit: Callable) -> Callable[..., list[tf.Tensor]]:
+    def fwd_rev(p: list[tf.Tensor], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        with tf.autodiff.ForwardAccumulator(p, v) as acc:
+            grads = gradient(p, x, y)
+        return acc.jvp(grads)
+
+    def rev_rev(p: list[tf.Tensor], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        with tf.GradientTape() as outer:
+            outer.watch(p)
+            gv = tf.add_n([tf.reduce_sum(gi * vi) for gi, vi in zip(gradient(p, x, y), v)])
+        return outer.gradient(gv, p)
+    return jit(fwd_rev if strategy == "fwd_rev" else rev_rev)
+
+
+def make_hessian(strategy: str, jit: Callable, mlp: D.MLP) -> Callable[..., tf.Tensor]:
+    pfor = strategy == "pfor"
+
+    def hessian(theta: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        # without pfor, eager TF replays the tape once per row: it must be persistent
+        with tf.GradientTape(persistent=not pfor) as outer:
+            outer.watch(theta)
+            with tf.GradientTape() as inner:
+                inner.watch(theta)
+                p = D.unflatten(theta, mlp, tf.reshape)
+                loss = mean_loss([p[k] for k in D.MLP_KEYS], x, y)
+            grad = inner.gradient(loss, theta)
+        return outer.jacobian(grad, theta, experimental_use_pfor=pfor)
+    return jit(hessian)
+
+
+def make_jacobian(strategy: str, jit: Callable) -> Callable[..., tf.Tensor]:
+    pfor = strategy == "jacrev"
+
+    def jacrev(a: tf.Tensor, b: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape(persistent=not pfor) as tape:   # see make_hessian
+            tape.watch(x)
+            f = f_jac(a, b, x)
+        return tape.jacobian(f, x, experimental_use_pfor=pfor)
+
+    def jacfwd(a: tf.Tensor, b: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        def column(tangent: tf.Tensor) -> tf.Tensor:
+            with tf.autodiff.ForwardAccumulator(x, tangent) as acc:
+                f = f_jac(a, b, x)
+            return acc.jvp(f)
+        return tf.transpose(tf.vectorized_map(column, tf.eye(tf.shape(x)[0], dtype=x.dtype)))
+    return jit(jacfwd if strategy == "jacfwd" else jacrev)
+
+
+def make_nth_derivative(strategy: str, jit: Callable, order: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    def nested(x: tf.Tensor, k: int) -> tf.Tensor:
+        """The k-th derivative: the gradient of the (k-1)-th, recorded on a tape of its own
+        (each point's derivative depends on its own x only, so the gradient of the sum is
+        elementwise)."""
+        if k == 0:
+            return g(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            d = nested(x, k - 1)
+        return tape.gradient(d, x)
+    return jit(lambda x: nested(x, order))
+
+
+def first_call_watched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, its first call (where pfor vectorises, as the function is traced) run under
+    pfor_fallbacks(), so a fallback to a while loop is recorded (the case is `fallback`)."""
+    state = {"first": True}
+
+    def call(*args: Any) -> Any:
+        if state["first"]:
+            state["first"] = False
+            with pfor_fallbacks():
+                return fn(*args)
+        return fn(*args)
+    return call
+
+
+class TFDerivatives(TransformModel):
+    framework = "tensorflow"
+
+    def __init__(self, adapter: Any, mode: str, device: str, strategy: str | None) -> None:
+        super().__init__(mode, device, strategy)
+        self.jit = (lambda f: f) if mode == "eager" else (
+            lambda f: adapter.function(f, jit_compile=mode == "compiled", reduce_retracing=True))
+
+    def fn(self, problem: str, make: Callable[..., Callable[..., Any]], *static: Any) -> Callable[..., Any]:
+        return super().fn(problem, lambda strategy, *s: first_call_watched(make(strategy, *s)), *static)
+
+    def per_sample_grad(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor,
+                        x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
+        grads = self.fn("per_sample_grad", make_per_sample_grad, self.jit)([w1, b1, w2, b2], x, y)
+        return dict(zip(D.MLP_KEYS, grads))
+
+    def hvp(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor, v1: tf.Tensor,
+            vb1: tf.Tensor, v2: tf.Tensor, vb2: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
+        hv = self.fn("hvp", make_hvp, self.jit)([w1, b1, w2, b2], [v1, vb1, v2, vb2], x, y)
+        return dict(zip(D.MLP_KEYS, hv))
+
+    def hessian(self, theta: tf.Tensor, x: tf.Tensor, y: tf.Tensor, hidden: int, classes: int) -> tf.Tensor:
+        fn = self.fn("hessian", make_hessian, self.jit, D.MLP(int(x.shape[1]), hidden, classes))
+        return fn(theta, x, y)
+
+    def jacobian(self, a: tf.Tensor, b: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+        return self.fn("jacobian", make_jacobian, self.jit)(a, b, x)
+
+    def nth_derivative(self, x: tf.Tensor, order: int) -> tf.Tensor:
+        return self.fn("nth_derivative", make_nth_derivative, self.jit, order)(x)
+
+
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
+          device: str, strategy: str | None = None) -> TFDerivatives:
+    return TFDerivatives(adapter, mode, device, strategy)

@@ -1,0 +1,101 @@
+"""Higher-order derivatives and vmap in PyTorch (workloads/derivatives.py): torch.func's
+function transforms over plain functions of a parameter dict (the MLP needs no module; the
+GPT problems will go through torch.func.functional_call), composed in
+frameworks/transforms.py (shared with JAX, whose transforms have the same signatures):
+
+    per-sample gradients   vmap: torch.func.vmap(torch.func.grad(one-example loss));
+                           loop: torch.func.grad per example in a Python loop, stacked
+    HVP                    fwd_rev: torch.func.jvp of torch.func.grad; rev_rev:
+                           torch.func.grad of <grad, v>
+    Hessian                torch.func.jacfwd(jacrev), jacrev(jacrev), torch.func.hessian
+    Jacobian               torch.func.jacrev / torch.func.jacfwd
+    n-th derivative        grad: k nested torch.func.grad of the sum over points; vmap:
+                           torch.func.vmap of k nested grads of the scalar function;
+                           autograd: torch.autograd.grad(create_graph=True), k times
+
+Modes: "eager" runs the transforms as they are; "compiled" is torch.compile over the
+transformed function (frameworks.torch.compile_model: fullgraph first; a graph break is
+recorded and makes the case a `fallback`; a graph per shape, see `compiled`), for the
+loop baseline over the one-example gradient. torch.compile refuses the autograd strategy
+from the second order on ("torch.compile with aot_autograd does not currently support
+double backward"): those cases are `failed` with that message.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import func
+
+from frameworks import transforms as T
+from frameworks.torch import compile_model
+from workloads import derivatives as D
+
+Params = dict[str, torch.Tensor]
+
+
+def logits(p: Params, x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def mean_loss(p: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits(p, x), y.long())
+
+
+def example_loss(p: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The loss of one example (x (d_in,), y ())."""
+    return mean_loss(p, x.unsqueeze(0), y.unsqueeze(0))
+
+
+def g(x: torch.Tensor) -> torch.Tensor:
+    """sin(x) exp(x/2), the n-th derivative problem's function."""
+    return torch.sin(x) * torch.exp(x / 2)
+
+
+FUNC = T.Func(grad=func.grad, vmap=lambda f, in_dims: func.vmap(f, in_dims=in_dims), jvp=func.jvp,
+              jacfwd=func.jacfwd, jacrev=func.jacrev, hessian=func.hessian, stack=torch.stack, reshape=torch.reshape, tanh=torch.tanh,
+              mean_loss=mean_loss, example_loss=example_loss, g=g)
+
+
+def autograd_nth(x: torch.Tensor, order: int) -> torch.Tensor:
+    """k nested torch.autograd.grad calls (create_graph keeps each derivative differentiable)."""
+    x = x.detach().requires_grad_(True)
+    d = g(x)
+    for _ in range(order):
+        (d,) = torch.autograd.grad(d.sum(), x, create_graph=True)
+    return d.detach()
+
+
+class TorchDerivatives(T.FuncModel):
+    func = FUNC
+    framework = "torch"
+
+    def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        if strategy == "autograd":
+            return self.jit(lambda x: autograd_nth(x, order))
+        return super().make_nth_derivative(strategy, order)
+
+
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compile with a graph per shape (dynamic=False), as jax.jit and XLA specialise:
+    every task is one fixed shape, and a process times several sizes of one transform, which
+    would otherwise recompile the second size with dynamic shapes, so that a case's graph
+    depended on which cases ran before it. (Measured: jacfwd then failed to compile with
+    dynamic shapes, "failed while attempting to run meta for
+    aten._new_zeros_with_same_feature_meta".)"""
+    return compile_model(fn, dynamic=False)
+
+
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
+          device: str, strategy: str | None = None) -> TorchDerivatives:
+    if mode == "compiled":
+        # Every model composes its transforms from the same code (frameworks/transforms.py,
+        # torch.func's wrappers), new closures each time: Dynamo keeps one cache entry per
+        # code object and closure, and after config.recompile_limit (8) entries it refuses to
+        # compile ("FailOnRecompileLimitHit", measured on the 9th case of a process). A case
+        # starts from Dynamo's fresh-process state instead (its counters, which the harness
+        # reads, and the on-disk caches are kept).
+        torch._dynamo.reset()
+    return TorchDerivatives(mode, device, strategy, compiled if mode == "compiled" else (lambda f: f))

@@ -1,0 +1,139 @@
+"""What the three derivatives models (frameworks/<fw>/derivatives.py) share, framework-free:
+choosing each problem's strategy and building its transformed function once per static size.
+
+A model is built for one strategy (the case's). Each method names its problem; the
+strategy must be one the workload declares for that problem and framework
+(workloads.derivatives.STRATEGIES), else the call raises Unsupported. The function for a
+problem and its static sizes (hidden width, derivative order) is made on first use by the
+framework's `make(strategy, *static)`, which applies the mode's compiler where it belongs
+(usually to the whole transformed function; the `loop` baselines compile the one-example
+gradient and loop in Python), so a first call includes tracing and compiling.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from frameworks.base import Unsupported
+from workloads import derivatives as D
+
+
+class TransformModel:
+    framework = ""
+
+    def __init__(self, mode: str, device: str, strategy: str | None) -> None:
+        self.mode, self.device, self.strategy = mode, device, strategy
+        self._fns: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def strategy_for(self, problem: str) -> str:
+        """The case's strategy for `problem` (its default when the case has none)."""
+        declared = D.STRATEGIES[problem].get(self.framework, ())
+        chosen = self.strategy if self.strategy is not None else (declared[0] if declared else None)
+        if chosen not in declared:
+            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} "
+                              f"(it has {', '.join(declared) or 'none'})")
+        return chosen
+
+    def fn(self, problem: str, make: Callable[..., Callable[..., Any]], *static: Any) -> Callable[..., Any]:
+        """make(strategy, *static), made once per problem and static sizes."""
+        key = (problem, *static)
+        if key not in self._fns:
+            self._fns[key] = make(self.strategy_for(problem), *static)
+        return self._fns[key]
+
+
+# ----------------------------------------------------------------------------- torch.func and JAX
+# torch.func mirrors JAX's transforms (grad, vmap, jvp, jacfwd, jacrev, hessian: same
+# signatures and semantics), so both frameworks compose them in this one place; each passes
+# its transforms and its own model functions (Func) and keeps only what differs.
+
+class Func:
+    """One framework's transforms and model functions, as the makers below use them."""
+
+    def __init__(self, *, grad: Callable, vmap: Callable, jvp: Callable, jacfwd: Callable, jacrev: Callable,
+                 hessian: Callable, stack: Callable, reshape: Callable, tanh: Callable, mean_loss: Callable,
+                 example_loss: Callable, g: Callable) -> None:
+        self.grad, self.vmap, self.jvp, self.jacfwd, self.jacrev, self.hessian = grad, vmap, jvp, jacfwd, jacrev, hessian
+        self.stack, self.reshape, self.tanh = stack, reshape, tanh
+        self.mean_loss, self.example_loss, self.g = mean_loss, example_loss, g
+
+
+def tree_vdot(a: dict[str, Any], b: dict[str, Any]) -> Any:
+    return sum((a[k] * b[k]).sum() for k in a)
+
+
+def make_per_sample_grad(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
+    """vmap: vmap(grad(one-example loss)) over the examples; loop: grad per example, stacked."""
+    grad = f.grad(f.example_loss)
+    if strategy == "vmap":
+        return jit(f.vmap(grad, (None, 0, 0)))
+    one = jit(grad)
+
+    def loop(p: dict[str, Any], x: Any, y: Any) -> dict[str, Any]:
+        grads = [one(p, x[i], y[i]) for i in range(x.shape[0])]
+        return {k: f.stack([gi[k] for gi in grads]) for k in p}
+    return loop
+
+
+def make_hvp(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
+    """fwd_rev: jvp of grad; rev_rev: grad of <grad, v>."""
+    gradient = f.grad(f.mean_loss)
+    if strategy == "fwd_rev":
+        return jit(lambda p, v, x, y: f.jvp(lambda q: gradient(q, x, y), (p,), (v,))[1])
+    return jit(lambda p, v, x, y: f.grad(lambda q: tree_vdot(gradient(q, x, y), v))(p))
+
+
+def make_hessian(strategy: str, f: Func, jit: Callable, mlp: D.MLP) -> Callable[..., Any]:
+    compose = {"jacfwd_jacrev": lambda h: f.jacfwd(f.jacrev(h)), "jacrev_jacrev": lambda h: f.jacrev(f.jacrev(h)),
+               "hessian": f.hessian}[strategy]
+    return jit(lambda theta, x, y: compose(lambda t: f.mean_loss(D.unflatten(t, mlp, f.reshape), x, y))(theta))
+
+
+def make_jacobian(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
+    jac = f.jacrev if strategy == "jacrev" else f.jacfwd
+    return jit(lambda a, b, x: jac(lambda z: b @ f.tanh(a @ z))(x))
+
+
+def make_nth_derivative(strategy: str, f: Func, jit: Callable, order: int) -> Callable[[Any], Any]:
+    """grad: k nested grads of the sum over points (each point's derivative depends on its own
+    x only); vmap: vmap over points of k nested grads of the scalar function."""
+    d = f.g
+    for _ in range(order):
+        d = f.grad(d) if strategy == "vmap" else (lambda h: f.grad(lambda x: h(x).sum()))(d)
+    return jit(f.vmap(d, 0) if strategy == "vmap" else d)
+
+
+
+class FuncModel(TransformModel):
+    """workloads.derivatives.DerivativesModel for a framework with JAX-style transforms
+    (torch.func, JAX): `func` holds them, `jit` is the mode's compiler (identity in eager
+    mode), and `make_nth_derivative` may add the framework's own strategies."""
+    func: Func
+
+    def __init__(self, mode: str, device: str, strategy: str | None, jit: Callable) -> None:
+        super().__init__(mode, device, strategy)
+        self.jit = jit
+
+    def make_nth_derivative(self, strategy: str, order: int) -> Callable[[Any], Any]:
+        return make_nth_derivative(strategy, self.func, self.jit, order)
+
+    @staticmethod
+    def mlp(*arrays: Any) -> dict[str, Any]:
+        return dict(zip(D.MLP_KEYS, arrays))
+
+    def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
+        return self.fn("per_sample_grad", make_per_sample_grad, self.func, self.jit)(self.mlp(w1, b1, w2, b2), x, y)
+
+    def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
+            x: Any, y: Any) -> dict[str, Any]:
+        fn = self.fn("hvp", make_hvp, self.func, self.jit)
+        return fn(self.mlp(w1, b1, w2, b2), self.mlp(v1, vb1, v2, vb2), x, y)
+
+    def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
+        mlp = D.MLP(int(x.shape[1]), hidden, classes)
+        return self.fn("hessian", make_hessian, self.func, self.jit, mlp)(theta, x, y)
+
+    def jacobian(self, a: Any, b: Any, x: Any) -> Any:
+        return self.fn("jacobian", make_jacobian, self.func, self.jit)(a, b, x)
+
+    def nth_derivative(self, x: Any, order: int) -> Any:
+        return self.fn("nth_derivative", self.make_nth_derivative, order)(x)

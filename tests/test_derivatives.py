@@ -1,0 +1,192 @@
+"""The derivatives workload (issue 12): its float64 references are right, its checks catch
+wrong results, and every framework x mode x strategy passes them at the tiny preset.
+
+The references are checked against what they do not use: the analytic per-sample gradients
+against central differences of the per-example loss, the analytic n-th derivatives against
+differences of the (n-1)-th, the analytic Jacobian against differences of f; the HVP and
+Hessian references (differences of the analytic gradient) against each other.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frameworks
+from tests.helpers import impls
+from workloads import derivatives as D
+from workloads.base import FwbenchError, rel_err
+
+TINY = D.preset("tiny").config
+RNG_SEED = 7
+
+
+def _direction(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    v = rng.standard_normal(shape)
+    return v / np.linalg.norm(v)
+
+
+# ----------------------------------------------------------------------------- references
+
+def test_per_sample_gradients_match_differences_of_each_examples_loss():
+    rng = np.random.default_rng(RNG_SEED)
+    mlp = D.MLP(5, 7, 3)
+    params, (x, y) = mlp.init(rng), mlp.data(rng, 4)
+    grads = D.reference_per_sample_grads(params, x, y)
+    theta = D.flatten(params).astype(np.float64)
+    v = _direction(rng, theta.shape)
+    for i in range(len(y)):
+        loss_i = lambda t: D.reference_losses(D.unflatten(t, mlp), x[i:i + 1], y[i:i + 1])[0]  # noqa: E731
+        fd = D.directional(loss_i, theta, v)
+        analytic = float(D.flatten({k: grads[k][i] for k in D.MLP_KEYS}) @ v)
+        assert abs(fd - analytic) <= 1e-9 * max(1.0, abs(analytic)), (i, fd, analytic)
+
+
+def test_hvp_and_hessian_references_agree():
+    rng = np.random.default_rng(RNG_SEED)
+    mlp = D.hessian_mlp(TINY, 30)
+    params, (x, y) = mlp.init(rng), mlp.data(rng, 6)
+    v = {k: rng.standard_normal(s) for k, s in mlp.shapes().items()}
+    H = D.reference_hessian(mlp, D.flatten(params), x, y)
+    assert H.shape == (mlp.n_params, mlp.n_params)
+    assert rel_err(H, H.T) < 1e-9                                        # symmetric
+    hv = D.flatten(D.reference_hvp(mlp, params, v, x, y))
+    assert rel_err(H @ D.flatten(v), hv) < 1e-9
+
+
+def test_jacobian_reference_matches_differences():
+    rng = np.random.default_rng(RNG_SEED)
+    a, b, x = rng.standard_normal((6, 5)) / 2, rng.standard_normal((3, 6)) / 2, rng.standard_normal(5)
+    J = D.reference_jacobian(a, b, x)
+    f = lambda z: b @ np.tanh(a @ z)  # noqa: E731
+    fd = np.stack([D.directional(f, x, e) for e in np.eye(5)], axis=1)
+    assert J.shape == (3, 5) and rel_err(J, fd) < 1e-9
+
+
+@pytest.mark.parametrize("order", range(1, 7))
+def test_nth_derivative_reference_is_the_derivative_of_the_previous_order(order):
+    x = np.linspace(-3, 3, 11)
+    prev = (lambda z: D.nth_function(z)) if order == 1 else (lambda z: D.reference_nth_derivative(z, order - 1))
+    fd = np.array([D.directional(prev, xi, 1.0) for xi in x])
+    assert rel_err(D.reference_nth_derivative(x, order), fd) < 1e-9
+
+
+# ----------------------------------------------------------------------------- tasks and checks
+
+def test_tasks_parse_back_to_their_problems_and_sizes():
+    names = D.tasks(D.preset("small").config)
+    assert names == D.TASKS and len(set(names)) == len(names)
+    assert D.problem_of("hessian_p1000") == ("hessian", (1000,))
+    assert D.problem_of("jacobian_n10_m1000") == ("jacobian", (10, 1000))
+    for bad in ("hessian", "hessian_p0", "jacobian_n3", "per_sample_grad_gpt_b8"):
+        with pytest.raises(FwbenchError, match="unknown derivatives task"):
+            D.problem_of(bad)
+
+
+def test_specs_carry_sizes_that_are_not_record_fields():
+    from workloads.record import FIELDS
+    for task in D.tasks(TINY):
+        spec = D.task_spec(TINY, 1, task)
+        assert spec.sizes and not set(spec.sizes) & set(FIELDS), task
+        assert spec.check is not None and len(spec.inputs) == D.POOL
+    spec = D.task_spec(TINY, 1, "hessian_p30")
+    assert spec.sizes["params"] == len(spec.inputs[0][0]) == D.hessian_mlp(TINY, 30).n_params
+
+
+def test_the_check_accepts_the_reference_and_names_what_differs():
+    spec = D.task_spec(TINY, 1, "per_sample_grad_mlp_b4")
+    ref = {k: v.astype(np.float32) for k, v in spec.check.reference().items()}
+    assert spec.check(ref) is None
+    wrong = dict(ref, b2=ref["b2"] * 1.01)
+    assert "relative error" in spec.check(wrong) and "(in b2)" in spec.check(wrong)
+    assert "structure" in spec.check(dict(ref, w1=ref["w1"][:1]))
+    assert "structure" in spec.check({k: ref[k] for k in ("w1", "b1")})
+    jac = D.task_spec(TINY, 1, "jacobian_n12_m3")
+    assert "structure" in jac.check(jac.check.reference().T)            # (n, m) instead of (m, n)
+    assert "relative error nan" in jac.check(np.full((3, 12), np.nan))
+
+
+# ----------------------------------------------------------------------------- every framework
+
+# torch.compile of a transform costs 1-11 s here, so its compiled cases in this file are
+# each problem's default strategy on its first tiny task, and autograd (which graph-breaks);
+# the benchmark's check covers the others (and every case at the small preset) before timing.
+TORCH_COMPILED = {(problem, strategies["torch"][0]) for problem, strategies in D.STRATEGIES.items()} | {
+    ("nth_derivative", "autograd")}
+
+
+def cases() -> list:
+    """(framework, mode, task, strategy) for every installed framework and mode, every tiny
+    task and every strategy the workload declares (torch compiled: TORCH_COMPILED, once)."""
+    out, seen = [], set()
+    for impl in impls():
+        fw, mode = impl.values
+        for task in D.tasks(TINY):
+            problem = D.problem_of(task)[0]
+            for strategy in D.strategies(fw, mode, task):
+                if fw == "torch" and mode == "compiled":
+                    if (problem, strategy) in seen or (problem, strategy) not in TORCH_COMPILED:
+                        continue
+                    seen.add((problem, strategy))
+                out.append(pytest.param(fw, mode, task, strategy, id=f"{fw}-{mode}-{task}-{strategy}",
+                                        marks=impl.marks))
+    return out
+
+
+def run(framework: str, mode: str, task: str, strategy: str) -> tuple[D.TaskSpec, object]:
+    adapter = frameworks.load(framework)
+    spec = D.task_spec(TINY, 1, task)
+    model = adapter.build("derivatives", TINY, D.init_params(TINY), mode, "cpu", strategy=strategy)
+    inputs = [adapter.asarray(a, "cpu") for a in spec.inputs[0]]
+    return spec, adapter.to_numpy(getattr(model, spec.method)(*inputs, **spec.kwargs))
+
+
+@pytest.mark.parametrize("framework,mode,task,strategy", cases())
+def test_every_strategy_matches_the_float64_reference(framework, mode, task, strategy):
+    spec, out = run(framework, mode, task, strategy)
+    assert spec.check(out) is None, spec.check(out)
+
+
+def test_a_strategy_of_another_problem_is_unsupported():
+    pytest.importorskip("jax")
+    from frameworks.base import Unsupported
+    with pytest.raises(Unsupported, match="jax has no 'fwd_rev' strategy for jacobian"):
+        run("jax", "eager", "jacobian_n12_m3", "fwd_rev")
+
+
+@pytest.mark.parametrize("variants,expected,absent", [
+    ("all", ["jax-compiled-hessian_p30-jacrev_jacrev", "jax-eager-nth_derivative_4-jet",
+             "tensorflow-graph-per_sample_grad_mlp_b4-loop"], []),
+    ("default", ["jax-compiled-hessian_p30-jacfwd_jacrev", "tensorflow-graph-per_sample_grad_mlp_b4-vectorized_map"],
+     ["jax-compiled-hessian_p30-jacrev_jacrev", "tensorflow-graph-per_sample_grad_mlp_b4-loop"]),
+])
+def test_benchmark_cases_are_the_presets_tasks_times_the_strategies(variants, expected, absent):
+    """Ids read framework-mode-task-strategy; the preset's tasks (sizes in the names) are the
+    cases; --variants default keeps each case's first declared strategy."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "pytest", "tests/benchmarks/test_derivatives.py", "--benchmark-only",
+                          "--collect-only", "-q", "--preset", "tiny", "--framework", "jax,tensorflow",
+                          "--variants", variants], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for case in expected:
+        assert f"test_derivatives[{case}]" in out.stdout, case
+    for case in absent:
+        assert f"test_derivatives[{case}]" not in out.stdout, case
+
+
+def test_pfor_fallbacks_to_a_while_loop_are_recorded_during_the_block_only():
+    """pfor says only in a DEBUG log line that it ran an op in a while loop: pfor_fallbacks()
+    keeps those lines (the TF model watches each function's first call, which traces it)."""
+    pytest.importorskip("tensorflow")
+    frameworks.load("tensorflow")
+    import tensorflow as tf
+    from frameworks import tensorflow as tf_adapter
+    logger, n0 = tf.get_logger(), len(tf_adapter.PFOR_FALLBACKS)
+    level = logger.level
+    with tf_adapter.pfor_fallbacks():
+        logger.debug("Using a while_loop for converting Foo cause there is no registered converter for this op.")
+        logger.debug("an unrelated debug line")
+    logger.warning("Using a while_loop for converting Bar cause outside the block")
+    assert tf_adapter.PFOR_FALLBACKS[n0:] == [
+        "Using a while_loop for converting Foo cause there is no registered converter for this op."]
+    assert logger.level == level and frameworks.load("tensorflow").model_fallbacks()[n0:] == tf_adapter.PFOR_FALLBACKS[n0:]

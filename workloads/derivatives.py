@@ -1,0 +1,424 @@
+"""Higher-order derivatives and vmap, framework-free: the problems, their sizes, seeded
+inputs, the strategies (transform variants) each framework offers, and numpy float64
+references every result is checked against before it is timed (issue 12).
+
+Problems (the task names carry their size; `tasks(config)` lists a preset's):
+
+    per_sample_grad_mlp_b{B}   one gradient per example of a tanh MLP classifier's
+                               cross-entropy, for a batch of B examples: a dict of (B, ...)
+                               arrays keyed like the parameters (MLP_KEYS)
+    hvp_mlp                    Hessian-vector product of the MLP's mean loss over `data`
+                               examples with respect to all parameters: a dict like them
+    hessian_p{P}               the full Hessian (P', P') of a tanh MLP's mean loss with
+                               respect to its flattened parameters, P' close to P (the
+                               hidden width is chosen from P; records carry the exact P')
+    jacobian_n{n}_m{m}         the Jacobian (m, n) of f(x) = B tanh(A x), R^n -> R^m
+    nth_derivative_{k}         the k-th derivative of g(x) = sin(x) exp(x/2), evaluated at
+                               `points` points (elementwise), (points,)
+
+The MLP (every MLP problem): logits = tanh(x W1 + b1) W2 + b2, cross-entropy with integer
+labels; parameters w1 (d_in, hidden), b1 (hidden,), w2 (hidden, classes), b2 (classes,).
+
+Inputs reach a framework's model as positional arrays (the harness converts numpy arrays
+only): the MLP problems take (w1, b1, w2, b2, [v1, vb1, v2, vb2,] x, y), the Jacobian
+(a, b, x), the n-th derivative (x) with `order` as a keyword.
+
+References (float64, independent of every framework's autodiff):
+    per-sample gradients   analytic backpropagation, example by example
+    Jacobian               analytic: B diag(1 - tanh(Ax)^2) A
+    n-th derivative        analytic: g = Im(exp((1/2 + i) x)), so
+                           g^(k)(x) = |c|^k exp(x/2) sin(x + k arg c), c = 1/2 + i
+    HVP, Hessian           4th-order central differences of the analytic gradient along v
+                           (Hessian: along each unit vector), step FD_H; the analytic
+                           gradient is itself checked against differences of the loss
+                           (tests/test_derivatives.py)
+
+Correctness before timing: every TaskSpec carries `check(output)`, which compares the first
+call's output with the reference (relative Frobenius error, workloads.base.rel_err, the
+worst over a dict's arrays) and returns what differed, or None; the harness records a case
+whose output differs as `failed` and does not time it. Tolerances (TOL) are about ten times
+the worst error measured over the three frameworks, their modes and strategies.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+
+from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, max_rel_err, rel_err
+
+NAME = "derivatives"
+PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative")
+MLP_KEYS = ("w1", "b1", "w2", "b2")
+FD_H = 1e-3          # step of the 4th-order central differences (float64), along unit vectors
+POOL = 2             # input sets rotated through the timed rounds
+
+# The strategies (transform variants) of each framework, per problem; the first is the
+# default (what `--variants default` runs). Every mode of a framework has the same ones.
+#   vmap / vectorized_map  the batched transform over examples (torch.func.vmap(grad),
+#                          jax.vmap(jax.grad), tf.vectorized_map over a GradientTape)
+#   jacobian               TF: GradientTape.jacobian of the per-example losses (pfor)
+#   loop                   a Python loop over the examples, one gradient each (compiled
+#                          mode: the one-example gradient is compiled, the loop is Python)
+#   fwd_rev / rev_rev      forward-over-reverse (jvp of grad; TF ForwardAccumulator over a
+#                          tape) / reverse-over-reverse (grad of <grad, v>; nested tapes)
+#   jacfwd_jacrev, jacrev_jacrev, hessian
+#                          the Hessian by the two compositions and the framework's own
+#                          `hessian` (torch.func.hessian, jax.hessian: both jacfwd(jacrev))
+#   pfor / while           TF: tape.jacobian of the gradient, vectorised (pfor) or a while loop
+#   jacfwd / jacrev        forward- / reverse-mode Jacobian (TF: vectorized_map of a
+#                          ForwardAccumulator / tape.jacobian); jacrev_while: TF without pfor
+#   grad                   the k-th derivative as k nested grads of the sum over points
+#   vmap (nth)             vmap over points of k nested grads of the scalar function
+#   autograd               torch.autograd.grad with create_graph, k times
+#   jet                    JAX's Taylor-mode jax.experimental.jet (one pass for any order)
+#   tapes                  TF: k nested GradientTapes
+STRATEGIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "per_sample_grad": {"torch": ("vmap", "loop"), "jax": ("vmap", "loop"),
+                        "tensorflow": ("vectorized_map", "jacobian", "loop")},
+    "hvp": {"torch": ("fwd_rev", "rev_rev"), "jax": ("fwd_rev", "rev_rev"), "tensorflow": ("fwd_rev", "rev_rev")},
+    "hessian": {"torch": ("jacfwd_jacrev", "jacrev_jacrev", "hessian"),
+                "jax": ("jacfwd_jacrev", "jacrev_jacrev", "hessian"), "tensorflow": ("pfor", "while")},
+    "jacobian": {"torch": ("jacrev", "jacfwd"), "jax": ("jacrev", "jacfwd"),
+                 "tensorflow": ("jacrev", "jacfwd", "jacrev_while")},
+    "nth_derivative": {"torch": ("grad", "vmap", "autograd"), "jax": ("grad", "vmap", "jet"),
+                       "tensorflow": ("tapes",)},
+}
+
+# Tolerances on the relative error against the float64 reference: ten times the worst error
+# achieved over torch, jax and tensorflow, every mode and strategy, at the tiny and small
+# presets (`python -m tests.measure_derivatives tiny` and `... small`, 2-core CPU machine,
+# 2026-12-03). Achieved, worst per framework (torch, jax, tensorflow):
+TOL: dict[str, float] = {
+    "per_sample_grad": 2e-6,   # 1.6e-7, 1.8e-7, 1.8e-7 (small, b64; tiny 1.1e-7, 1.3e-7, 1.2e-7)
+    "hvp": 5e-6,               # 2.9e-7, 4.6e-7, 4.0e-7 (small, P = 19,210)
+    "hessian": 3e-6,           # 1.4e-7, 1.5e-7, 2.5e-7 (tiny P = 30: 1.0e-7, 1.5e-7, 2.5e-7; small up to P = 2994)
+    "jacobian": 4e-6,          # 3.2e-7, 2.8e-7, 3.4e-7 (small, hidden 256)
+    "nth_derivative": 2e-5,    # 2.0e-7, 1.9e-6, 2.5e-7: JAX's jet (Taylor mode, order 5: 1.9e-6;
+                               # nested grads in every framework at most 2.5e-7)
+}
+
+
+@dataclass(frozen=True)
+class DerivativesConfig:
+    """Sizes of every problem. The MLP of per-sample gradients and the HVP is
+    (d_in, hidden, classes); the Hessian's MLP is (hessian_d_in, width from P, hessian_classes)."""
+    d_in: int = 64
+    hidden: int = 256
+    classes: int = 10
+    data: int = 64                           # examples in the HVP's and the Hessian's loss
+    psg_batches: tuple[int, ...] = (8, 32, 64)
+    hessian_d_in: int = 8
+    hessian_classes: int = 4
+    hessian_params: tuple[int, ...] = (100, 1000, 3000)
+    jacobian_hidden: int = 256
+    jacobian_shapes: tuple[tuple[int, int], ...] = ((1000, 10), (100, 100), (10, 1000))   # (n, m)
+    points: int = 1024
+    orders: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+
+    def __post_init__(self) -> None:
+        check_positive(self, "d_in", "hidden", "classes", "data", "hessian_d_in", "hessian_classes",
+                       "jacobian_hidden", "points")
+        sizes = [*self.psg_batches, *self.hessian_params, *self.orders, *(d for s in self.jacobian_shapes for d in s)]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+            raise FwbenchError(f"DerivativesConfig sizes must be positive integers, got {sizes}")
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset("tiny", DerivativesConfig(d_in=6, hidden=8, classes=3, data=5, psg_batches=(4,),
+                                             hessian_params=(30,), jacobian_hidden=8,
+                                             jacobian_shapes=((12, 3), (3, 12)), points=16, orders=(1, 4)),
+                   batch=1, note="for tests"),
+    "small": Preset("small", DerivativesConfig(), batch=1, note="CPU benchmark default"),
+}
+
+
+def preset(name: str) -> Preset:
+    return PRESETS[choose("derivatives preset", name, PRESETS)]
+
+
+def init_params(cfg: DerivativesConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Nothing to build a model from: every problem's arrays are inputs of its task (the
+    transforms take them as arguments), made by task_spec."""
+    return {}
+
+
+# ----------------------------------------------------------------------------- tasks
+
+_PATTERNS = {
+    "per_sample_grad": re.compile(r"per_sample_grad_mlp_b(\d+)"),
+    "hvp": re.compile(r"hvp_mlp"),
+    "hessian": re.compile(r"hessian_p(\d+)"),
+    "jacobian": re.compile(r"jacobian_n(\d+)_m(\d+)"),
+    "nth_derivative": re.compile(r"nth_derivative_(\d+)"),
+}
+
+
+def tasks(cfg: DerivativesConfig) -> tuple[str, ...]:
+    """A preset's task names, one per problem size."""
+    return (*(f"per_sample_grad_mlp_b{b}" for b in cfg.psg_batches), "hvp_mlp",
+            *(f"hessian_p{p}" for p in cfg.hessian_params),
+            *(f"jacobian_n{n}_m{m}" for n, m in cfg.jacobian_shapes),
+            *(f"nth_derivative_{k}" for k in cfg.orders))
+
+
+TASKS = tasks(PRESETS["small"].config)
+
+
+def problem_of(task: str) -> tuple[str, tuple[int, ...]]:
+    """(problem, its sizes from the name) of a task name, e.g. 'hessian_p100' -> ('hessian', (100,))."""
+    for problem, pat in _PATTERNS.items():
+        m = pat.fullmatch(task)
+        if m:
+            sizes = tuple(int(g) for g in m.groups())
+            if all(s > 0 for s in sizes):
+                return problem, sizes
+    raise FwbenchError(f"unknown derivatives task {task!r}: names look like {', '.join(tasks(PRESETS['tiny'].config))}")
+
+
+def strategies(framework: str, mode: str, task: str) -> tuple[str, ...]:
+    """The transform variants of a framework for a task (the first is the default)."""
+    return STRATEGIES[problem_of(task)[0]].get(framework, ())
+
+
+# ----------------------------------------------------------------------------- the MLP
+
+@dataclass(frozen=True)
+class MLP:
+    d_in: int
+    hidden: int
+    classes: int
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"w1": (self.d_in, self.hidden), "b1": (self.hidden,),
+                "w2": (self.hidden, self.classes), "b2": (self.classes,)}
+
+    @property
+    def n_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes().values())
+
+    def init(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Weights N(0, 1/fan_in) (pre-activations and logits O(1), tanh well away from its
+        linear range), biases N(0, 0.1^2). float32."""
+        out = {}
+        for k, s in self.shapes().items():
+            std = 1 / math.sqrt(s[0]) if len(s) == 2 else 0.1
+            out[k] = rng.normal(0.0, std, s).astype(np.float32)
+        return out
+
+    def data(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return (rng.standard_normal((n, self.d_in)).astype(np.float32),
+                rng.integers(0, self.classes, n).astype(np.int32))
+
+
+def hessian_mlp(cfg: DerivativesConfig, target: int) -> MLP:
+    """The Hessian problem's MLP: the hidden width whose parameter count is closest to target."""
+    per_unit = cfg.hessian_d_in + 1 + cfg.hessian_classes
+    return MLP(cfg.hessian_d_in, max(1, round((target - cfg.hessian_classes) / per_unit)), cfg.hessian_classes)
+
+
+def flatten(params: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The MLP's parameters as one vector, in MLP_KEYS order (row-major)."""
+    return np.concatenate([np.asarray(params[k]).ravel() for k in MLP_KEYS])
+
+
+def unflatten(theta: Any, mlp: MLP, reshape: Callable[[Any, tuple[int, ...]], Any] = np.reshape) -> dict[str, Any]:
+    """The MLP's parameter dict from its flat vector: slices of theta (numpy or any
+    framework's array; `reshape` is that framework's, e.g. tf.reshape)."""
+    out, i = {}, 0
+    for k, s in mlp.shapes().items():
+        n = math.prod(s)
+        out[k] = reshape(theta[i:i + n], s)
+        i += n
+    return out
+
+
+def reference_losses(params: Mapping[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-example cross-entropy (N,), float64."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    logits = np.tanh(np.asarray(x, np.float64) @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return -logp[np.arange(len(y)), y]
+
+
+def reference_per_sample_grads(params: Mapping[str, np.ndarray], x: np.ndarray, y: np.ndarray
+                               ) -> dict[str, np.ndarray]:
+    """Analytic gradient of each example's loss: a dict of (N, ...) float64 arrays."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    x = np.asarray(x, np.float64)
+    h = np.tanh(x @ p["w1"] + p["b1"])                                   # (N, hidden)
+    logits = h @ p["w2"] + p["b2"]
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    dlogits = e / e.sum(-1, keepdims=True)
+    dlogits[np.arange(len(y)), y] -= 1.0                                 # softmax - onehot
+    da = (dlogits @ p["w2"].T) * (1.0 - h * h)                           # (N, hidden)
+    return {"w1": x[:, :, None] * da[:, None, :], "b1": da,
+            "w2": h[:, :, None] * dlogits[:, None, :], "b2": dlogits}
+
+
+def reference_grad(params: Mapping[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Analytic gradient of the mean loss."""
+    return {k: g.mean(0) for k, g in reference_per_sample_grads(params, x, y).items()}
+
+
+def directional(fn: Callable[[np.ndarray], np.ndarray], theta: np.ndarray, v: np.ndarray,
+                h: float = FD_H) -> np.ndarray:
+    """4th-order central difference of fn at theta along v (float64)."""
+    return (8 * (fn(theta + h * v) - fn(theta - h * v)) - (fn(theta + 2 * h * v) - fn(theta - 2 * h * v))) / (12 * h)
+
+
+def _flat_grad(mlp: MLP, x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda theta: flatten(reference_grad(unflatten(theta, mlp), x, y))
+
+
+def reference_hvp(mlp: MLP, params: Mapping[str, np.ndarray], v: Mapping[str, np.ndarray],
+                  x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    theta = flatten(params).astype(np.float64)
+    hv = directional(_flat_grad(mlp, x, y), theta, flatten(v).astype(np.float64))
+    return unflatten(hv, mlp)
+
+
+def reference_hessian(mlp: MLP, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(P, P): column j is the difference of the gradient along the j-th unit vector."""
+    g, theta = _flat_grad(mlp, x, y), np.asarray(theta, np.float64)
+    eye = np.eye(theta.size)
+    return np.stack([directional(g, theta, eye[j]) for j in range(theta.size)], axis=1)
+
+
+def reference_jacobian(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """d/dx of f(x) = b @ tanh(a @ x): (m, n) = b diag(1 - tanh(a x)^2) a."""
+    a, b, x = (np.asarray(t, np.float64) for t in (a, b, x))
+    s = 1.0 - np.tanh(a @ x) ** 2
+    return (b * s) @ a
+
+
+def nth_function(x: np.ndarray) -> np.ndarray:
+    """g(x) = sin(x) exp(x/2), the scalar function of the n-th derivative problem."""
+    return np.sin(x) * np.exp(x / 2)
+
+
+def reference_nth_derivative(x: np.ndarray, order: int) -> np.ndarray:
+    """g^(k)(x) = |c|^k exp(x/2) sin(x + k arg c) with c = 1/2 + i (g = Im exp(c x))."""
+    x = np.asarray(x, np.float64)
+    c = complex(0.5, 1.0)
+    return abs(c) ** order * np.exp(x / 2) * np.sin(x + order * math.atan2(c.imag, c.real))
+
+
+# ----------------------------------------------------------------------------- task specs
+
+class Check:
+    """check(output) -> None when the output matches the reference within TOL[problem], else
+    what differed (structure, or the relative error). The reference is computed once, on
+    first use (a Hessian's takes 4 P gradient evaluations)."""
+
+    def __init__(self, problem: str, reference: Callable[[], Any]) -> None:
+        self.problem, self._reference, self._ref = problem, reference, None
+
+    def reference(self) -> Any:
+        if self._ref is None:
+            self._ref = self._reference()
+        return self._ref
+
+    def error(self, out: Any) -> tuple[float | str, str]:
+        """(relative error, where) against the reference, or (what differed, '') when the
+        structure (shape, keys) differs."""
+        ref = self.reference()
+        try:
+            if isinstance(ref, dict):
+                if not isinstance(out, Mapping):
+                    return f"expected a dict of {', '.join(ref)}, got {type(out).__name__}", ""
+                err, key = max_rel_err({k: np.asarray(v) for k, v in out.items()}, ref)
+                return err, f" (in {key})"
+            return rel_err(np.asarray(out), ref), ""
+        except AssertionError as e:
+            return f"{self.problem}: result differs in structure: {e}", ""
+
+    def __call__(self, out: Any) -> str | None:
+        err, where = self.error(out)
+        if isinstance(err, str):
+            return err
+        if not err <= TOL[self.problem]:     # NaN fails too
+            return f"{self.problem}: relative error {err:.3g}{where} exceeds the tolerance {TOL[self.problem]:.1g}"
+        return None
+
+
+def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
+    """Inputs (POOL seeded sets), items, FLOPs, sizes and the correctness check of one task.
+    `batch` (the preset's) is unused: each task's size is in its name."""
+    problem, sizes = problem_of(task)
+    rngs = [np.random.default_rng([seed, i, PROBLEMS.index(problem)]) for i in range(POOL)]
+    if problem in ("per_sample_grad", "hvp", "hessian"):
+        mlp = hessian_mlp(cfg, sizes[0]) if problem == "hessian" else MLP(cfg.d_in, cfg.hidden, cfg.classes)
+        n = sizes[0] if problem == "per_sample_grad" else cfg.data
+        P = mlp.n_params
+        sets = [(mlp.init(r), *mlp.data(r, n), r) for r in rngs]
+        if problem == "per_sample_grad":
+            inputs = tuple((*(p[k] for k in MLP_KEYS), x, y) for p, x, y, _ in sets)
+            p0, x0, y0, _ = sets[0]
+            return TaskSpec(task, "per_sample_grad", inputs, n, "examples", 6.0 * P * n, f"B={n},P={P}",
+                            note="6 P FLOPs per example (forward 2P, backward 4P)",
+                            sizes={"params": P, "batch": n},
+                            check=Check(problem, lambda: reference_per_sample_grads(p0, x0, y0)))
+        if problem == "hvp":
+            vs = [{k: r.standard_normal(s).astype(np.float32) for k, s in mlp.shapes().items()} for *_, r in sets]
+            inputs = tuple((*(p[k] for k in MLP_KEYS), *(v[k] for k in MLP_KEYS), x, y)
+                           for (p, x, y, _), v in zip(sets, vs))
+            p0, x0, y0, _ = sets[0]
+            return TaskSpec(task, "hvp", inputs, 1, "products", 12.0 * P * n, f"N={n},P={P}",
+                            note="12 P N FLOPs: about two gradients", sizes={"params": P, "batch": n},
+                            check=Check(problem, lambda: reference_hvp(mlp, p0, vs[0], x0, y0)))
+        inputs = tuple((flatten(p), x, y) for p, x, y, _ in sets)
+        theta0, x0, y0 = inputs[0]
+        return TaskSpec(task, "hessian", inputs, P, "columns", 12.0 * P * P * n, f"N={n},P={P}",
+                        note="12 P^2 N FLOPs: one HVP per column", sizes={"params": P, "batch": n},
+                        kwargs={"hidden": mlp.hidden, "classes": mlp.classes},
+                        check=Check(problem, lambda: reference_hessian(mlp, theta0, x0, y0)))
+    if problem == "jacobian":
+        n, m = sizes
+        k = cfg.jacobian_hidden
+        inputs = tuple((r.normal(0, 1 / math.sqrt(n), (k, n)).astype(np.float32),
+                        r.normal(0, 1 / math.sqrt(k), (m, k)).astype(np.float32),
+                        r.standard_normal(n).astype(np.float32)) for r in rngs)
+        a0, b0, x0 = inputs[0]
+        return TaskSpec(task, "jacobian", inputs, n * m, "entries", 2.0 * m * k * n, f"n={n},m={m},hidden={k}",
+                        note="2 m k n FLOPs: forming B diag(s) A", sizes={"n": n, "m": m},
+                        check=Check(problem, lambda: reference_jacobian(a0, b0, x0)))
+    order = sizes[0]
+    inputs = tuple((r.uniform(-3.0, 3.0, cfg.points).astype(np.float32),) for r in rngs)
+    x0 = inputs[0][0]
+    return TaskSpec(task, "nth_derivative", inputs, cfg.points, "points", 0.0, f"points={cfg.points},order={order}",
+                    kwargs={"order": order}, note="elementwise: no matmul FLOPs counted",
+                    sizes={"derivative_order": order, "points": cfg.points},
+                    check=Check(problem, lambda: reference_nth_derivative(x0, order)))
+
+
+# ----------------------------------------------------------------------------- interface
+
+class DerivativesModel(Protocol):
+    """What every framework implements (frameworks/<fw>/derivatives.py, `build(adapter,
+    config, params, mode, device, strategy)`). `strategy` picks the transform for every
+    method; a method whose problem the strategy does not belong to, or a transform the
+    framework lacks, raises frameworks.base.Unsupported. Compiled modes compile the whole
+    transformed function (torch.compile, jax.jit, tf.function(jit_compile=True); TF's graph
+    mode: tf.function), on the first call."""
+
+    def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
+        """{w1: (B, d_in, hidden), b1: (B, hidden), w2: (B, hidden, classes), b2: (B, classes)}."""
+
+    def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
+            x: Any, y: Any) -> dict[str, Any]:
+        """H v of the mean loss, keyed like the parameters."""
+
+    def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
+        """(P, P) Hessian of the mean loss of the MLP (d_in from x, hidden, classes) with
+        respect to its flattened parameters theta (MLP_KEYS order, row-major)."""
+
+    def jacobian(self, a: Any, b: Any, x: Any) -> Any:
+        """(m, n) Jacobian of b @ tanh(a @ x) with respect to x."""
+
+    def nth_derivative(self, x: Any, order: int) -> Any:
+        """(points,) the order-th derivative of sin(x) exp(x/2) at each point."""
