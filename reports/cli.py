@@ -27,6 +27,7 @@ QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin
 QUICK_TIMEOUT_S = 600.0
 RUN_REPEATS = 3               # processes per framework in a full run: the unit of replication
 QUICK_REPEATS = 2             # the fewest that still give a cold and a warm process
+QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the axes workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
 
@@ -82,8 +83,9 @@ def make_parser() -> Parser:
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
                    help=f"tiny preset, {QUICK_BUDGET_S:g} s per case, {QUICK_REPEATS} processes per framework, "
-                        "each case's default strategy only (no torch train-step recipe variants): "
-                        "about 5 minutes from an empty cache on a 2-core CPU")
+                        "each case's default strategy only (no torch train-step recipe variants), the gpt and "
+                        "diffusion workloads unless --workload names others: about 5 minutes from an empty "
+                        "cache on a 2-core CPU")
     r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
     r.add_argument("--budget-s", type=_positive(float), help="timed seconds per case (plugin default 3)")
@@ -177,7 +179,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     absent = [f for f in fws if f not in wanted]
     if not wanted:
         raise FwbenchError("no framework to run: " + "; ".join(runner.absent_reason(f) for f in absent))
-    opts = runner.RunOptions(frameworks=tuple(wanted), workloads=args.workload,
+    opts = runner.RunOptions(frameworks=tuple(wanted),
+                             workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
                              preset=args.preset or ("tiny" if args.quick else "small"), device=args.device,
                              threads=args.threads,
                              budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
