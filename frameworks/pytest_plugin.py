@@ -159,7 +159,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run in a plain test run and are skipped under --benchmark-only, so that no stand-in
     timing ever lands in a results file."""
     timing = _timing(config)
-    seed = session_of(config).options.case_order_seed
+    opts = session_of(config).options
+    # A benchmark module of a workload not selected has one placeholder item (an empty
+    # parameter set): deselect it rather than report a skip for it.
+    unselected = [it for it in items if getattr(getattr(it, "module", None), "WORKLOAD", None)
+                  not in (None, *opts.workloads)]
+    if unselected:
+        config.hook.pytest_deselected(items=unselected)
+        items[:] = [it for it in items if it not in unselected]
+    seed = opts.case_order_seed
     if seed is not None:   # the benchmark cases in a seeded random order, in the slots they held
         import random
         slots = [i for i, it in enumerate(items) if getattr(getattr(it, "module", None), "WORKLOAD", None)]

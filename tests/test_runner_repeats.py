@@ -71,3 +71,17 @@ def test_first_process_is_cold_and_the_next_warm(tmp_path, monkeypatch):
         states.append(rec["compile_cache"])
     assert states == ["cold", "warm"]
     assert not (tmp_path / "caches" / "runs" / opts.run_id).exists()
+
+
+def test_workloads_not_selected_leave_no_placeholder_case():
+    """`--workload gpt` (as `fwbench run --quick` passes gpt,diffusion): the other workloads'
+    benchmark modules are deselected, not reported as skipped empty parameter sets."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "pytest", "--benchmark-only", "tests/benchmarks", "--workload", "gpt",
+                          "--collect-only", "-q", "-p", "no:cacheprovider"], capture_output=True, text=True,
+                         timeout=300, cwd=runner.CHECKOUT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    ids = [ln for ln in out.stdout.splitlines() if "::" in ln]
+    assert ids and all("test_gpt.py::test_gpt[" in ln for ln in ids)
+    assert "empty parameter set" not in out.stdout
