@@ -85,3 +85,15 @@ def test_workloads_not_selected_leave_no_placeholder_case():
     ids = [ln for ln in out.stdout.splitlines() if "::" in ln]
     assert ids and all("test_gpt.py::test_gpt[" in ln for ln in ids)
     assert "empty parameter set" not in out.stdout
+
+
+def test_a_crash_in_a_run_of_several_processes_keeps_each_processs_file(fake_suite, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("FAKE", "crash")
+    opts = runner.RunOptions(frameworks=("torch",), preset="tiny", timeout_s=120, repeats=2)
+    paths = runner.run(opts, fake_suite, runner.Progress())
+    assert [p.name for p in paths] == ["torch-0.json", "torch-1.json"]
+    for i, p in enumerate(paths):
+        doc = json.loads(p.read_text())
+        assert doc["machine_info"]["fwbench"]["repeat"] == i and doc["machine_info"]["fwbench"]["ended_by"]
+        failed = [r for r in doc["fwbench"]["records"] if r["status"] == "failed"]
+        assert failed and all(r["repeat"] == i for r in failed)
