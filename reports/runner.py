@@ -123,8 +123,12 @@ def case_order_seed(seed: int, fw: str, repeat: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}|{fw}|{repeat}".encode()).digest()[:4], "little")
 
 
-def result_name(fw: str, repeat: int | None) -> str:
-    return f"{fw}.json" if repeat is None else f"{fw}-{repeat}.json"
+def process_names(fw: str, repeat: int | None, repeats: int) -> tuple[str, str]:
+    """(result file name, progress label) of one process: `<fw>.json` / `fw` when the run
+    has one process per framework, `<fw>-<repeat>.json` / `fw#repeat` when it has several."""
+    if repeat is None or repeats <= 1:
+        return f"{fw}.json", fw
+    return f"{fw}-{repeat}.json", f"{fw}#{repeat}"
 
 
 def preset_for(workload: str, text: str) -> str:
@@ -179,9 +183,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     `repeat` index, the process is that repeat of the run (its own JSON and case order)."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    several = repeat is not None and opts.repeats > 1
-    name = result_name(fw, repeat if several else None)
-    label = f"{fw}#{repeat}" if several else fw
+    name, label = process_names(fw, repeat, opts.repeats)
     tmp = out / f".{name}.benchmark.json.tmp"
     events_path = out / f".{name}.events.jsonl"
     for p in (tmp, events_path):
@@ -275,9 +277,8 @@ def _keep(fw: str, opts: RunOptions, out: Path, rc: int, ended: str | None, stat
     """Turn what the process left into `<fw>.json` (`<fw>-<repeat>.json` in a run of several
     processes per framework): its own JSON when it wrote a whole one, else one rebuilt from
     the event stream; say what ended it."""
-    several = repeat is not None and opts.repeats > 1
-    final = out / result_name(fw, repeat if several else None)
-    label = f"{fw}#{repeat}" if several else fw
+    name, label = process_names(fw, repeat, opts.repeats)
+    final = out / name
     log_tail = _tail(log_path)
     if rc == 4 and ended is None:       # pytest usage error: a bad option value, not a framework failure
         tmp.unlink(missing_ok=True)
@@ -518,8 +519,7 @@ def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None
     doc = state.rebuild(fw, opts, "not run", repeat)
     doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None, ended_by=None)
     doc["fwbench"]["note"] = f"written by fwbench run: {reason}"
-    several = repeat is not None and opts.repeats > 1
-    return save_json(out / result_name(fw, repeat if several else None), doc, Progress())
+    return save_json(out / process_names(fw, repeat, opts.repeats)[0], doc, Progress())
 
 
 def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
@@ -539,7 +539,7 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     try:
         order = schedule(opts.frameworks, opts.repeats, opts.seed)
         for i, (fw, repeat) in enumerate(order):
-            who = f"{fw}#{repeat}" if opts.repeats > 1 else fw
+            who = process_names(fw, repeat, opts.repeats)[1]
             progress.line(f"{who}: starting, process {i + 1} of {len(order)} ({progress.elapsed()} elapsed)")
             try:
                 written.append(run_framework(fw, opts, out, progress, repeat))
