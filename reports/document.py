@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from reports import data as rdata
-from reports import atomic, escape, figures, findings, replicates, stats
+from reports import atomic, axes, escape, figures, findings, replicates, stats
 from reports.data import TIMED, finite
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
@@ -27,6 +27,20 @@ Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", d
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
             "tensorflow": "tf.function traces"}
+# How the concerns of the three axes are scored (reports.findings' docstring has the formulas).
+CONCERN_TEXT = {
+    "dynamic": "Dynamic shapes (weight name dynamic): per stream, the best framework's cold stream time over this "
+               "framework's (its best strategy that ran correctly without hitting a recompile limit), geometric "
+               "mean over the streams it ran, times the share of its non-eager stream cases that ran correctly without a "
+               "limit hit.",
+    "interop": "Python interop (weight name interop): per program, the outcome of the framework's best non-eager "
+               "mode: compiled or graph breaks 1, refused 0.5 (an error at once), wrong 0 (a silent wrong "
+               "result); the mean over programs.",
+    "derivatives": "Derivatives and vmap (weight name derivatives): the mean of a speed score (geometric mean over "
+                   "the tasks it ran of the best framework's time over this framework's best transform and mode) and "
+                   "the share "
+                   "of its transform x mode cases that ran (fallback half).",
+}
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 # The report's method text: facts of fwbench's code that make the frameworks' work differ,
@@ -241,6 +255,86 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
+# Method text for the three axes beyond steady-state speed, shown where their records are.
+METHOD_AXES = {
+    "dynamic": [
+        "dynamic shapes, cold pass: a fresh model (torch: torch._dynamo.reset(); JAX: a new jit; TensorFlow: new "
+        "tf.functions) takes every request of the stream once, in arrival order, each timed alone, so each shape's "
+        "first request pays its trace and compile; the in-memory caches are empty in every process, the run's "
+        "persistent compile cache only in the first process of each framework (compile_cache). The warm pass "
+        "repeats the stream with every shape seen: its median over rounds is the case's step time.",
+        "dynamic shapes, compilations count each framework's own events (torch: Dynamo graphs; JAX: XLA backend "
+        "compiles; TensorFlow: tf.function traces - an XLA compile per concrete shape under one trace has no "
+        "Python counter and shows only as a new-shape request slower than a seen one).",
+        "dynamic shapes, torch's static strategy recompiles up to Dynamo's recompile limit and then runs eagerly "
+        "with only a warning; recompile limit hit comes from that warning. Such a case is not the framework's best "
+        "strategy in the dynamic-shapes concern.",
+        "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two) only where the "
+        "record's padding_waste says so; outputs on the real positions are checked against the unpadded float64 "
+        "reference before anything is timed, and a wrong one is failed, never timed. torch decodes and loops in "
+        "Python around compiled graphs, JAX and TensorFlow compile the loop where they can: the stream times "
+        "compare what a user of each framework runs.",
+    ],
+    "interop": [
+        "Python interop: each program runs every input twice under the mode before timing; outcome compiled "
+        "(outputs and side effects as eager, no graph break), graph_breaks (as eager, with Dynamo's breaks), wrong "
+        "(runs, but an output or side-effect count differs: a print or append at trace time only, a frozen branch "
+        "or random value; failed, never timed), refused (the framework's own error; unsupported). The matrix "
+        "cells hold the record's own reason.",
+    ],
+    "derivatives": [
+        "derivatives: every result is compared with a float64 reference before it is timed; a difference or a "
+        "wrong shape is failed with what differed. The loop baseline compiles the one-example gradient and loops "
+        "in Python in every framework, while vmap (and TensorFlow's vectorized_map / pfor) compiles the whole "
+        "batch; peak memory is what each framework's record says measured it (peak_memory_source or memory_note), "
+        "null where nothing could.",
+    ],
+}
+
+
+def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: float) -> list[Block]:
+    """The dynamic-shapes, interop and derivatives sections (reports.axes), each only where
+    its workload has records; a table or figure without its fields is a one-line note."""
+    b: list[Block] = []
+    lacking = figures.lacking_modes(df)
+    d = df[df["workload"] == axes.DYNAMIC]
+    if not d.empty:
+        b.append(("h", 2, "Dynamic shapes"))
+        if axes.has(d, "stream_cold_s") or axes.has(d, "distinct_shapes"):
+            b.append(("table", axes.dynamic_table(d), "Per stream, framework, mode and strategy: distinct shapes, "
+                      "compilations during the cold pass (each framework's own counter), the cold pass's total time "
+                      "(median over processes, [range over processes]), one warm pass (median, 95% interval), the "
+                      "median request whose shape was new / seen, padding waste, and whether a recompile limit was "
+                      "hit.", "dynamic"))
+        else:
+            b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"))))
+        for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
+            b += _figure(figs, name)
+        b.append(("ul", axes.dynamic_findings(d, me) or ["No timed stream case, so no findings."]))
+    d = df[df["workload"] == axes.INTEROP]
+    if not d.empty:
+        b.append(("h", 2, "What could not be compiled (Python interop)"))
+        m = axes.interop_matrix(d, lacking)
+        if not m.empty:
+            b.append(("table", m, "Outcome of each program per framework and mode, from the records, with the "
+                      "framework's own reason (shortened; full text under failed and unsupported cases and in the "
+                      "appendix): compiled, graph_breaks (ran correctly, partly in Python), wrong (ran, but "
+                      "outputs or side effects differ from eager), refused (the framework's error).", "interop"))
+        b.append(("ul", axes.interop_findings(d, lacking) or ["No non-eager interop records."]))
+    d = df[df["workload"] == axes.DERIVATIVES]
+    if not d.empty:
+        b.append(("h", 2, "Derivatives and vmap"))
+        cap = axes.derivatives_capability(d, lacking)
+        if not cap.empty:
+            b.append(("table", cap, "Status of every transform per problem, framework and mode, over the problem's "
+                      "sizes (- : the framework has no such transform), with the first reason when not ok.",
+                      "derivatives-capability"))
+        for name in ("der_time", "der_vmap", "der_order", "der_memory"):
+            b += _figure(figs, name)
+        b.append(("ul", axes.derivatives_findings(d, me) or ["No timed derivatives case, so no findings."]))
+    return b
+
+
 def _steps(n: float) -> str:
     if n is None or pd.isna(n):
         return ""
@@ -297,6 +391,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                   "latency = first call - the same mode's median step.", "compile"))
     b += _figure(figs, "cold_warm")
 
+    b += axes_blocks(df, figs, me)
+
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
     if not found:
@@ -329,7 +425,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                        "first result, relative to the lowest; no floor), coverage (share of eager and accelerated "
                        "slots that ran; fallback counts half). No single weighting is the verdict: the second "
                        "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
-                       "framework ranks first, and which concerns it leads on."))
+                       "framework ranks first, and which concerns it leads on."
+                       + "".join(" " + CONCERN_TEXT[c] for c in CONCERN_TEXT if c in rank.columns)))
         b.append(("table", rank.reset_index().assign(rank=lambda t: t["rank"].map(lambda v: f"{v:.0f}")),
                   "Framework scores per concern, and overall for the weights given (higher is better).", "ranking"))
         b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
@@ -365,6 +462,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
+        *[t for wl, texts in METHOD_AXES.items() if (df["workload"] == wl).any() for t in texts],
         "utilisation = model FLOPs per step / median step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
     ]))
@@ -485,6 +583,7 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None) -
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
+    figs.update(axes.draw(cases, out_dir / "figures"))
     blocks = build(cases, figs, weights, cases.attrs["notes"])
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
@@ -492,6 +591,6 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None) -
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex(blocks), encoding="utf-8")
     write_csv(df, paths["csv"])
-    write_csv(cases.drop(columns="boot").assign(times=None), paths["cases_csv"])
+    write_csv(cases.drop(columns=replicates.process_columns(cases)).assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
     return paths

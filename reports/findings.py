@@ -23,9 +23,22 @@ this report, then combines the concerns with the user's weights:
     coverage     share of (case, eager | accelerated) slots that ran: ok 1, fallback 0.5,
                  unsupported or failed 0, so TensorFlow's graph mode and the others' compiled
                  mode count as the same capability
-    dynamic, derivatives
-                 throughput restricted to those workloads, a concern of their own where such
-                 records exist (they are left out of the general throughput score)
+    dynamic      "dynamic shapes" (reports.axes.dynamic_score): per stream, the best framework's
+                 cold stream time (fresh model, every shape new once) over this framework's, each
+                 taking its best strategy that ran correctly without hitting a recompile limit;
+                 geometric mean over the streams it ran (0 if none); times the share
+                 of its non-eager stream cases that ran correctly without a limit hit (failed:
+                 wrong output; unsupported strategies are left out)
+    interop      "Python interop" (axes.interop_score): per program, the outcome of the
+                 framework's best non-eager mode: compiled or with graph breaks 1 (runs
+                 correctly), refused 0.5 (the framework says so at once; you rewrite the
+                 program), wrong 0 (a silently wrong result); the mean over programs
+    derivatives  "derivatives and vmap" (axes.derivatives_score): the mean of a speed score
+                 (geometric mean over the tasks it ran of the best framework's time over this
+                 one's best transform and mode; 0 if it ran none) and its coverage (share of its
+                 task x transform x mode cases that ran: ok 1, fallback 0.5), where what it
+                 could not run counts
+                 These workloads are left out of the throughput score.
     overall      sum(w_c * score_c) / sum(w_c) for the weights given
 
 No weighting is the verdict: `sensitivity` ranks the frameworks under every weight vector of
@@ -41,14 +54,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import replicates, stats
+from reports import axes, replicates, stats
 from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order
+from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
 # Workloads that are a concern of their own in the framework choice (label -> concern name)
-OWN_CONCERN = {"dynamic": "dynamic shapes", "derivatives": "derivatives"}
+OWN_CONCERN = {"dynamic": "dynamic shapes", "interop": "Python interop", "derivatives": "derivatives and vmap"}
 CONCERNS = ("throughput", "compile", "coverage", *OWN_CONCERN)
 DEFAULT_WEIGHTS = {c: 1.0 for c in CONCERNS}
 GRID_WEIGHTS = (0.0, 1.0, 2.0, 3.0)    # each concern's weight in the sensitivity grid
@@ -208,9 +221,12 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=pd.Index(fws, name="framework"), columns=list(CONCERNS), dtype=float)
     for f, v in _throughput_score(t[~own], fws).items():
         out.at[f, "throughput"] = v
-    for wl in OWN_CONCERN:
-        for f, v in _throughput_score(t[t["workload"] == wl], fws).items():
-            out.at[f, wl] = v
+    lacking = lacking_modes(df)
+    for wl, v in (("dynamic", axes.dynamic_score(df[df["workload"] == "dynamic"], fws)),
+                  ("interop", axes.interop_score(df[df["workload"] == "interop"], fws, lacking)),
+                  ("derivatives", axes.derivatives_score(df[df["workload"] == "derivatives"], fws, lacking))):
+        for f, x in v.items():
+            out.at[f, wl] = x
     # compile: first call of each framework's fastest non-eager mode per case
     c = t[(t["mode"] != "eager") & (t["first_call_s"] > 0)]
     lat: dict[str, list[float]] = {f: [] for f in fws}

@@ -40,6 +40,12 @@ Columns (besides the record's fields, taken from the case's first process):
     throughput(_lo/_hi), utilisation, compilations (max), compilations_timed (max),
     recompiled_during_timing (any process)
     boot               the case's bootstrap draws of its median (for ratios; not in CSVs)
+    extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
+                       from the case's first timed process (its first record if none ran);
+                       PER_PROCESS fields are the median over timed processes instead, with
+                       every process's value kept in `procs_<field>` (a tuple, not in CSVs)
+                       for intervals over processes (stats.process_boot); SERIES fields
+                       (comma-separated per-request values) the element-wise median
 
 `attrs["observed_spread"]` is the median process_spread over the cases with two processes
 or more (nan without such cases), `attrs["min_effect"]` the minimum effect in force:
@@ -53,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports import data as rdata
 from reports import stats
 from reports.data import TIMED, _joined, _sort_key, break_even, finite
 from workloads.record import CASE_KEYS
@@ -70,6 +77,14 @@ AGGREGATE = ("n_processes", "median_s", "median_lo_s", "median_hi_s", "interval_
              "speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps", "throughput", "throughput_lo",
              "throughput_hi", "utilisation", "gemm_flops", "compilations", "compilations_timed",
              "recompiled_during_timing", "compile_cache", "run_file", "date")
+
+
+# Per-process scalars of a workload whose replication matters (one value per process, no
+# rounds): the case holds their median and the tuple of process values (procs_<field>).
+PER_PROCESS = ("stream_cold_s", "new_shape_latency_s", "seen_shape_latency_s", "compilations_cold",
+               "peak_memory_bytes")
+# Comma-separated per-request series (the dynamic workload's cold pass): element-wise median.
+SERIES = ("stream_cold_request_s", "stream_cold_compilations")
 
 
 Rec = dict[str, Any]     # one record (row) of the frame, as a plain dict: cheap to read in a loop
@@ -104,10 +119,40 @@ def _drift(timed: list[Rec], meds: np.ndarray) -> dict[str, Any]:
             "unstable": bool(why), "unstable_why": "; ".join(why)}
 
 
-def _one_case(g: list[Rec], salt: str) -> dict[str, Any]:
+def _series_median(texts: list[Any]) -> str | None:
+    """Element-wise median of comma-separated number series of one length ('0.5,1,1')."""
+    rows = []
+    for t in texts:
+        try:
+            rows.append([float(x) for x in str(t).split(",")])
+        except ValueError:
+            continue
+    rows = [r for r in rows if rows and len(r) == len(rows[0])]
+    if not rows:
+        return None
+    return ",".join(f"{v:.4g}" for v in np.median(np.array(rows), axis=0))
+
+
+def _extras(row: dict[str, Any], g: list[Rec], timed: list[Rec], extra: list[str]) -> None:
+    """A workload's own record keys (see the module docstring)."""
+    src = timed[0] if timed else g[0]
+    for k in extra:
+        row[k] = src.get(k)
+    for k in PER_PROCESS:
+        if k in extra or k in row:
+            vals = tuple(float(r[k]) for r in timed if finite(r.get(k)))
+            row[f"procs_{k}"] = vals
+            row[k] = float(np.median(vals)) if vals else (row.get(k) if not timed else None)
+    for k in SERIES:
+        if k in extra:
+            row[k] = _series_median([r[k] for r in timed if isinstance(r.get(k), str)]) if timed else None
+
+
+def _one_case(g: list[Rec], salt: str, extra: list[str] = ()) -> dict[str, Any]:
     first = g[0]
     row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
+    _extras(row, g, timed, list(extra))
     row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
                compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
@@ -184,8 +229,10 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     groups: dict[str, list[Rec]] = {}
     for r in kept.to_dict("records"):
         groups.setdefault(r["case"], []).append(r)
-    rows = [_one_case(g, salt) for g in groups.values()]
-    cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, "boot"]
+    extra = [c for c in df.columns if c not in known_columns()]
+    rows = [_one_case(g, salt, extra) for g in groups.values()]
+    procs = [f"procs_{k}" for k in PER_PROCESS if k in extra or k in CARRIED]
+    cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, *extra, "boot", *procs]
     out = pd.DataFrame(rows).reindex(columns=cols)
     out = _speedups(out)
     if not out.empty:
@@ -199,6 +246,16 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     out.attrs["max_processes"] = int(out["n_processes"].max()) if not out.empty else 0
     out.attrs["cold_over_warm"] = cold_over_warm(kept)
     return _break_even(out)
+
+
+def known_columns() -> set[str]:
+    """Columns every frame of reports.load has: the rest are a workload's own record keys."""
+    return set(rdata.columns())
+
+
+def process_columns(df: pd.DataFrame) -> list[str]:
+    """The per-process tuple columns (procs_<field>, plus boot): kept out of CSV files."""
+    return [c for c in df.columns if c == "boot" or c.startswith("procs_")]
 
 
 def cold_over_warm(df: pd.DataFrame) -> float:

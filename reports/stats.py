@@ -190,6 +190,18 @@ def hier_boot(proc_boots: Sequence[np.ndarray], name: str) -> np.ndarray | None:
     return np.median(m[rng.integers(0, m.shape[0], shape), rng.integers(0, m.shape[1], shape)], axis=1)
 
 
+def process_boot(values: Sequence[float], name: str, n_boot: int = N_BOOT) -> np.ndarray | None:
+    """Bootstrap medians of one value per process (a quantity measured once per process,
+    such as a stream's cold pass): the processes resampled with replacement. None below two
+    processes, so that a ratio built on it has no interval and states no finding: one
+    process says nothing about the variation between processes."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
+    if len(v) < 2:
+        return None
+    rng = np.random.default_rng(seed_of("proc|" + name))
+    return np.median(v[rng.integers(0, len(v), size=(n_boot, len(v)))], axis=1)
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Average ranks (1..n) along the last axis; ties share their mean rank."""
     order = np.argsort(x, axis=-1, kind="stable")

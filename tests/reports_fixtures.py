@@ -232,3 +232,42 @@ def synthetic_folder(folder: Path, records: int, cases: int, files: int = 10, ro
             k += 1
         write(folder / f"run{f:03d}.json", result_json(timed, frameworks=fws, date=f"2025-01-{f % 28 + 1:02d}T00:00:00+00:00"))
     return folder
+
+
+# ----------------------------------------------------------------------------- the three axes
+
+def stream_fields(cold_s: float, new_s: float, seen_s: float, *, compilations: int = 6, shapes: int = 6,
+                  requests: int = 8, waste: float = 0.0, limit_hit: bool = False) -> dict[str, Any]:
+    """The dynamic workload's record keys of one process (workloads/dynamic.py, frameworks/bench.py:
+    time_stream): `shapes` new requests then seen ones, one compilation per new shape."""
+    per = [new_s] * shapes + [seen_s] * (requests - shapes)
+    counts = [min(i + 1, compilations) for i in range(requests)]
+    return {"stream": "gpt-prefill", "requests": requests, "distinct_shapes": shapes,
+            "compilations_cold": compilations, "stream_cold_s": cold_s, "new_shape_latency_s": new_s,
+            "seen_shape_latency_s": seen_s, "padding_waste": waste, "recompile_limit_hit": limit_hit,
+            "stream_cold_request_s": ",".join(f"{t:.4g}" for t in per),
+            "stream_cold_compilations": ",".join(map(str, counts))}
+
+
+def axis_folder(folder: Path, cases: Iterable[tuple[dict[str, Any], float | None]], processes: int = 2) -> Path:
+    """One result file per framework and process (repeat) holding `cases`: (record keyword
+    arguments incl. framework, task, mode, workload, status, per-process `fields` -- a callable
+    of the repeat index or a dict -- ; median seconds, None for a case that did not run)."""
+    cases = list(cases)
+    for fw in sorted({kw["framework"] for kw, _ in cases}):
+        for i in range(processes):
+            timed, not_run = [], []
+            for kw, med in cases:
+                if kw["framework"] != fw:
+                    continue
+                kw = dict(kw)
+                fields = kw.pop("fields", {})
+                fields = fields(i) if callable(fields) else fields
+                rec = record(kw.pop("framework"), kw.pop("task"), kw.pop("mode"), repeat=i, **kw, **fields)
+                if med is None:
+                    not_run.append(rec)
+                else:
+                    timed.append((rec, times(med, n=10, seed=i * 7 + len(timed))))
+            write(folder / f"{fw}-{i}.json", result_json(timed, not_run, frameworks=[fw], repeat=i,
+                                                          repeats=processes))
+    return folder

@@ -1,0 +1,692 @@
+"""The report's sections for the three axes that steady-state throughput does not show:
+dynamic shapes (workloads/dynamic.py), what could not be compiled (workloads/interop.py),
+and higher-order derivatives and vmap (workloads/derivatives.py).
+
+Everything here reads records by field name and tolerates a field being absent: a section
+appears when its workload has records, and a figure or table whose fields are missing is
+skipped with a one-line note (`Section.notes`), never an error. It works on
+reports.replicates.cases (one row per case, processes pooled); per-process scalars (a
+stream's cold pass) come as `procs_<field>` tuples, so that intervals over processes and the
+replication rule (stats.decided) apply to them as to step times.
+
+    dynamic      table framework x mode x strategy x stream; figures dyn_compilations
+                 (cumulative compilations vs requests seen, from stream_cold_compilations),
+                 dyn_stream_time (cumulative cold stream time from stream_cold_request_s, the
+                 warm pass as its end point), dyn_new_vs_seen (new_shape_latency_s vs
+                 seen_shape_latency_s), dyn_padding (padding_waste vs compilations_cold)
+    interop      matrix program x framework/mode: the outcome (interop_outcome, else from the
+                 status) and the record's own reason, shortened (full text in the appendix)
+    derivatives  capability rows problem x transform x framework/mode; figures der_time (time
+                 per problem vs its size: batch, parameters, order, models; log-log), der_vmap
+                 (speedup of each transform over the `loop` baseline), der_order (run time and
+                 compile time vs derivative order), der_memory (peak memory of the HVP variants
+                 with what measured it)
+
+Findings follow the report's rule: a ratio is stated only when its 95% interval excludes 1
+and it exceeds the minimum effect in force; ratios of per-process scalars take their
+interval from a bootstrap over processes (stats.process_boot), so one process never
+decides anything.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from reports import figures as F
+from reports import stats
+from reports.data import TIMED, finite
+
+DYNAMIC, INTEROP, DERIVATIVES = "dynamic", "interop", "derivatives"
+SHORT = 60                 # characters of a reason inside a matrix cell
+# interop outcomes (workloads/interop.py) and the status each is recorded with; records
+# without interop_outcome are read through this table backwards
+OUTCOME_OF_STATUS = {"ok": "compiled", "fallback": "graph_breaks", "failed": "wrong", "unsupported": "refused"}
+BASELINE_STRATEGY = "loop"             # derivatives: the plain loop the vectorised transforms are compared with
+SIZE_FIELDS = ("derivative_order", "models", "batch", "params")   # a problem's size, first present
+
+
+@dataclass
+class Section:
+    """What one axis contributes: tables (caption, label, frame), sentences, figure names,
+    notes for what was skipped."""
+    tables: list[tuple[pd.DataFrame, str, str]] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _has_mode(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> np.ndarray:
+    """Rows whose framework has the mode (figures.lacking_modes: n/a, not unsupported)."""
+    return np.array([(f, m) not in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)
+
+
+def has(df: pd.DataFrame, *cols: str) -> bool:
+    """Every column exists and holds at least one value."""
+    return all(c in df.columns and df[c].notna().any() for c in cols)
+
+
+def missing_note(what: str, df: pd.DataFrame, cols: tuple[str, ...]) -> str:
+    lack = [c for c in cols if not has(df, c)]
+    return f"{what}: not drawn, the records lack {', '.join(lack)}."
+
+
+def strategy_label(r: pd.Series | dict[str, Any]) -> str:
+    s = r.get("strategy")
+    return f"{r['mode']} {s if isinstance(s, str) else 'default'}"
+
+
+def case_label(r: pd.Series | dict[str, Any]) -> str:
+    return f"{r['framework']} {strategy_label(r)}"
+
+
+def short(text: Any, n: int = SHORT) -> str:
+    t = " ".join(str(text).split()) if isinstance(text, str) else ""
+    return t if len(t) <= n else t[:n].rstrip() + "..."
+
+
+def procs(r: pd.Series, name: str) -> tuple[float, ...]:
+    v = r.get(f"procs_{name}")
+    if isinstance(v, tuple):
+        return v
+    x = r.get(name)
+    return (float(x),) if finite(x) else ()
+
+
+def process_ratio(a: pd.Series, b: pd.Series, name: str, tag: str) -> tuple[float, float, float]:
+    """median_a / median_b of a per-process scalar, with its interval from bootstraps over
+    each side's processes (nan with fewer than two processes on a side)."""
+    va, vb = procs(a, name), procs(b, name)
+    if not va or not vb:
+        return math.nan, math.nan, math.nan
+    r = float(np.median(va) / np.median(vb))
+    lo, hi = stats.ratio_interval(stats.process_boot(va, f"{tag}|a|{a['case']}|{name}"),
+                                  stats.process_boot(vb, f"{tag}|b|{b['case']}|{name}"))
+    return r, lo, hi
+
+
+def _times(r: pd.Series) -> str:
+    return stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]) if finite(r.get("median_s")) else ""
+
+
+def _range(vals: tuple[float, ...]) -> str:
+    if not vals:
+        return ""
+    m = stats.fmt_seconds(float(np.median(vals)))
+    return m if len(vals) < 2 else f"{m} [{stats.fmt_seconds(min(vals))}, {stats.fmt_seconds(max(vals))}]"
+
+
+# ----------------------------------------------------------------------------- dynamic shapes
+
+def dynamic_table(d: pd.DataFrame) -> pd.DataFrame:
+    """A row per stream case that ran or failed (unsupported strategies are listed with their
+    reasons among the report's unsupported cases)."""
+    rows = []
+    streams = {t: s for t, s in zip(d["task"], d["stream"]) if isinstance(s, str)} if "stream" in d else {}
+    for _, r in d[d["status"] != "unsupported"].iterrows():
+        timed = r["status"] in TIMED
+        rows.append({
+            "stream": r.get("stream") if isinstance(r.get("stream"), str) else streams.get(r["task"], r["task"]),
+            "framework": r["framework"], "mode": r["mode"],
+            "strategy": r["strategy"] if isinstance(r["strategy"], str) else "default",
+            "status": r["status"],
+            "shapes": f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "",
+            "compilations (cold pass)": f"{r['compilations_cold']:.0f}" if timed and finite(r.get("compilations_cold")) else "",
+            "cold stream [process range]": _range(procs(r, "stream_cold_s")) if timed else "",
+            "warm stream [95% CI]": _times(r) if timed else "",
+            "new-shape request": stats.fmt_seconds(r.get("new_shape_latency_s")) if timed else "",
+            "seen-shape request": stats.fmt_seconds(r.get("seen_shape_latency_s")) if timed else "",
+            "padding waste": f"{100 * r['padding_waste']:.0f}%" if finite(r.get("padding_waste")) else "",
+            "recompile limit hit": {True: "YES", False: "no"}.get(r.get("recompile_limit_hit"), "") if timed else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def _stream(r: pd.Series) -> str:
+    return r["stream"] if isinstance(r.get("stream"), str) else str(r["task"])
+
+
+def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
+    """Sentences by the report's rule (see the module docstring)."""
+    out: list[str] = []
+    t = d[d["status"].isin(TIMED)]
+    if has(t, "new_shape_latency_s", "seen_shape_latency_s"):
+        for _, r in t[t["mode"] != "eager"].iterrows():
+            if not (r["framework"] == "tensorflow" and r["strategy"] == "input_signature"):
+                continue
+            out.append(_new_vs_seen(r, me))
+        slower = [case_label(r) + f" ({_stream(r)})" for _, r in t[t["mode"] != "eager"].iterrows()
+                  if _new_seen_decided(r, me) == "slower"]
+        n = int((t["mode"] != "eager").sum())
+        out.append(f"{len(slower)} of {n} non-eager stream cases take decidedly longer on a request of a new shape "
+                   f"than on a seen one (per-process ratio of the medians; interval over processes above 1 and at "
+                   f"least {100 * me:.0f}%): they compile per shape" + (": " + ", ".join(slower) if slower else "") + ".")
+    if "recompile_limit_hit" in t.columns:
+        for _, r in d[(d["recompile_limit_hit"] == True) | (d["recompile_limit_hit"] == False)].iterrows():  # noqa: E712
+            if r["framework"] == "torch" and r["strategy"] == "static" or r["recompile_limit_hit"] is True:
+                shapes = f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "?"
+                comp = f"{r['compilations_cold']:.0f}" if finite(r.get("compilations_cold")) else "?"
+                out.append(f"{case_label(r)} ({_stream(r)}): {comp} compilation(s) for {shapes} distinct shapes; "
+                           + ("it hit the recompile limit and ran the remaining new shapes eagerly (only a warning "
+                              "says so)." if r["recompile_limit_hit"] is True else "the recompile limit was not hit."))
+    if has(t, "stream_cold_s"):
+        out += _bucketed_findings(t, me)
+        for s, g in t.groupby(t.apply(_stream, axis=1)):
+            best = _best_per_framework(g)
+            if len(best) >= 2:
+                a, b = best.iloc[0], best.iloc[1]
+                out.append(_versus(a, b, "stream_cold_s", f"fastest cold {s} stream (each framework's best strategy)",
+                                   me))
+    return out
+
+
+def undecided(x: float, lo: float, hi: float, me: float) -> str:
+    """Why a ratio is no finding: one process, or the rule (interval and minimum effect)."""
+    if not finite(lo):
+        return f"{stats.fmt_ratio(x, lo, hi)} from one process; a finding needs two processes or more"
+    return (f"{stats.fmt_ratio(x, lo, hi)}; a finding needs the interval to exclude 1 and at least "
+            f"{100 * me:.0f}%")
+
+
+def _new_seen(r: pd.Series) -> tuple[float, float, float]:
+    new, seen = procs(r, "new_shape_latency_s"), procs(r, "seen_shape_latency_s")
+    if not new or len(new) != len(seen):
+        return math.nan, math.nan, math.nan
+    ratio = [a / b for a, b in zip(new, seen) if b > 0]
+    lo, hi = stats.interval(stats.process_boot(ratio, f"newseen|{r['case']}"))
+    return float(np.median(ratio)), lo, hi
+
+
+def _new_seen_decided(r: pd.Series, me: float) -> str:
+    x, lo, hi = _new_seen(r)
+    return "no" if not finite(x) else {"slower": "slower", "faster": "faster"}.get(stats.verdict(x, lo, hi, me), "no")
+
+
+def _new_vs_seen(r: pd.Series, me: float) -> str:
+    x, lo, hi = _new_seen(r)
+    head = (f"{case_label(r)} ({_stream(r)}): {r['compilations_cold']:.0f} trace(s) for "
+            f"{r['distinct_shapes']:.0f} distinct shapes; " if finite(r.get("compilations_cold"))
+            and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({_stream(r)}): ")
+    if not finite(x):
+        return head + "new- vs seen-shape latency not measured."
+    cost = ""
+    if finite(r.get("stream_cold_s")) and finite(r.get("median_s")):
+        cost = (f"; the cold stream took {stats.fmt_seconds(r['stream_cold_s'])} against "
+                f"{stats.fmt_seconds(r['median_s'])} for a warm pass")
+    if stats.decided(x, lo, hi, me) and x > 1:
+        return head + (f"a request of a new shape takes {stats.fmt_ratio(x, lo, hi)} a seen one's time, so it still "
+                       f"compiles per concrete shape{cost}.")
+    return head + f"no significant difference between new- and seen-shape requests ({undecided(x, lo, hi, me)}){cost}."
+
+
+def _best_per_framework(g: pd.DataFrame, col: str = "stream_cold_s") -> pd.DataFrame:
+    """Each framework's fastest case by `col` among those that ran correctly and did not
+    hit a recompile limit, fastest first."""
+    ok = g[g[col].notna()]
+    if "recompile_limit_hit" in ok.columns:
+        ok = ok[ok["recompile_limit_hit"] != True]   # noqa: E712
+    return ok.sort_values(col).drop_duplicates("framework")
+
+
+def _versus(a: pd.Series, b: pd.Series, col: str, what: str, me: float) -> str:
+    """'what: a takes 0.41x [..] the time of b' by the report's rule, over processes."""
+    r, lo, hi = process_ratio(a, b, col, what)
+    if stats.decided(r, lo, hi, me):
+        return f"{what}: {case_label(a)} takes {stats.fmt_ratio(r, lo, hi)} the time of {case_label(b)}."
+    return f"{what}: no significant difference between {case_label(a)} and {case_label(b)} ({undecided(r, lo, hi, me)})."
+
+
+def _bucketed_findings(t: pd.DataFrame, me: float) -> list[str]:
+    out = []
+    nonbucket = t[(t["strategy"] != "bucketed") & (t["mode"] != "eager")]
+    for (fw, mode, s), g in t[t["strategy"] == "bucketed"].groupby(["framework", "mode", t.apply(_stream, axis=1)]):
+        others = nonbucket[(nonbucket["framework"] == fw) & (nonbucket["mode"] == mode)
+                           & (nonbucket.apply(_stream, axis=1) == s)]
+        best = _best_per_framework(others)
+        if best.empty:
+            continue
+        out.append(_versus(g.iloc[0], best.iloc[0], "stream_cold_s",
+                           f"bucketed vs the best unpadded strategy, {fw} {mode}, cold {s} stream", me))
+    return out
+
+
+def dynamic_score(d: pd.DataFrame, fws: list[str]) -> dict[str, float]:
+    """Per stream: best framework's cold stream time / this framework's (its best strategy that
+    ran correctly without hitting a recompile limit), geometric mean over the streams it ran
+    (0 when it ran none correctly); times the
+    share of the framework's non-eager stream cases that ran correctly without a limit hit
+    (of those that ran or failed: an unsupported strategy is neutral)."""
+    if not has(d, "stream_cold_s"):
+        return {}
+    t = d[d["status"].isin(TIMED)]
+    ratios: dict[str, list[float]] = {f: [] for f in fws}
+    for _, g in (t.groupby(t.apply(_stream, axis=1)) if len(t) else []):
+        best = _best_per_framework(g).set_index("framework")["stream_cold_s"]
+        for f in best.index:
+            if f in ratios:
+                ratios[f].append(best.min() / best[f])
+    out = {}
+    ran = d[(d["mode"] != "eager") & d["status"].isin(("ok", "fallback", "failed"))]
+    for f in fws:
+        r = ran[ran["framework"] == f]
+        good = r["status"].isin(TIMED) & (r["recompile_limit_hit"] != True if "recompile_limit_hit" in r else True)  # noqa: E712
+        share = float(good.mean()) if len(r) else 1.0
+        out[f] = stats.geomean(ratios[f]) * share if ratios[f] else 0.0 if len(r) else math.nan
+    return out
+
+
+# ----------------------------------------------------------------------------- interop
+
+def outcome(r: pd.Series) -> str:
+    o = r.get("interop_outcome")
+    return o if isinstance(o, str) else OUTCOME_OF_STATUS.get(r["status"], r["status"])
+
+
+def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
+    """program x framework/mode: the outcome and the record's reason, shortened."""
+    d = d[_has_mode(d, lacking)]
+    if d.empty:
+        return pd.DataFrame()
+    cols = [f"{f} {m}" for f in F.framework_order(d["framework"])
+            for m in F.mode_order(d.loc[d["framework"] == f, "mode"])]
+    rows = []
+    for task, g in d.groupby("task", sort=True):
+        row = {"program": task}
+        for _, r in g.iterrows():
+            why = short(r["reason"])
+            row[f"{r['framework']} {r['mode']}"] = outcome(r) + (f": {why}" if why else "")
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=["program", *cols]).fillna("not run")
+
+
+INTEROP_SCORE = {"compiled": 1.0, "graph_breaks": 1.0, "refused": 0.5, "wrong": 0.0}
+
+
+def interop_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, str]]) -> dict[str, float]:
+    """Per program, the framework's best non-eager mode scores INTEROP_SCORE of its outcome
+    (runs correctly, compiled or with graph breaks: 1; refused with an error: 0.5, you learn
+    at once and rewrite; wrong, silently: 0); the mean over the programs."""
+    c = d[(d["mode"] != "eager") & _has_mode(d, lacking)]
+    if c.empty:
+        return {}
+    s = c.assign(score=[INTEROP_SCORE.get(outcome(r), 0.0) for _, r in c.iterrows()])
+    best = s.groupby(["framework", "task"])["score"].max()
+    programs = c["task"].nunique()
+    return {f: float(best.loc[f].sum()) / programs if f in best.index.get_level_values(0) else math.nan for f in fws}
+
+
+def interop_findings(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> list[str]:
+    c = d[(d["mode"] != "eager") & _has_mode(d, lacking)]
+    out = []
+    for (f, m), g in c.groupby(["framework", "mode"], sort=False):
+        n = g.assign(o=[outcome(r) for _, r in g.iterrows()])["o"].value_counts()
+        out.append(f"{f} {m}: of {len(g)} programs, " + ", ".join(f"{v} {k}" for k, v in n.items()) + ".")
+    return out
+
+
+# ----------------------------------------------------------------------------- derivatives
+
+def problem(task: str) -> str:
+    """The problem of a derivatives task name without its size: 'hessian_p100' -> 'hessian'."""
+    return re.sub(r"(_[a-z]?\d+)+$", "", str(task))
+
+
+def _size(r: pd.Series) -> tuple[str, float | str]:
+    for k in SIZE_FIELDS:
+        if finite(r.get(k)):
+            return k, float(r[k])
+    if finite(r.get("n")) and finite(r.get("m")):
+        return "n -> m", f"{r['n']:.0f}->{r['m']:.0f}"
+    return "task", str(r["task"])
+
+
+def derivatives_capability(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
+    """problem x transform (strategy) x framework/mode: each cell the statuses over the
+    problem's sizes, with the first non-ok reason, shortened."""
+    d = d[_has_mode(d, lacking)]
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(problem=d["task"].map(problem), transform=d["strategy"].fillna("default"))
+    cols = [f"{f} {m}" for f in F.framework_order(d["framework"])
+            for m in F.mode_order(d.loc[d["framework"] == f, "mode"])]
+    rows = []
+    for (p, s), g in d.groupby(["problem", "transform"], sort=True):
+        row = {"problem": p, "transform": s}
+        for (f, m), h in g.groupby(["framework", "mode"]):
+            counts = h["status"].value_counts()
+            cell = (counts.index[0] if len(counts) == 1 else
+                    ", ".join(f"{k} {v}/{len(h)}" for k, v in counts.items()))
+            bad = h[h["status"] != "ok"]
+            why = short(bad["reason"].iloc[0]) if len(bad) else ""
+            row[f"{f} {m}"] = cell + (f": {why}" if why else "")
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=["problem", "transform", *cols]).fillna("-")
+
+
+def _vs_loop(d: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a `loop` baseline in the same framework, mode and task: speedup over it."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    base = t[t["strategy"] == BASELINE_STRATEGY].set_index(["framework", "mode", "task"])
+    rows = []
+    for _, r in t[t["strategy"] != BASELINE_STRATEGY].iterrows():
+        k = (r["framework"], r["mode"], r["task"])
+        if k not in base.index:
+            continue
+        b = base.loc[k]
+        b = b.iloc[0] if isinstance(b, pd.DataFrame) else b
+        lo, hi = stats.ratio_interval(b["boot"], r["boot"])
+        rows.append({**r.to_dict(), "vs_loop": b["median_s"] / r["median_s"], "vs_loop_lo": lo, "vs_loop_hi": hi})
+    return pd.DataFrame(rows)
+
+
+def derivatives_findings(d: pd.DataFrame, me: float) -> list[str]:
+    out = []
+    v = _vs_loop(d)
+    same = []
+    for _, r in v.iterrows():
+        ratio = stats.fmt_ratio(r["vs_loop"], r["vs_loop_lo"], r["vs_loop_hi"])
+        if stats.decided(r["vs_loop"], r["vs_loop_lo"], r["vs_loop_hi"], me):
+            word = "faster" if r["vs_loop"] > 1 else "slower"
+            out.append(f"{r['task']}: {case_label(r)} is {word} than the loop over examples: {ratio}.")
+        else:
+            same.append(f"{r['task']} {case_label(r)} ({ratio})")
+    if same:
+        out.append(f"No significant difference from the loop over examples (interval includes 1 or under "
+                   f"{100 * me:.0f}%): " + "; ".join(same) + ".")
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    from reports.findings import versus          # one rule for a ratio of step times
+    for task, g in t.groupby("task", sort=True):
+        best = g.sort_values("median_s").drop_duplicates("framework")
+        if len(best) >= 2:
+            out.append(versus(best.iloc[0], best.iloc[1], f"fastest {task} (each framework's best transform and mode)",
+                              me))
+    return out
+
+
+def derivatives_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, str]]) -> dict[str, float]:
+    """The mean of (a) speed: geometric mean over the tasks it ran of the best framework's
+    time / this framework's best (any transform and mode; 0 if it ran none), and (b)
+    coverage: share of its (task, transform, mode) cases that ran (ok 1, fallback 0.5), where
+    what it could not run counts."""
+    d = d[_has_mode(d, lacking)]
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    if t.empty:
+        return {}
+    speed: dict[str, list[float]] = {f: [] for f in fws}
+    for _, g in t.groupby("task"):
+        best = g.groupby("framework")["median_s"].min()
+        for f in best.index:
+            if f in speed:
+                speed[f].append(best.min() / best[f])
+    out = {}
+    for f in fws:
+        sp = stats.geomean(speed[f]) if speed[f] else 0.0
+        mine = d[d["framework"] == f]
+        cov = float(mine["status"].map({"ok": 1.0, "fallback": 0.5}).fillna(0.0).mean()) if len(mine) else math.nan
+        out[f] = (sp + cov) / 2 if finite(cov) else math.nan
+    return out
+
+
+# ----------------------------------------------------------------------------- figures
+
+def _strategy_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
+    """A colour and marker per strategy label (within a panel the framework is fixed)."""
+    pal = F.CB
+    marks = "osD^v<>PXh*"
+    return {s: (pal[i % len(pal)], marks[i % len(marks)]) for i, s in enumerate(sorted(set(labels)))}
+
+
+def _series(text: Any) -> np.ndarray | None:
+    try:
+        return np.array([float(x) for x in str(text).split(",")]) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Series, tuple[str, str], np.ndarray],
+                                                                       None], ylabel: str, title: str) -> Figure | None:
+    d = d[d["status"].isin(TIMED) & d[col].notna()] if col in d.columns else d.iloc[0:0]
+    if d.empty:
+        return None
+    d = d.assign(_s=d.apply(_stream, axis=1))
+    keys = sorted({(s, f) for s, f in zip(d["_s"], d["framework"])},
+                  key=lambda k: (k[0], F.framework_order(d["framework"]).index(k[1])))
+    ncols = min(3, len(keys))
+    nrows = math.ceil(len(keys) / ncols)
+    style = _strategy_styles([strategy_label(r) for _, r in d.iterrows()])
+    with F._style():
+        fig, axes = F._figure(nrows, ncols, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(axes.ravel()):
+            if i >= len(keys):
+                ax.set_visible(False)
+                continue
+            s, f = keys[i]
+            for _, r in d[(d["_s"] == s) & (d["framework"] == f)].iterrows():
+                y = _series(r[col])
+                if y is not None:
+                    draw(ax, r, style[strategy_label(r)], y)
+            ax.set_title(f"{s}: {f}")
+            ax.set_xlabel("requests seen")
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=6, frameon=False)
+        fig.suptitle(title)
+    return fig
+
+
+def fig_compilations(d: pd.DataFrame) -> Figure | None:
+    def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
+        x = np.arange(1, len(y) + 1)
+        ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
+                label=strategy_label(r) + (" (limit hit)" if r.get("recompile_limit_hit") is True else ""))
+    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative)",
+                                 "compilations vs requests seen (cold pass)")
+
+
+def fig_stream_time(d: pd.DataFrame) -> Figure | None:
+    def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
+        x = np.arange(1, len(y) + 1)
+        ax.plot(x, np.cumsum(y), color=st[0], linewidth=1, label=strategy_label(r))
+        if finite(r.get("median_s")):
+            ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
+        ax.set_yscale("log")
+    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s)",
+                                 "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
+
+
+def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool,
+             marker: Callable[[pd.Series], str]) -> Figure | None:
+    d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
+    if d.empty:
+        return None
+    d = d.assign(_s=d.apply(_stream, axis=1))
+    streams = sorted(d["_s"].unique())
+    col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
+    with F._style():
+        fig, axes = F._figure(1, len(streams), F.PANEL_W + 1.2, F.PANEL_H + 0.6)
+        for ax, s in zip(axes.ravel(), streams):
+            g = d[d["_s"] == s]
+            for _, r in g.iterrows():
+                ax.scatter(r[x], r[y], color=col[r["framework"]], marker=marker(r), s=36, edgecolor="black",
+                           linewidth=0.4, zorder=3)
+                ax.annotate(strategy_label(r), (r[x], r[y]), xytext=(3, 2), textcoords="offset points", fontsize=5)
+            if logx:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+            if diag:
+                lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
+                ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
+            ax.set_title(s)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+        F._framework_legend(fig, fws, col)
+    return fig
+
+
+def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
+    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
+                    "new-shape request (s, median)", True, True, lambda r: F.MODE_MARKERS.get(r["mode"], "D"))
+
+
+def fig_padding(d: pd.DataFrame) -> Figure | None:
+    return _scatter(d, "compilations_cold", "padding_waste", "compilations (cold pass)",
+                    "padding waste (1 - needed / computed)", False, False,
+                    lambda r: "s" if r["strategy"] == "bucketed" else "o")
+
+
+def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: list[str] | None = None,
+               lo: str | None = None, hi: str | None = None, ref: float | None = None) -> Figure | None:
+    d = d[d[ycol].notna()] if ycol in d.columns else d.iloc[0:0]
+    d = d.assign(problem=d["task"].map(problem))
+    if problems is not None:
+        d = d[d["problem"].isin(problems)]
+    if d.empty:
+        return None
+    ps = sorted(d["problem"].unique())
+    col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
+    ncols = min(3, len(ps))
+    with F._style():
+        fig, axes = F._figure(math.ceil(len(ps) / ncols), ncols, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
+        for i, ax in enumerate(axes.ravel()):
+            if i >= len(ps):
+                ax.set_visible(False)
+                continue
+            g = d[d["problem"] == ps[i]]
+            size = [_size(r) for _, r in g.iterrows()]
+            numeric = all(isinstance(v, float) for _, v in size)
+            cats = [] if numeric else sorted({str(v) for _, v in size})
+            g = g.assign(_x=[v if numeric else cats.index(str(v)) for _, v in size])
+            style = _strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default"
+                                      for _, r in g.iterrows()])
+            for (f, m, s), h in g.groupby(["framework", "mode", g["strategy"].fillna("default")], sort=False):
+                h = h.sort_values("_x")
+                ax.plot(h["_x"], h[ycol], color=col[f], marker=style[s][1], markersize=4, linewidth=1,
+                        linestyle={"eager": ":", "graph": "--"}.get(m, "-"))
+                if lo and hi:
+                    ax.fill_between(h["_x"].astype(float), h[lo], h[hi], color=col[f], alpha=0.12, linewidth=0)
+            if ref is not None:
+                ax.axhline(ref, color="black", linewidth=0.8)
+            if numeric and g["_x"].max() / max(g["_x"].min(), 1e-12) > 8:
+                ax.set_xscale("log")
+            if not numeric:
+                ax.set_xticks(range(len(cats)), cats)
+            if ax.get_yscale() == "linear" and g[ycol].max() / max(g[ycol].min(), 1e-300) > 10:
+                ax.set_yscale("log")
+            ax.set_title(ps[i])
+            ax.set_xlabel(size[0][0])
+            ax.set_ylabel(ylabel)
+            ax.legend(handles=[Line2D([], [], color="grey", marker=mk, linestyle="", label=s)
+                               for s, (_, mk) in style.items()], fontsize=6, frameon=False)
+        modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"), label=m)
+                 for m in F.mode_order(d["mode"])]
+        F._framework_legend(fig, fws, col, modes)
+        fig.suptitle(title)
+    return fig
+
+
+def fig_der_time(d: pd.DataFrame) -> Figure | None:
+    t = d[d["status"].isin(TIMED)]
+    return _der_lines(t, "median_s", "median time (s)", "time per problem vs its size (line: framework, style: mode, "
+                      "marker: transform)", lo="median_lo_s", hi="median_hi_s")
+
+
+def fig_der_vmap(d: pd.DataFrame) -> Figure | None:
+    v = _vs_loop(d)
+    if v.empty:
+        return None
+    return _der_lines(v, "vs_loop", "speedup over the loop (x)", "speedup of each transform over a loop over "
+                      "examples (same framework and mode)", lo="vs_loop_lo", hi="vs_loop_hi", ref=1.0)
+
+
+def fig_der_order(d: pd.DataFrame) -> Figure | None:
+    t = d[d["status"].isin(TIMED) & d["task"].map(problem).str.startswith("nth")] if len(d) else d
+    if t.empty or not has(t, "derivative_order"):
+        return None
+    t = t.assign(compile_or_first=[r["compile_s"] if finite(r.get("compile_s")) else r.get("compile_latency_s")
+                                   for _, r in t.iterrows()])
+    both = pd.concat([t.assign(task="run time", _y=t["median_s"]),
+                      t.assign(task="compile time", _y=t["compile_or_first"])])
+    return _der_lines(both, "_y", "seconds", "n-th derivative: run time and compile time (the framework's timer, "
+                      "else first call minus median) vs the order")
+
+
+def fig_der_memory(d: pd.DataFrame) -> Figure | None:
+    t = d[d["task"].map(problem).str.startswith("hvp")] if len(d) else d
+    if not has(t, "peak_memory_bytes"):
+        return None
+    t = t[t["peak_memory_bytes"].notna()]
+    col, fws = F.colours(t["framework"]), F.framework_order(t["framework"])
+    labels = sorted({strategy_label(r) for _, r in t.iterrows()})
+    with F._style():
+        fig, axes = F._figure(1, 1, max(F.PANEL_W, 0.9 * len(labels) * len(fws)), F.PANEL_H + 0.5)
+        ax = axes[0, 0]
+        t = t.assign(mb=t["peak_memory_bytes"] / 2 ** 20, z=math.nan)
+        F._bars(ax, t, strategy_label, labels, fws, "mb", "z", "z", col)
+        ax.set_ylabel("peak memory (MiB)")
+        src = ", ".join(sorted({f"{r['framework']}: {short(_memory_source(r), 50)}" for _, r in t.iterrows()}))
+        ax.set_title("HVP peak memory", fontsize=9)
+        ax.set_xlabel("measured by: " + src, fontsize=6)
+        F._framework_legend(fig, fws, col)
+    return fig
+
+
+def _memory_source(r: pd.Series) -> str:
+    for k in ("peak_memory_source", "memory_note"):
+        if isinstance(r.get(k), str):
+            return r[k]
+    return "the device allocator's peak"
+
+
+# name -> (workload, function, fields it reads, caption)
+FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str, ...], str]] = {
+    "dyn_compilations": (DYNAMIC, fig_compilations, ("stream_cold_compilations",),
+                         "Compilations (each framework's own counter) after each request of the cold pass, per "
+                         "strategy; one panel per stream and framework."),
+    "dyn_stream_time": (DYNAMIC, fig_stream_time, ("stream_cold_request_s",),
+                        "Cumulative time of the cold pass over the stream (fresh model, every shape new once), and "
+                        "the median time of a warm pass (every shape seen) as the marker at the end."),
+    "dyn_new_vs_seen": (DYNAMIC, fig_new_vs_seen, ("new_shape_latency_s", "seen_shape_latency_s"),
+                        "Median latency of a request whose shape is new against one whose shape was seen, per "
+                        "strategy (dotted: equal). Above the line: the strategy compiles (or traces) per shape."),
+    "dyn_padding": (DYNAMIC, fig_padding, ("padding_waste", "compilations_cold"),
+                    "Padding waste (share of computed tokens that are padding) against the compilations of the cold "
+                    "pass; squares: bucketed, circles: unpadded strategies."),
+    "der_time": (DERIVATIVES, fig_der_time, ("median_s",),
+                 "Median time per problem against its size (batch, parameter count, derivative order; log-log where "
+                 "the sizes span a decade): colour framework, line style mode, marker transform; band: 95% interval."),
+    "der_vmap": (DERIVATIVES, fig_der_vmap, ("median_s",),
+                 "Speedup of each vectorised transform over the same framework and mode's loop over examples "
+                 "(loop's median / the transform's; band: 95% interval; line: no change)."),
+    "der_order": (DERIVATIVES, fig_der_order, ("derivative_order",),
+                  "n-th derivative: run time and compile time against the order."),
+    "der_memory": (DERIVATIVES, fig_der_memory, ("peak_memory_bytes",),
+                   "Peak memory of the Hessian-vector-product variants, with what measured it per framework."),
+}
+
+
+def draw(cases: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
+    """Each figure whose workload has records: (PNG, caption), or (None, a one-line note)
+    when the records lack its fields or it has nothing to draw."""
+    from reports import escape
+    df = escape.mpl_frame(cases)
+    done: dict[str, tuple[Path | None, str]] = {}
+    for name, (wl, fn, needs, caption) in FIGURES.items():
+        d = df[df["workload"] == wl]
+        if d.empty:
+            continue
+        if not has(d, *needs):
+            done[name] = (None, missing_note(f"The {name} figure", d, needs))
+            continue
+        fig = fn(d)
+        if fig is None:
+            done[name] = (None, f"The {name} figure: not drawn, no case has the values it plots.")
+            continue
+        png, _ = F.save(fig, out_dir, name)
+        done[name] = (png, caption)
+    return done

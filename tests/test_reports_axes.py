@@ -1,0 +1,184 @@
+"""reports.axes: the dynamic-shapes, interop and derivatives sections, their figures, findings
+and framework-choice concerns, on small synthetic result files."""
+from __future__ import annotations
+
+import pytest
+
+import reports
+from reports import axes, document, findings, replicates
+from tests.reports_fixtures import axis_folder, record, stream_fields
+from workloads.base import FwbenchError
+
+DYN = {"workload": "dynamic", "task": "prefill", "preset": "tiny"}
+
+
+def _cases(tmp_path, cases, processes=2):
+    return replicates.cases(reports.load(axis_folder(tmp_path, cases, processes)))
+
+
+def _dyn(fw, mode, strategy, cold, new, seen, med=0.01, **kw):
+    """A stream case whose per-process values wobble by 2% between processes."""
+    return ({"framework": fw, "mode": mode, "strategy": strategy, **DYN,
+             "fields": lambda i: stream_fields(cold * (1 + 0.02 * i), new * (1 + 0.02 * i), seen, **kw)}, med)
+
+
+def test_cases_keep_every_process_value_of_a_stream(tmp_path):
+    c = _cases(tmp_path, [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001)], processes=3)
+    r = c.iloc[0]
+    assert r["procs_stream_cold_s"] == pytest.approx((2.0, 2.04, 2.08))
+    assert r["stream_cold_s"] == pytest.approx(2.04)              # median over processes
+    assert r["stream"] == "gpt-prefill" and r["distinct_shapes"] == 6
+    assert r["stream_cold_compilations"] == "1,2,3,4,5,6,6,6"
+
+
+def test_dynamic_figures_drawn_from_their_fields(tmp_path):
+    c = _cases(tmp_path, [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001),
+                          _dyn("torch", "compiled", "bucketed", 1.0, 0.3, 0.001, waste=0.3, compilations=2),
+                          _dyn("jax", "compiled", None, 4.0, 0.6, 0.001)])
+    figs = axes.draw(c, tmp_path / "fig")
+    for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
+        png, caption = figs[name]
+        assert png is not None and png.read_bytes()[:4] == b"\x89PNG", name
+    assert not any(n.startswith("der_") for n in figs)            # no derivatives records: no section
+
+
+def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
+    # dynamic records from before the per-request series existed
+    c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN,
+                            "fields": {"stream_cold_s": 1.0, "distinct_shapes": 4}}, 0.01)])
+    figs = axes.draw(c, tmp_path / "fig")
+    png, note = figs["dyn_compilations"]
+    assert png is None and note == ("The dyn_compilations figure: not drawn, the records lack "
+                                    "stream_cold_compilations.")
+    assert not (tmp_path / "fig" / "dyn_compilations.png").exists()
+    blocks = document.axes_blocks(c, figs, 0.15)
+    assert ("p", note) in blocks
+    assert any(b[0] == "table" and b[3] == "dynamic" for b in blocks)
+
+
+def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
+    slow_new = _cases(tmp_path / "a", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
+                                            compilations=1)])
+    line = next(s for s in axes.dynamic_findings(slow_new, 0.15) if "input_signature" in s)
+    assert "1 trace(s) for 6 distinct shapes" in line and "still compiles per concrete shape" in line
+    same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0102, 0.01,
+                                        compilations=1)])
+    line = next(s for s in axes.dynamic_findings(same, 0.15) if "input_signature" in s)
+    assert "no significant difference between new- and seen-shape requests" in line
+    one = _cases(tmp_path / "c", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
+                                       compilations=1)], processes=1)
+    line = next(s for s in axes.dynamic_findings(one, 0.15) if "input_signature" in s)
+    assert "from one process; a finding needs two processes or more" in line
+
+
+def test_cold_stream_difference_stated_only_outside_the_noise(tmp_path):
+    far = _cases(tmp_path / "a", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
+                                  _dyn("jax", "compiled", None, 3.0, 0.3, 0.001)])
+    line = next(s for s in axes.dynamic_findings(far, 0.15) if s.startswith("fastest cold"))
+    assert "torch compiled default takes 0.33x" in line
+    near = _cases(tmp_path / "b", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
+                                   _dyn("jax", "compiled", None, 1.05, 0.3, 0.001)])
+    line = next(s for s in axes.dynamic_findings(near, 0.15) if s.startswith("fastest cold"))
+    assert "no significant difference" in line
+
+
+def test_recompile_limit_is_stated_and_excluded_from_the_best_strategy(tmp_path):
+    c = _cases(tmp_path, [_dyn("torch", "compiled", "static", 0.5, 0.1, 0.001, compilations=8, limit_hit=True),
+                          _dyn("torch", "compiled", "dynamic", 2.0, 0.1, 0.001, compilations=1),
+                          _dyn("jax", "compiled", None, 4.0, 0.1, 0.001)])
+    lines = axes.dynamic_findings(c, 0.15)
+    assert any("torch compiled static" in s and "hit the recompile limit" in s for s in lines)
+    # the static case is fastest but hit the limit: torch's best is dynamic (2 s) against jax's 4 s
+    s = axes.dynamic_score(c, ["torch", "jax"])
+    # torch: ratio 1, 1 of its 2 non-eager cases ran without a limit hit
+    assert s["torch"] == pytest.approx(0.5) and s["jax"] == pytest.approx(0.5)
+
+
+def test_interop_matrix_cells_come_from_the_records(tmp_path):
+    why = "ConcretizationTypeError: Abstract tracer value encountered where concrete value is expected here"
+    c = _cases(tmp_path, [
+        ({"framework": "torch", "mode": "compiled", "workload": "interop", "task": "print", "status": "fallback",
+          "reason": "Failed to trace builtin operator print", "fields": {"interop_outcome": "graph_breaks"}}, 0.001),
+        ({"framework": "torch", "mode": "compiled", "workload": "interop", "task": "item_branch",
+          "fields": {"interop_outcome": "compiled"}}, 0.001),
+        ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "item_branch",
+          "status": "unsupported", "reason": why}, None),
+        ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "print", "status": "failed",
+          "reason": "side effects ran 1 times in 8 calls", "fields": {"interop_outcome": "wrong"}}, None),
+    ], processes=1)
+    m = axes.interop_matrix(c, set()).set_index("program")
+    assert m.at["print", "torch compiled"] == "graph_breaks: Failed to trace builtin operator print"
+    assert m.at["item_branch", "torch compiled"] == "compiled"
+    assert m.at["item_branch", "jax compiled"] == "refused: " + why[:axes.SHORT].rstrip() + "..."
+    assert m.at["print", "jax compiled"] == "wrong: side effects ran 1 times in 8 calls"
+    # documented score: correct 1, refused 0.5, wrong 0; mean over programs
+    s = axes.interop_score(c, ["torch", "jax"], set())
+    assert s == {"torch": 1.0, "jax": 0.25}
+
+
+def _der(fw, mode, task, strategy, med, status="ok", **fields):
+    return ({"framework": fw, "mode": mode, "workload": "derivatives", "task": task, "strategy": strategy,
+             "status": status, "reason": None if status == "ok" else "RuntimeError: double backward",
+             "fields": fields}, med if status in ("ok", "fallback") else None)
+
+
+def test_derivatives_section_vmap_speedup_and_capability(tmp_path):
+    c = _cases(tmp_path, [
+        _der("torch", "compiled", "per_sample_grad_mlp_b8", "vmap", 0.001, batch=8),
+        _der("torch", "compiled", "per_sample_grad_mlp_b8", "loop", 0.008, batch=8),
+        _der("jax", "compiled", "per_sample_grad_mlp_b8", "vmap", 0.00102, batch=8),
+        _der("jax", "compiled", "per_sample_grad_mlp_b8", "loop", 0.00104, batch=8),
+        _der("torch", "compiled", "hvp_mlp", "fwd_rev", 0.002, params=100, peak_memory_bytes=2 ** 22),
+        _der("torch", "compiled", "nth_derivative_2", "autograd", None, status="failed", derivative_order=2),
+        _der("torch", "compiled", "nth_derivative_2", "grad", 0.001, derivative_order=2),
+    ])
+    lines = axes.derivatives_findings(c, 0.15)
+    assert any(s.startswith("per_sample_grad_mlp_b8: torch compiled vmap is faster than the loop") for s in lines)
+    # jax's vmap is within 2% of its loop: not stated as a difference
+    assert not any("jax compiled vmap is" in s for s in lines)
+    assert any("No significant difference from the loop" in s and "jax compiled vmap" in s for s in lines)
+    cap = axes.derivatives_capability(c, set()).set_index(["problem", "transform"])
+    assert cap.at[("nth_derivative", "autograd"), "torch compiled"] == "failed: RuntimeError: double backward"
+    assert cap.at[("per_sample_grad_mlp", "vmap"), "jax compiled"] == "ok"
+    figs = axes.draw(c, tmp_path / "fig")
+    for name in ("der_time", "der_vmap", "der_order", "der_memory"):
+        assert figs[name][0] is not None, name
+    # documented score: mean of speed (geomean of best time ratios) and coverage (share that ran)
+    s = axes.derivatives_score(c, ["torch", "jax"], set())
+    assert s["torch"] == pytest.approx((1.0 + 4 / 5) / 2)              # fastest on each task, 4 of 5 cases ran
+    jax_speed = c.loc[(c["framework"] == "torch") & (c["strategy"] == "vmap"), "median_s"].iloc[0] / \
+        c.loc[(c["framework"] == "jax") & (c["strategy"] == "vmap"), "median_s"].iloc[0]
+    assert 0.9 < jax_speed < 1 and s["jax"] == pytest.approx((jax_speed + 1.0) / 2)
+
+
+def test_concern_weights_names_and_one_line_errors():
+    w = findings.parse_weights("dynamic=2,interop=0,derivatives=3")
+    assert (w["dynamic"], w["interop"], w["derivatives"]) == (2.0, 0.0, 3.0)
+    with pytest.raises(FwbenchError) as e:
+        findings.parse_weights("dynamic_shapes=1")
+    msg = str(e.value)
+    assert "\n" not in msg and "valid are throughput, compile, coverage, dynamic, interop, derivatives" in msg
+
+
+def test_ranking_and_sensitivity_with_the_axes(tmp_path):
+    c = _cases(tmp_path, [
+        _dyn("torch", "compiled", None, 1.0, 0.1, 0.001), _dyn("jax", "compiled", None, 2.0, 0.1, 0.001),
+        ({"framework": "torch", "mode": "compiled", "workload": "interop", "task": "print",
+          "fields": {"interop_outcome": "compiled"}}, 0.001),
+        ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "print", "status": "unsupported",
+          "reason": "TracerBoolConversionError"}, None),
+    ])
+    rank, _ = findings.ranking(c, findings.parse_weights(None))
+    assert rank.at["torch", "dynamic"] == pytest.approx(1.0) and rank.at["jax", "dynamic"] == pytest.approx(0.5)
+    assert rank.at["jax", "interop"] == pytest.approx(0.5)
+    sens = findings.sensitivity(rank)
+    assert sens.at["torch", "ranks first under"] > 0 and "dynamic shapes" in sens.at["torch", "leads on"]
+    only_dyn, _ = findings.ranking(c, findings.parse_weights(
+        "throughput=0,compile=0,coverage=0,dynamic=1,interop=0,derivatives=0"))
+    assert only_dyn["overall"].to_dict() == pytest.approx({"torch": 1.0, "jax": 0.5})
+
+
+def test_record_helper_fields_stay_scalar():
+    # the fixture's per-process fields are record keys the harness writes as scalars
+    rec = record("torch", "prefill", "compiled", workload="dynamic", **stream_fields(1.0, 0.1, 0.01))
+    assert all(isinstance(v, (str, int, float, bool, type(None))) for v in rec.values())
