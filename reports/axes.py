@@ -50,7 +50,7 @@ SHORT = 60                 # characters of a reason inside a matrix cell
 # without interop_outcome are read through this table backwards
 OUTCOME_OF_STATUS = {"ok": "compiled", "fallback": "graph_breaks", "failed": "wrong", "unsupported": "refused"}
 BASELINE_STRATEGY = "loop"             # derivatives: the plain loop the vectorised transforms are compared with
-SIZE_FIELDS = ("derivative_order", "models", "batch", "params")   # a problem's size, first present
+SIZE_FIELDS = ("derivative_order", "models", "params", "batch")   # a problem's size: the first that varies
 
 
 @dataclass
@@ -66,6 +66,12 @@ class Section:
 def _has_mode(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> np.ndarray:
     """Rows whose framework has the mode (figures.lacking_modes: n/a, not unsupported)."""
     return np.array([(f, m) not in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)
+
+
+def hit_limit(r: pd.Series | dict[str, Any]) -> bool:
+    """The case hit its framework's recompile limit (a bool or numpy bool; absent: no)."""
+    v = r.get("recompile_limit_hit")
+    return isinstance(v, (bool, np.bool_)) and bool(v)
 
 
 def has(df: pd.DataFrame, *cols: str) -> bool:
@@ -170,12 +176,12 @@ def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
                    f"least {100 * me:.0f}%): they compile per shape" + (": " + ", ".join(slower) if slower else "") + ".")
     if "recompile_limit_hit" in t.columns:
         for _, r in d[(d["recompile_limit_hit"] == True) | (d["recompile_limit_hit"] == False)].iterrows():  # noqa: E712
-            if r["framework"] == "torch" and r["strategy"] == "static" or r["recompile_limit_hit"] is True:
+            if r["framework"] == "torch" and r["strategy"] == "static" or hit_limit(r):
                 shapes = f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "?"
                 comp = f"{r['compilations_cold']:.0f}" if finite(r.get("compilations_cold")) else "?"
                 out.append(f"{case_label(r)} ({_stream(r)}): {comp} compilation(s) for {shapes} distinct shapes; "
                            + ("it hit the recompile limit and ran the remaining new shapes eagerly (only a warning "
-                              "says so)." if r["recompile_limit_hit"] is True else "the recompile limit was not hit."))
+                              "says so)." if hit_limit(r) else "the recompile limit was not hit."))
     if has(t, "stream_cold_s"):
         out += _bucketed_findings(t, me)
         for s, g in t.groupby(t.apply(_stream, axis=1)):
@@ -338,13 +344,17 @@ def problem(task: str) -> str:
     return re.sub(r"(_[a-z]?\d+)+$", "", str(task))
 
 
-def _size(r: pd.Series) -> tuple[str, float | str]:
-    for k in SIZE_FIELDS:
-        if finite(r.get(k)):
-            return k, float(r[k])
-    if finite(r.get("n")) and finite(r.get("m")):
-        return "n -> m", f"{r['n']:.0f}->{r['m']:.0f}"
-    return "task", str(r["task"])
+def _size_axis(g: pd.DataFrame) -> tuple[str, list[float | str]]:
+    """The size a problem's tasks vary in (the first of SIZE_FIELDS that varies, else n -> m
+    for Jacobians, else the first present), and each row's value of it."""
+    present = [k for k in SIZE_FIELDS if has(g, k)]
+    varying = [k for k in present if g[k].nunique() > 1]
+    if varying or (present and not has(g, "n")):
+        k = (varying or present)[0]
+        return k, [float(v) if finite(v) else str(t) for v, t in zip(g[k], g["task"])]
+    if has(g, "n") and has(g, "m"):
+        return "n -> m", [f"{n:.0f}->{m:.0f}" if finite(n) else str(t) for n, m, t in zip(g["n"], g["m"], g["task"])]
+    return "task", [str(t) for t in g["task"]]
 
 
 def derivatives_capability(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
@@ -484,7 +494,7 @@ def fig_compilations(d: pd.DataFrame) -> Figure | None:
     def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
         x = np.arange(1, len(y) + 1)
         ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
-                label=strategy_label(r) + (" (limit hit)" if r.get("recompile_limit_hit") is True else ""))
+                label=strategy_label(r) + (" (limit hit)" if hit_limit(r) else ""))
     return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative)",
                                  "compilations vs requests seen (cold pass)")
 
@@ -558,10 +568,10 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
                 ax.set_visible(False)
                 continue
             g = d[d["problem"] == ps[i]]
-            size = [_size(r) for _, r in g.iterrows()]
-            numeric = all(isinstance(v, float) for _, v in size)
-            cats = [] if numeric else sorted({str(v) for _, v in size})
-            g = g.assign(_x=[v if numeric else cats.index(str(v)) for _, v in size])
+            xname, size = _size_axis(g)
+            numeric = all(isinstance(v, float) for v in size)
+            cats = [] if numeric else sorted({str(v) for v in size})
+            g = g.assign(_x=[v if numeric else cats.index(str(v)) for v in size])
             style = _strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default"
                                       for _, r in g.iterrows()])
             for (f, m, s), h in g.groupby(["framework", "mode", g["strategy"].fillna("default")], sort=False):
@@ -579,29 +589,27 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
             if ax.get_yscale() == "linear" and g[ycol].max() / max(g[ycol].min(), 1e-300) > 10:
                 ax.set_yscale("log")
             ax.set_title(ps[i])
-            ax.set_xlabel(size[0][0])
+            ax.set_xlabel(xname)
             ax.set_ylabel(ylabel)
             ax.legend(handles=[Line2D([], [], color="grey", marker=mk, linestyle="", label=s)
                                for s, (_, mk) in style.items()], fontsize=6, frameon=False)
         modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"), label=m)
                  for m in F.mode_order(d["mode"])]
-        F._framework_legend(fig, fws, col, modes)
-        fig.suptitle(title)
+        F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)])
     return fig
 
 
 def fig_der_time(d: pd.DataFrame) -> Figure | None:
     t = d[d["status"].isin(TIMED)]
-    return _der_lines(t, "median_s", "median time (s)", "time per problem vs its size (line: framework, style: mode, "
-                      "marker: transform)", lo="median_lo_s", hi="median_hi_s")
+    return _der_lines(t, "median_s", "median time (s)", "marker: transform")
 
 
 def fig_der_vmap(d: pd.DataFrame) -> Figure | None:
     v = _vs_loop(d)
     if v.empty:
         return None
-    return _der_lines(v, "vs_loop", "speedup over the loop (x)", "speedup of each transform over a loop over "
-                      "examples (same framework and mode)", lo="vs_loop_lo", hi="vs_loop_hi", ref=1.0)
+    return _der_lines(v, "vs_loop", "speedup over the loop (x)", "marker: transform", lo="vs_loop_lo",
+                      hi="vs_loop_hi", ref=1.0)
 
 
 def fig_der_order(d: pd.DataFrame) -> Figure | None:
@@ -612,8 +620,7 @@ def fig_der_order(d: pd.DataFrame) -> Figure | None:
                                    for _, r in t.iterrows()])
     both = pd.concat([t.assign(task="run time", _y=t["median_s"]),
                       t.assign(task="compile time", _y=t["compile_or_first"])])
-    return _der_lines(both, "_y", "seconds", "n-th derivative: run time and compile time (the framework's timer, "
-                      "else first call minus median) vs the order")
+    return _der_lines(both, "_y", "seconds", "marker: transform")
 
 
 def fig_der_memory(d: pd.DataFrame) -> Figure | None:
@@ -658,13 +665,15 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str
                     "Padding waste (share of computed tokens that are padding) against the compilations of the cold "
                     "pass; squares: bucketed, circles: unpadded strategies."),
     "der_time": (DERIVATIVES, fig_der_time, ("median_s",),
-                 "Median time per problem against its size (batch, parameter count, derivative order; log-log where "
-                 "the sizes span a decade): colour framework, line style mode, marker transform; band: 95% interval."),
+                 "Median time per problem against the size its tasks vary in (batch, parameter count, derivative "
+                 "order, n -> m; log-log where the sizes span a decade): colour framework, line style mode, marker "
+                 "transform; the results table has each interval."),
     "der_vmap": (DERIVATIVES, fig_der_vmap, ("median_s",),
                  "Speedup of each vectorised transform over the same framework and mode's loop over examples "
                  "(loop's median / the transform's; band: 95% interval; line: no change)."),
     "der_order": (DERIVATIVES, fig_der_order, ("derivative_order",),
-                  "n-th derivative: run time and compile time against the order."),
+                  "n-th derivative: run time (median) and compile time (the framework's own timer, else first call "
+                  "minus the median) against the order; panels named run time / compile time."),
     "der_memory": (DERIVATIVES, fig_der_memory, ("peak_memory_bytes",),
                    "Peak memory of the Hessian-vector-product variants, with what measured it per framework."),
 }

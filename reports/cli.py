@@ -38,6 +38,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+# The concern names --weights takes: reports.findings.CONCERNS, written out because the CLI
+# imports pandas and seaborn only when it renders (a test keeps the two equal).
+WEIGHT_NAMES = ("throughput", "compile", "coverage", "dynamic", "interop", "derivatives")
+WEIGHTS_HELP = ("framework-choice weights, e.g. throughput=2,compile=1 (an unnamed concern weighs 1); concerns: "
+                + ", ".join(WEIGHT_NAMES) + " (dynamic: dynamic shapes, interop: Python interop, derivatives: "
+                "derivatives and vmap)")
+
 def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
     from reports.runner import FRAMEWORKS
     if not values:
@@ -95,7 +102,7 @@ def make_parser() -> Parser:
                    "the first process of each framework starts with an empty compile cache (cold), the others warm")
     r.add_argument("--seed", type=int, default=0, help="seed of the process order and of each process's case order")
     r.add_argument("--keep-cache", action="store_true", help="keep the run's compile-cache folder afterwards")
-    r.add_argument("--weights", help="framework-choice weights, e.g. throughput=2,compile=1")
+    r.add_argument("--weights", help=WEIGHTS_HELP)
     r.add_argument("--no-report", action="store_true", help="only write the JSON")
 
     rep = sub.add_parser("report", help="render figures, tables and the document from result JSON",
@@ -104,8 +111,7 @@ def make_parser() -> Parser:
     rep.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help="result JSON files or folders")
     rep.add_argument("-o", "--out", type=Path, default=Path("fwbench-out/report"),
                      help="output folder (default: ./fwbench-out/report)")
-    rep.add_argument("--weights", help="framework-choice weights, e.g. throughput=2,compile=1 "
-                                       "(concerns: throughput, compile, coverage, dynamic, derivatives)")
+    rep.add_argument("--weights", help=WEIGHTS_HELP)
 
     c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
                        description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "

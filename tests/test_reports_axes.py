@@ -160,6 +160,11 @@ def test_concern_weights_names_and_one_line_errors():
     assert "\n" not in msg and "valid are throughput, compile, coverage, dynamic, interop, derivatives" in msg
 
 
+def test_cli_help_names_every_concern():
+    from reports import cli
+    assert cli.WEIGHT_NAMES == findings.CONCERNS
+
+
 def test_ranking_and_sensitivity_with_the_axes(tmp_path):
     c = _cases(tmp_path, [
         _dyn("torch", "compiled", None, 1.0, 0.1, 0.001), _dyn("jax", "compiled", None, 2.0, 0.1, 0.001),
