@@ -411,12 +411,40 @@ def derivatives_findings(d: pd.DataFrame, me: float) -> list[str]:
         out.append(f"No significant difference from the loop over examples (interval includes 1 or under "
                    f"{100 * me:.0f}%): " + "; ".join(same) + ".")
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    out += _crossover(t, me)
     from reports.findings import versus          # one rule for a ratio of step times
     for task, g in t.groupby("task", sort=True):
         best = g.sort_values("median_s").drop_duplicates("framework")
         if len(best) >= 2:
             out.append(versus(best.iloc[0], best.iloc[1], f"fastest {task} (each framework's best transform and mode)",
                               me))
+    return out
+
+
+CROSSOVER = ("jacfwd", "jacrev")       # the Jacobian's two modes, compared per shape
+
+
+def _crossover(t: pd.DataFrame, me: float) -> list[str]:
+    """Per framework and mode: at which Jacobian shapes (n -> m) forward mode beats reverse
+    mode and the other way round, by the report's rule."""
+    from reports.findings import compare_rows
+    out = []
+    j = t[t["task"].map(problem) == "jacobian"]
+    for (f, m), g in j.groupby(["framework", "mode"], sort=False):
+        parts = []
+        for task, h in g.groupby("task", sort=True):
+            a, b = (h[h["strategy"] == s] for s in CROSSOVER)
+            if a.empty or b.empty:
+                continue
+            x, lo, hi = compare_rows(a.iloc[0], b.iloc[0])        # how many times faster jacfwd is
+            shape = _size_axis(h)[1][0]
+            if stats.decided(x, lo, hi, me):
+                parts.append(f"{shape}: {'jacfwd' if x > 1 else 'jacrev'} faster ({stats.fmt_ratio(x, lo, hi)} "
+                             "jacfwd's speed over jacrev's)")
+            else:
+                parts.append(f"{shape}: no significant difference ({stats.fmt_ratio(x, lo, hi)})")
+        if parts:
+            out.append(f"Jacobian (n -> m), {f} {m}, forward vs reverse mode: " + "; ".join(parts) + ".")
     return out
 
 

@@ -271,9 +271,10 @@ METHOD_AXES = {
         "strategy in the dynamic-shapes concern.",
         "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two) only where the "
         "record's padding_waste says so; outputs on the real positions are checked against the unpadded float64 "
-        "reference before anything is timed, and a wrong one is failed, never timed. torch decodes and loops in "
-        "Python around compiled graphs, JAX and TensorFlow compile the loop where they can: the stream times "
-        "compare what a user of each framework runs.",
+        "reference before anything is timed, and a wrong one is failed, never timed.",
+        "dynamic shapes, loops: in a stream that decodes or samples, torch loops in Python around its compiled "
+        "graphs while JAX and TensorFlow compile the loop where they can (see generate and sample); each request "
+        "is timed as a user of that framework runs it, so a stream compares those choices, not identical programs.",
     ],
     "interop": [
         "Python interop: each program runs every input twice under the mode before timing; outcome compiled "

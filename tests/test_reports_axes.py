@@ -187,3 +187,15 @@ def test_record_helper_fields_stay_scalar():
     # the fixture's per-process fields are record keys the harness writes as scalars
     rec = record("torch", "prefill", "compiled", workload="dynamic", **stream_fields(1.0, 0.1, 0.01))
     assert all(isinstance(v, (str, int, float, bool, type(None))) for v in rec.values())
+
+
+def test_jacobian_crossover_is_stated_only_where_decided(tmp_path):
+    c = _cases(tmp_path, [
+        _der("torch", "compiled", "jacobian_n100_m10", "jacrev", 0.001, n=100, m=10),
+        _der("torch", "compiled", "jacobian_n100_m10", "jacfwd", 0.004, n=100, m=10),
+        _der("torch", "compiled", "jacobian_n10_m100", "jacrev", 0.004, n=10, m=100),
+        _der("torch", "compiled", "jacobian_n10_m100", "jacfwd", 0.00401, n=10, m=100),
+    ])
+    line = next(s for s in axes.derivatives_findings(c, 0.15) if s.startswith("Jacobian"))
+    assert "100->10: jacrev faster (0.25x" in line
+    assert "10->100: no significant difference" in line
