@@ -498,7 +498,6 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
                   key=lambda k: (k[0], F.framework_order(d["framework"]).index(k[1])))
     ncols = min(3, len(keys))
     nrows = math.ceil(len(keys) / ncols)
-    style = _strategy_styles([strategy_label(r) for _, r in d.iterrows()])
     with F._style():
         fig, axes = F._figure(nrows, ncols, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
         for i, ax in enumerate(axes.ravel()):
@@ -506,7 +505,9 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
                 ax.set_visible(False)
                 continue
             s, f = keys[i]
-            for _, r in d[(d["_s"] == s) & (d["framework"] == f)].iterrows():
+            panel = d[(d["_s"] == s) & (d["framework"] == f)]
+            style = _strategy_styles([strategy_label(r) for _, r in panel.iterrows()])   # per panel: 10 colours
+            for _, r in panel.iterrows():
                 y = _series(r[col])
                 if y is not None:
                     draw(ax, r, style[strategy_label(r)], y)
@@ -530,7 +531,7 @@ def fig_compilations(d: pd.DataFrame) -> Figure | None:
 def fig_stream_time(d: pd.DataFrame) -> Figure | None:
     def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
         x = np.arange(1, len(y) + 1)
-        ax.plot(x, np.cumsum(y), color=st[0], linewidth=1, label=strategy_label(r))
+        ax.plot(x, np.cumsum(y), color=st[0], marker=st[1], markersize=2.5, linewidth=1, label=strategy_label(r))
         if finite(r.get("median_s")):
             ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
         ax.set_yscale("log")

@@ -311,7 +311,7 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
             b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"))))
         for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
             b += _figure(figs, name)
-        b.append(("ul", axes.dynamic_findings(d, me) or ["No timed stream case, so no findings."]))
+        b.append(("ul", axes.dynamic_findings(d, me) or ["Nothing to compare: no timed stream case."]))
     d = df[df["workload"] == axes.INTEROP]
     if not d.empty:
         b.append(("h", 2, "What could not be compiled (Python interop)"))
@@ -332,7 +332,8 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
                       "derivatives-capability"))
         for name in ("der_time", "der_vmap", "der_order", "der_memory"):
             b += _figure(figs, name)
-        b.append(("ul", axes.derivatives_findings(d, me) or ["No timed derivatives case, so no findings."]))
+        b.append(("ul", axes.derivatives_findings(d, me) or [
+            "Nothing to compare: no task has two frameworks, or a transform and its loop baseline, timed."]))
     return b
 
 

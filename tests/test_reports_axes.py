@@ -199,3 +199,21 @@ def test_jacobian_crossover_is_stated_only_where_decided(tmp_path):
     line = next(s for s in axes.derivatives_findings(c, 0.15) if s.startswith("Jacobian"))
     assert "100->10: jacrev faster (0.25x" in line
     assert "10->100: no significant difference" in line
+
+
+def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
+    folder = axis_folder(tmp_path / "res", [
+        _dyn("torch", "compiled", None, 1.0, 0.1, 0.001), _dyn("jax", "compiled", None, 2.0, 0.1, 0.001),
+        ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "print", "status": "unsupported",
+          "reason": "TracerBoolConversionError: boolean of a tracer"}, None),
+        _der("torch", "compiled", "hvp_mlp", "fwd_rev", 0.002, params=100)])   # no peak memory recorded
+    paths = reports.render(reports.load(folder), tmp_path / "out")
+    md = paths["md"].read_text(encoding="utf-8")
+    for head in ("## Dynamic shapes", "## What could not be compiled (Python interop)", "## Derivatives and vmap"):
+        assert head in md
+    assert "refused: TracerBoolConversionError: boolean of a tracer" in md
+    assert "The der_memory figure: not drawn, the records lack peak_memory_bytes." in md
+    assert "The der_vmap figure: not drawn, no case has the values it plots." in md     # no loop baseline
+    assert "Python interop (weight name interop)" in md and "dynamic shapes, cold pass:" in md
+    assert (tmp_path / "out" / "figures" / "dyn_compilations.png").exists()
+    assert "procs_" not in paths["cases_csv"].read_text(encoding="utf-8")
