@@ -184,7 +184,7 @@ def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
                               "says so)." if hit_limit(r) else "the recompile limit was not hit."))
     if has(t, "stream_cold_s"):
         out += _bucketed_findings(t, me)
-        for s, g in t.groupby(t.apply(_stream, axis=1)):
+        for (s, *_), g in t.groupby([t.apply(_stream, axis=1), "preset", "device"]):
             best = _best_per_framework(g)
             if len(best) >= 2:
                 a, b = best.iloc[0], best.iloc[1]
@@ -252,9 +252,10 @@ def _versus(a: pd.Series, b: pd.Series, col: str, what: str, me: float) -> str:
 def _bucketed_findings(t: pd.DataFrame, me: float) -> list[str]:
     out = []
     nonbucket = t[(t["strategy"] != "bucketed") & (t["mode"] != "eager")]
-    for (fw, mode, s), g in t[t["strategy"] == "bucketed"].groupby(["framework", "mode", t.apply(_stream, axis=1)]):
-        others = nonbucket[(nonbucket["framework"] == fw) & (nonbucket["mode"] == mode)
-                           & (nonbucket.apply(_stream, axis=1) == s)]
+    b = t[t["strategy"] == "bucketed"]
+    for (fw, mode, s, p, dev), g in b.groupby(["framework", "mode", b.apply(_stream, axis=1), "preset", "device"]):
+        others = nonbucket[(nonbucket["framework"] == fw) & (nonbucket["mode"] == mode) & (nonbucket["preset"] == p)
+                           & (nonbucket["device"] == dev) & (nonbucket.apply(_stream, axis=1) == s)]
         best = _best_per_framework(others)
         if best.empty:
             continue
@@ -273,7 +274,7 @@ def dynamic_score(d: pd.DataFrame, fws: list[str]) -> dict[str, float]:
         return {}
     t = d[d["status"].isin(TIMED)]
     ratios: dict[str, list[float]] = {f: [] for f in fws}
-    for _, g in (t.groupby(t.apply(_stream, axis=1)) if len(t) else []):
+    for _, g in (t.groupby([t.apply(_stream, axis=1), "preset", "device"]) if len(t) else []):
         best = _best_per_framework(g).set_index("framework")["stream_cold_s"]
         for f in best.index:
             if f in ratios:
@@ -296,7 +297,8 @@ def outcome(r: pd.Series) -> str:
 
 
 def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
-    """program x framework/mode: the outcome and the record's reason, shortened."""
+    """program x framework/mode: the outcome, the median call where it ran, and the record's
+    reason, shortened."""
     d = d[_has_mode(d, lacking)]
     if d.empty:
         return pd.DataFrame()
@@ -307,7 +309,8 @@ def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFra
         row = {"program": task}
         for _, r in g.iterrows():
             why = short(r["reason"])
-            row[f"{r['framework']} {r['mode']}"] = outcome(r) + (f": {why}" if why else "")
+            took = f" ({stats.fmt_seconds(r['median_s'])})" if r["status"] in TIMED and finite(r["median_s"]) else ""
+            row[f"{r['framework']} {r['mode']}"] = outcome(r) + took + (f": {why}" if why else "")
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=["program", *cols]).fillna("not run")
 
@@ -412,6 +415,7 @@ def derivatives_findings(d: pd.DataFrame, me: float) -> list[str]:
                    f"{100 * me:.0f}%): " + "; ".join(same) + ".")
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     out += _crossover(t, me)
+    out += _memory_findings(t, me)
     from reports.findings import versus          # one rule for a ratio of step times
     for task, g in t.groupby("task", sort=True):
         best = g.sort_values("median_s").drop_duplicates("framework")
@@ -445,6 +449,26 @@ def _crossover(t: pd.DataFrame, me: float) -> list[str]:
                 parts.append(f"{shape}: no significant difference ({stats.fmt_ratio(x, lo, hi)})")
         if parts:
             out.append(f"Jacobian (n -> m), {f} {m}, forward vs reverse mode: " + "; ".join(parts) + ".")
+    return out
+
+
+def _memory_findings(t: pd.DataFrame, me: float) -> list[str]:
+    """Per HVP task, framework and mode: the variants' peak memory against each other (a
+    per-process measurement: the interval is over processes), with what measured it."""
+    out = []
+    if not has(t, "peak_memory_bytes"):
+        return out
+    h = t[(t["task"].map(problem).str.startswith("hvp")) & t["peak_memory_bytes"].notna()]
+    for (task, f, m), g in h.groupby(["task", "framework", "mode"], sort=False):
+        g = g.sort_values("peak_memory_bytes")
+        if len(g) < 2:
+            continue
+        a, b = g.iloc[0], g.iloc[-1]
+        x, lo, hi = process_ratio(a, b, "peak_memory_bytes", "memory")
+        what = (f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {a['strategy']} "
+                f"{a['peak_memory_bytes'] / 2 ** 20:.1f} MiB, {b['strategy']} {b['peak_memory_bytes'] / 2 ** 20:.1f} MiB")
+        out.append(what + (f": {stats.fmt_ratio(x, lo, hi)}." if stats.decided(x, lo, hi, me)
+                           else f"; no significant difference ({undecided(x, lo, hi, me)})."))
     return out
 
 
