@@ -144,7 +144,8 @@ def dynamic_table(d: pd.DataFrame) -> pd.DataFrame:
             "strategy": r["strategy"] if isinstance(r["strategy"], str) else "default",
             "status": r["status"],
             "shapes": f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "",
-            "compilations (cold pass)": f"{r['compilations_cold']:.0f}" if timed and finite(r.get("compilations_cold")) else "",
+            "compilations (cold pass)": (f"{r['compilations_cold']:.0f}"
+                                         if timed and finite(r.get("compilations_cold")) else ""),
             "cold stream [process range]": _range(procs(r, "stream_cold_s")) if timed else "",
             "warm stream [95% CI]": _times(r) if timed else "",
             "new-shape request": stats.fmt_seconds(r.get("new_shape_latency_s")) if timed else "",
@@ -173,10 +174,11 @@ def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
         n = int((t["mode"] != "eager").sum())
         out.append(f"{len(slower)} of {n} non-eager stream cases take decidedly longer on a request of a new shape "
                    f"than on a seen one (per-process ratio of the medians; interval over processes above 1 and at "
-                   f"least {100 * me:.0f}%): they compile per shape" + (": " + ", ".join(slower) if slower else "") + ".")
+                   f"least {100 * me:.0f}%): they compile per shape"
+                   + (": " + ", ".join(slower) if slower else "") + ".")
     if "recompile_limit_hit" in t.columns:
-        for _, r in d[(d["recompile_limit_hit"] == True) | (d["recompile_limit_hit"] == False)].iterrows():  # noqa: E712
-            if r["framework"] == "torch" and r["strategy"] == "static" or hit_limit(r):
+        for _, r in d.iterrows():
+            if r["framework"] == "torch" and r["strategy"] == "static" and r["status"] in TIMED or hit_limit(r):
                 shapes = f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "?"
                 comp = f"{r['compilations_cold']:.0f}" if finite(r.get("compilations_cold")) else "?"
                 out.append(f"{case_label(r)} ({_stream(r)}): {comp} compilation(s) for {shapes} distinct shapes; "
@@ -227,8 +229,9 @@ def _new_vs_seen(r: pd.Series, me: float) -> str:
         cost = (f"; the cold stream took {stats.fmt_seconds(r['stream_cold_s'])} against "
                 f"{stats.fmt_seconds(r['median_s'])} for a warm pass")
     if stats.decided(x, lo, hi, me) and x > 1:
-        return head + (f"a request of a new shape takes {stats.fmt_ratio(x, lo, hi)} a seen one's time, so it still "
-                       f"compiles per concrete shape{cost}.")
+        why = ("XLA still compiles per concrete shape" if r["mode"] == "compiled" else
+               "a new concrete shape still costs extra under one trace (no XLA here: graph-level work per shape)")
+        return head + f"a request of a new shape takes {stats.fmt_ratio(x, lo, hi)} a seen one's time, so {why}{cost}."
     return head + f"no significant difference between new- and seen-shape requests ({undecided(x, lo, hi, me)}){cost}."
 
 
@@ -236,8 +239,7 @@ def _best_per_framework(g: pd.DataFrame, col: str = "stream_cold_s") -> pd.DataF
     """Each framework's fastest case by `col` among those that ran correctly and did not
     hit a recompile limit, fastest first."""
     ok = g[g[col].notna()]
-    if "recompile_limit_hit" in ok.columns:
-        ok = ok[ok["recompile_limit_hit"] != True]   # noqa: E712
+    ok = ok[~np.array([hit_limit(r) for _, r in ok.iterrows()], dtype=bool)] if len(ok) else ok
     return ok.sort_values(col).drop_duplicates("framework")
 
 
@@ -246,7 +248,8 @@ def _versus(a: pd.Series, b: pd.Series, col: str, what: str, me: float) -> str:
     r, lo, hi = process_ratio(a, b, col, what)
     if stats.decided(r, lo, hi, me):
         return f"{what}: {case_label(a)} takes {stats.fmt_ratio(r, lo, hi)} the time of {case_label(b)}."
-    return f"{what}: no significant difference between {case_label(a)} and {case_label(b)} ({undecided(r, lo, hi, me)})."
+    return (f"{what}: no significant difference between {case_label(a)} and {case_label(b)} "
+            f"({undecided(r, lo, hi, me)}).")
 
 
 def _bucketed_findings(t: pd.DataFrame, me: float) -> list[str]:
@@ -283,7 +286,7 @@ def dynamic_score(d: pd.DataFrame, fws: list[str]) -> dict[str, float]:
     ran = d[(d["mode"] != "eager") & d["status"].isin(("ok", "fallback", "failed"))]
     for f in fws:
         r = ran[ran["framework"] == f]
-        good = r["status"].isin(TIMED) & (r["recompile_limit_hit"] != True if "recompile_limit_hit" in r else True)  # noqa: E712
+        good = r["status"].isin(TIMED) & ~np.array([hit_limit(x) for _, x in r.iterrows()], dtype=bool)
         share = float(good.mean()) if len(r) else 1.0
         out[f] = stats.geomean(ratios[f]) * share if ratios[f] else 0.0 if len(r) else math.nan
     return out
@@ -465,8 +468,8 @@ def _memory_findings(t: pd.DataFrame, me: float) -> list[str]:
             continue
         a, b = g.iloc[0], g.iloc[-1]
         x, lo, hi = process_ratio(a, b, "peak_memory_bytes", "memory")
-        what = (f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {a['strategy']} "
-                f"{a['peak_memory_bytes'] / 2 ** 20:.1f} MiB, {b['strategy']} {b['peak_memory_bytes'] / 2 ** 20:.1f} MiB")
+        mib = {k: f"{v['strategy']} {v['peak_memory_bytes'] / 2 ** 20:.1f} MiB" for k, v in (("a", a), ("b", b))}
+        what = f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {mib['a']}, {mib['b']}"
         out.append(what + (f": {stats.fmt_ratio(x, lo, hi)}." if stats.decided(x, lo, hi, me)
                            else f"; no significant difference ({undecided(x, lo, hi, me)})."))
     return out
