@@ -79,9 +79,10 @@ def has(df: pd.DataFrame, *cols: str) -> bool:
     return all(c in df.columns and df[c].notna().any() for c in cols)
 
 
-def missing_note(what: str, df: pd.DataFrame, cols: tuple[str, ...]) -> str:
+def missing_note(what: str, df: pd.DataFrame, cols: tuple[str, ...], verb: str = "not drawn") -> str:
+    """The one line a report shows for a figure or table whose fields the records lack."""
     lack = [c for c in cols if not has(df, c)]
-    return f"{what}: not drawn, the records lack {', '.join(lack)}."
+    return f"{what}: {verb}, the records lack {', '.join(lack)}."
 
 
 def strategy_label(r: pd.Series | dict[str, Any]) -> str:

@@ -308,7 +308,8 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
                       "median request whose shape was new / seen, padding waste, and whether a recompile limit was "
                       "hit.", "dynamic"))
         else:
-            b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"))))
+            b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"),
+                                              "not shown")))
         for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
             b += _figure(figs, name)
         b.append(("ul", axes.dynamic_findings(d, me) or ["Nothing to compare: no timed stream case."]))

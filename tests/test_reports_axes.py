@@ -226,3 +226,18 @@ def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
     assert "Python interop (weight name interop)" in md and "dynamic shapes, cold pass:" in md
     assert (tmp_path / "out" / "figures" / "dyn_compilations.png").exists()
     assert "procs_" not in paths["cases_csv"].read_text(encoding="utf-8")
+
+
+def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
+    c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN}, 0.01)], processes=1)
+    blocks = document.axes_blocks(c, {}, 0.15)
+    assert ("p", "The dynamic-shapes table: not shown, the records lack stream_cold_s, distinct_shapes.") in blocks
+    assert not any(b[0] == "table" for b in blocks)
+
+
+def test_process_bootstrap_needs_two_processes():
+    from reports import stats
+    assert stats.process_boot([1.0], "x") is None
+    b = stats.process_boot([1.0, 1.1, 1.2], "x")
+    assert b.shape == (stats.N_BOOT,) and b.min() >= 1.0 and b.max() <= 1.2
+    assert (stats.process_boot([1.0, 1.1, 1.2], "x") == b).all()        # seeded: the same report twice
