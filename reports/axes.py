@@ -146,7 +146,10 @@ def dynamic_table(d: pd.DataFrame) -> pd.DataFrame:
             "status": r["status"],
             "shapes": f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "",
             "compilations (cold pass)": (f"{r['compilations_cold']:.0f}"
-                                         if timed and finite(r.get("compilations_cold")) else ""),
+                                         if timed and finite(r.get("compilations_cold")) else "")
+                                        + (f" + {r['xla_compilations_cold']:.0f} XLA"
+                                           if timed and finite(r.get("xla_compilations_cold")) else ""),
+            "cold-pass caches": r.get("stream_cold_cache") if isinstance(r.get("stream_cold_cache"), str) else "",
             "cold stream [process range]": _range(procs(r, "stream_cold_s")) if timed else "",
             "warm stream [95% CI]": _times(r) if timed else "",
             "new-shape request": stats.fmt_seconds(r.get("new_shape_latency_s")) if timed else "",
@@ -220,7 +223,9 @@ def _new_seen_decided(r: pd.Series, me: float) -> str:
 
 def _new_vs_seen(r: pd.Series, me: float) -> str:
     x, lo, hi = _new_seen(r)
-    head = (f"{case_label(r)} ({_stream(r)}): {r['compilations_cold']:.0f} trace(s) for "
+    xla = (f" and {r['xla_compilations_cold']:.0f} XLA compile(s)" if finite(r.get("xla_compilations_cold"))
+           else "")
+    head = (f"{case_label(r)} ({_stream(r)}): {r['compilations_cold']:.0f} trace(s){xla} for "
             f"{r['distinct_shapes']:.0f} distinct shapes; " if finite(r.get("compilations_cold"))
             and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({_stream(r)}): ")
     if not finite(x):
@@ -719,8 +724,8 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str
                         "Median latency of a request whose shape is new against one whose shape was seen, per "
                         "strategy (dotted: equal). Above the line: the strategy compiles (or traces) per shape."),
     "dyn_padding": (DYNAMIC, fig_padding, ("padding_waste", "compilations_cold"),
-                    "Padding waste (share of computed tokens that are padding) against the compilations of the cold "
-                    "pass; squares: bucketed, circles: unpadded strategies."),
+                    "Padding waste (share of computed tokens or pixels that are padding) against the compilations "
+                    "of the cold pass; squares: bucketed, circles: unpadded strategies."),
     "der_time": (DERIVATIVES, fig_der_time, ("median_s",),
                  "Median time per problem against the size its tasks vary in (batch, parameter count, derivative "
                  "order, n -> m; log-log where the sizes span a decade): colour framework, line style mode, marker "

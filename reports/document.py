@@ -260,17 +260,21 @@ METHOD_AXES = {
     "dynamic": [
         "dynamic shapes, cold pass: a fresh model (torch: torch._dynamo.reset(); JAX: a new jit; TensorFlow: new "
         "tf.functions) takes every request of the stream once, in arrival order, each timed alone, so each shape's "
-        "first request pays its trace and compile; the in-memory caches are empty in every process, the run's "
-        "persistent compile cache only in the first process of each framework (compile_cache). The warm pass "
-        "repeats the stream with every shape seen: its median over rounds is the case's step time.",
+        "first request pays its trace and compile. The cold-pass caches column (stream_cold_cache) says whether "
+        "every cache, persistent ones included, started empty (TensorFlow with its XLA cache on: programs "
+        "compiled earlier may load); records without it had empty in-memory caches and the run's persistent "
+        "cache empty only in the first process of each framework. The warm pass repeats the stream with every "
+        "shape seen: its median over rounds is the case's step time.",
         "dynamic shapes, compilations count each framework's own events (torch: Dynamo graphs; JAX: XLA backend "
-        "compiles; TensorFlow: tf.function traces - an XLA compile per concrete shape under one trace has no "
-        "Python counter and shows only as a new-shape request slower than a seen one).",
+        "compiles; TensorFlow: tf.function traces, and XLA's compiles apart (+ N XLA, from the entries XLA writes "
+        "to its cache folder) where recorded; without them an XLA compile per concrete shape under one trace "
+        "shows only as a new-shape request slower than a seen one).",
         "dynamic shapes, torch's static strategy recompiles up to Dynamo's recompile limit and then runs eagerly "
         "with only a warning; recompile limit hit comes from that warning. Such a case is not the framework's best "
         "strategy in the dynamic-shapes concern.",
-        "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two) only where the "
-        "record's padding_waste says so; outputs on the real positions are checked against the unpadded float64 "
+        "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two); padding_waste is "
+        "the share of computed tokens or pixels that are padding (the DDPM stream pads the batch only, with zero "
+        "images, never pixels); outputs on the real positions are checked against the unpadded float64 "
         "reference before anything is timed, and a wrong one is failed, never timed.",
         "dynamic shapes, loops: in a stream that decodes or samples, torch loops in Python around its compiled "
         "graphs while JAX and TensorFlow compile the loop where they can (see generate and sample); each request "

@@ -82,7 +82,7 @@ AGGREGATE = ("n_processes", "median_s", "median_lo_s", "median_hi_s", "interval_
 # Per-process scalars of a workload whose replication matters (one value per process, no
 # rounds): the case holds their median and the tuple of process values (procs_<field>).
 PER_PROCESS = ("stream_cold_s", "new_shape_latency_s", "seen_shape_latency_s", "compilations_cold",
-               "peak_memory_bytes")
+               "xla_compilations_cold", "peak_memory_bytes")
 # Comma-separated per-request series (the dynamic workload's cold pass): element-wise median.
 SERIES = ("stream_cold_request_s", "stream_cold_compilations")
 

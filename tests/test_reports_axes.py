@@ -63,6 +63,14 @@ def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
                                             compilations=1)])
     line = next(s for s in axes.dynamic_findings(slow_new, 0.15) if "input_signature" in s)
     assert "1 trace(s) for 6 distinct shapes" in line and "XLA still compiles per concrete shape" in line
+    kw, med = _dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01, compilations=1)
+    fields = kw["fields"]
+    kw["fields"] = lambda i: {**fields(i), "xla_compilations_cold": 6, "stream_cold_cache": "empty"}
+    xla = _cases(tmp_path / "x", [(kw, med)])
+    line = next(s for s in axes.dynamic_findings(xla, 0.15) if "input_signature" in s)
+    assert "1 trace(s) and 6 XLA compile(s) for 6 distinct shapes" in line
+    row = axes.dynamic_table(xla).iloc[0]
+    assert row["compilations (cold pass)"] == "1 + 6 XLA" and row["cold-pass caches"] == "empty"
     same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0102, 0.01,
                                         compilations=1)])
     line = next(s for s in axes.dynamic_findings(same, 0.15) if "input_signature" in s)
