@@ -2,8 +2,10 @@
 length. graph = tf.function, compiled = tf.function(jit_compile=True), each with TF's ways
 with a varying dimension: the default (a trace per new shape), an input_signature with None
 dimensions (one trace), reduce_retracing=True. Traces are counted by the adapter (every
-tf.function is made through it); XLA's own compilations under TF are not exposed to Python,
-so a per-shape XLA compile shows only in the first request of each shape's latency."""
+tf.function is made through it); XLA's own compilations under TF are counted apart, from the
+entries XLA writes to TF's persistent cache folder (the adapter's xla_compilations), so a
+compile per concrete shape under one trace shows there as well as in each new shape's
+latency. Also the DDPM denoiser stream and prefill_int (the length a Python int)."""
 from __future__ import annotations
 
 from typing import Any
