@@ -94,8 +94,8 @@ class TFPrefillInt(TFPrefill):
 
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
                  device: str, strategy: str | None) -> None:
-        refuse(mode, strategy, (None, "reduce_retracing"), "the length is a Python int, which an input_signature "
-               "(tensor specs only) cannot hold")
+        refuse(mode, strategy, (None, "reduce_retracing"), "a Python int argument is part of tf.function's trace "
+               "key, so the default already traces per value, and an input_signature holds tensor specs only")
         super().__init__(adapter, config, params, "eager", device, None)
         self.mode, self.strategy = mode, strategy
         self._int = self._int_fn
