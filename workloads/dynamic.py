@@ -12,10 +12,12 @@ Streams (this module):
     prefill     GPT serving: `requests` prompts (batch 1 each) whose lengths follow a seeded,
                 skewed distribution over min_len..block_size with many distinct values; the
                 task is the logits of each prompt's last position.
-    ddpm        the DDPM UNet denoiser eps(x_t, t) on `image_requests` batches whose resolution
-                (`resolutions`, each a multiple of the UNet's downsampling factor) and batch size
-                (`image_batches`, batch 1 included: Dynamo specialises sizes 0 and 1) vary: every
-                (batch, resolution) pair once, then seeded repeats, in a seeded order.
+    ddpm        the DDPM UNet denoiser eps(x_t, t) (the `diffusion_preset` UNet) on
+                `image_requests` batches whose resolution (`resolutions`, each a multiple of
+                the UNet's downsampling factor) and batch size (`image_batches`; the presets
+                include batch 1, which Dynamo specialises like 0) vary: every (batch,
+                resolution) pair once, then seeded repeats, in a seeded order. Sized for the
+                CPU: torch.compile takes ~30 s per UNet graph here (docs/ARCHITECTURE.md).
     prefill_int the prefill stream with the length as a Python int: every request is the prompt
                 right-padded to the block size plus its real length, and the model slices
                 tokens[:, :length] inside the compiled function (Dynamo specialises ints, JAX
@@ -29,10 +31,12 @@ Strategies (records' `strategy`; None is each framework and mode's default):
                    static         torch.compile(dynamic=False): a graph per length, up to
                                   torch._dynamo.config.recompile_limit, then eager (a warning)
                    dynamic        torch.compile(dynamic=True): symbolic lengths from the start
-                   mark_dynamic   torch._dynamo.mark_dynamic on the length dimension
+                   mark_dynamic   torch._dynamo.mark_dynamic on the length dimension (ddpm:
+                                  maybe_mark_dynamic on the batch and both image dimensions)
     jax compiled   None           jax.jit: a trace and an XLA compile per distinct shape
-                   export         jax.export with a symbolic length: one trace, then (measured)
-                                  what each concrete shape costs
+                   export         jax.export with a symbolic length (ddpm: batch b and size f*s,
+                                  f the downsampling factor): one trace, then (measured) what
+                                  each concrete shape costs
     tf graph / compiled (tf.function without / with jit_compile)
                    None           tf.function: a trace per new shape
                    input_signature  a TensorSpec with None dims: one trace (XLA may still

@@ -18,6 +18,7 @@ base.configure_caches()
 
 import contextlib  # noqa: E402
 import logging  # noqa: E402
+import tempfile  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -144,10 +145,12 @@ class Adapter(base.Adapter):
     def fresh_caches(self) -> Any:
         """Inductor's own fresh_cache: its in-memory caches cleared and a new, empty
         TORCHINDUCTOR_CACHE_DIR for the block (FX graphs, AOTAutograd entries and the compiled
-        C++ kernels all start empty), deleted after it; Dynamo's caches are already fresh (a
-        case's model resets them)."""
+        C++ kernels all start empty), deleted after it, a failed compile too (fresh_cache
+        keeps its folder on an error: it is made inside one of ours); Dynamo's caches are
+        already fresh (a case's model resets them)."""
         from torch._inductor.utils import fresh_cache
-        with fresh_cache():
+        with tempfile.TemporaryDirectory(prefix="fwbench-cold-", ignore_cleanup_errors=True) as tmp, \
+                fresh_cache(dir=tmp):
             yield "empty"
 
     def cache_dir_in_use(self) -> str | None:
