@@ -7,6 +7,7 @@ it for anything runtime-specific, so they stay plain model code.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import os
@@ -263,6 +264,21 @@ class Adapter:
     def cache_hits(self) -> int | None:
         """Cumulative persistent compile-cache hits so far; None where not counted."""
         return None
+
+    def counters(self) -> dict[str, int]:
+        """Further cumulative counters of the framework's own, by record field (TensorFlow:
+        xla_compilations); the harness records each one's growth over a case. {} where none."""
+        return {}
+
+    @contextlib.contextmanager
+    def fresh_caches(self) -> Any:
+        """A block that compiles from empty caches, in memory and on disk, as far as the
+        framework lets a running process do so: a stream's cold pass runs in it (the policy of
+        docs/ARCHITECTURE.md, "Compile caches"). Yields the record's `stream_cold_cache`: "empty"
+        when every cache the block can reach starts empty, else what stays warm. The base
+        class: in-memory caches are fresh per case (a new model), and a persistent cache this
+        class cannot switch off is said."""
+        yield "empty" if self.cache_dir_in_use() is None else "persistent cache on"
 
     def settings(self) -> dict[str, str]:
         """Every non-default runtime setting fwbench applies to this framework, by name, for

@@ -173,7 +173,9 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
             raise Unsupported(f"{framework} has no {mode!r} mode (it has {', '.join(adapter.modes)})")
         params = W.init_params(p.config, seed=opts.seed)
         model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
-        pool = [tuple(adapter.asarray(a, device) for a in inp) for inp in spec.inputs]
+        # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
+        pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
+                for inp in spec.inputs]
         fn = getattr(model, spec.method)
         record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
         kwargs = dict(spec.kwargs)
@@ -184,6 +186,7 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
             return adapter.sync(out if state is None else (out, state()))
 
         adapter.reset_peak_memory(device)
+        k0 = adapter.counters()
         c0, h0 = adapter.compilations(), adapter.cache_hits()
         f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
@@ -208,6 +211,8 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         not_run("failed", e)
         raise
     c2, h2 = adapter.compilations(), adapter.cache_hits()
+    k2 = adapter.counters()
+    record.update({k: k2[k] - k0[k] for k in k0 if k in k2})
     record.update(compilations=c2 - c0, compilations_timed=c2 - c1, recompiled_during_timing=c2 > c1,
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
@@ -269,12 +274,14 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
                 adapter: frameworks.Adapter, record: dict[str, Any], opts: Options) -> tuple[int, int]:
     """A stream of requests whose shapes vary (workloads.base.Stream), on a fresh model:
 
-      cold pass    every request once, in arrival order, each timed alone, the compilation
-                   counter read after each: stream_cold_s (sum), first_call_s (request 0),
+      cold pass    every request once, in arrival order, each timed alone, inside the
+                   adapter's fresh_caches() (empty compile caches as far as the framework
+                   allows: stream_cold_cache says what), the compilation counter read after each: stream_cold_s (sum), first_call_s (request 0),
                    compile_s (the framework's timer over the pass), new_shape_latency_s and
                    seen_shape_latency_s (median of requests whose shape is new / was seen
                    before), per-request times and cumulative compilations as text
-      check        every cold output against stream.expected (WrongResult if one differs:
+      check        every cold output (its first stream.rows[i] rows where a batch was
+                   padded) against stream.expected (WrongResult if one differs:
                    recorded failed, and no warm pass is timed)
       warm passes  one untimed pass (every shape now seen; it sizes the round count), then
                    timed rounds of one whole pass each: stream_warm_s is their median
@@ -282,16 +289,23 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     keys = stream.keys
     assert len(keys) == len(pool), "a stream names the shape of every request"
     s0, c0, l0 = adapter.compile_seconds(), adapter.compilations(), adapter.recompile_limit_hits()
+    k0 = adapter.counters()
     times, counts, outs = [], [], []
-    for args in pool:
-        t0 = time.perf_counter()
-        outs.append(call(*args))
-        times.append(time.perf_counter() - t0)
-        counts.append(adapter.compilations() - c0)
-    s1 = adapter.compile_seconds()
+    with adapter.fresh_caches() as cold_cache:   # the cold pass compiles from empty caches
+        for args in pool:
+            t0 = time.perf_counter()
+            outs.append(call(*args))
+            times.append(time.perf_counter() - t0)
+            counts.append(adapter.compilations() - c0)
+    s1, k1 = adapter.compile_seconds(), adapter.counters()
+    record.update({f"{k}_cold": k1[k] - k0[k] for k in k0 if k in k1})
+    record["stream_cold_cache"] = cold_cache
     if stream.expected is not None:
         for i, out in enumerate(outs):
-            err = rel_err(adapter.to_numpy(out), stream.expected(i))
+            got = adapter.to_numpy(out)
+            if stream.rows is not None:      # a padded batch: its real rows only
+                got = got[:stream.rows[i]]
+            err = rel_err(got, stream.expected(i))
             if not err <= stream.tolerance:
                 raise WrongResult(f"request {i} ({keys[i]}): output differs from the unpadded eager reference "
                                   f"(relative error {err:.2g} > {stream.tolerance:g})")

@@ -2,6 +2,7 @@
 stand-in model, and each framework's counters against what must happen (tiny preset)."""
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -13,7 +14,9 @@ from tests.helpers import INSTALLED
 from tests.test_harness import FakeAdapter
 from workloads import dynamic as D
 from workloads import gpt
+from frameworks.base import Unsupported
 from workloads import record as record_mod
+from workloads.base import FwbenchError, rel_err
 
 TINY = D.preset("tiny").config
 pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
@@ -82,13 +85,15 @@ class StreamModel:
         return out + 1.0 if self.calls == self.wrong_at else out
 
 
-def stream_case(benchmark, monkeypatch, strategy=None, **kw):
-    fake = FakeAdapter()
-    monkeypatch.setattr(fake, "build", lambda *a, **k: StreamModel(fake, **kw))
+def stream_case(benchmark, monkeypatch, strategy=None, task="prefill", fake=None, model=StreamModel, rounds=3,
+                **kw):
+    """A dynamic case of `task` run by the harness on a stand-in adapter (`fake`) and model."""
+    fake = fake or FakeAdapter()
+    monkeypatch.setattr(fake, "build", lambda *a, **k: model(fake, **kw))
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    s = bench.Session(bench.Options(frameworks=("torch",), workloads=("dynamic",), preset="tiny", rounds=3),
+    s = bench.Session(bench.Options(frameworks=("torch",), workloads=("dynamic",), preset="tiny", rounds=rounds),
                       gemm_samples=[{"numpy": 1e9}])     # no GEMM measurement: not what is tested
-    return s, bench.run_case(benchmark, s, "torch", "dynamic", "prefill", "compiled", strategy)
+    return s, bench.run_case(benchmark, s, "torch", "dynamic", task, "compiled", strategy)
 
 
 @pytest.mark.parametrize("strategy", [None, "bucketed"])
@@ -119,12 +124,12 @@ def test_a_wrong_output_is_recorded_failed_and_not_timed(benchmark, monkeypatch)
 
 # ----------------------------------------------------------------------------- real counters
 
-def real_case(benchmark, framework, mode, strategy):
+def real_case(benchmark, framework, mode, strategy, task="prefill"):
     if framework not in INSTALLED:
         pytest.skip(f"needs {framework}")
     s = bench.Session(bench.Options(frameworks=(framework,), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, framework, "dynamic", "prefill", mode, strategy)
+    rec = bench.run_case(benchmark, s, framework, "dynamic", task, mode, strategy)
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     return rec
 
@@ -155,3 +160,198 @@ def test_torch_static_recompiles_up_to_the_limit_and_records_the_hit(benchmark):
     with torch._dynamo.config.patch(recompile_limit=2):   # torch's own patch (monkeypatch's undo breaks it)
         rec = real_case(benchmark, "torch", "compiled", "static")
     assert rec["distinct_shapes"] > 2 and rec["compilations"] == 2 and rec["recompile_limit_hit"] is True
+
+
+# ----------------------------------------------------------------------------- ddpm stream
+
+def test_ddpm_stream_is_seeded_has_batch_one_and_valid_sizes():
+    small = D.preset("small").config
+    shapes = D.image_shapes(small)
+    assert shapes == D.image_shapes(small) and shapes != D.image_shapes(small, seed=1)
+    assert len(shapes) == small.image_requests and set(shapes) == {(B, S) for B in small.image_batches
+                                                                   for S in small.resolutions}
+    assert 1 in {B for B, _ in shapes} and len(set(shapes)) < len(shapes)       # batch 1, shapes repeat
+    down = 2 ** (len(small.unet.ch_mult) - 1)
+    for S in small.resolutions:
+        cfg = small.unet_at(S)
+        assert S % down == 0 and cfg.image_size == S
+        # attention at the same UNet levels at every size, so one parameter set serves all
+        assert [r in cfg.attn_resolutions for r in cfg.resolutions] == \
+               [r in small.unet.attn_resolutions for r in small.unet.resolutions]
+    with pytest.raises(FwbenchError, match="resolution 20"):
+        D.DynamicConfig(resolutions=(16, 20), diffusion_preset="small")   # 20 is not a multiple of 8
+
+
+@pytest.mark.parametrize("strategy", [None, "bucketed"])
+def test_ddpm_spec_pads_only_the_batch_when_bucketed(strategy):
+    spec = D.task_spec(TINY, 1, "ddpm", strategy=strategy)
+    shapes = D.image_shapes(TINY)
+    for i, ((x, t), (B, S), key) in enumerate(zip(spec.inputs, shapes, spec.stream.keys)):
+        P = x.shape[0]
+        assert x.shape[1:] == (S, S, TINY.unet.in_channels) and t.shape == (P,) and key == f"B={P},S={S}"
+        assert P == (min(b for b in TINY.batch_buckets() if b >= B) if strategy else B)
+        assert not x[B:].any() and spec.stream.expected(i).shape == (B, S, S, TINY.unet.in_channels)
+    assert spec.stream.rows == (tuple(B for B, _ in shapes) if strategy else None)
+    waste = spec.stream.record["padding_waste"]
+    assert waste == 0 if strategy is None else 0 < waste < 1
+
+
+def test_ddpm_bucketed_batch_padding_is_exact_and_pixel_padding_is_not():
+    """Why only the batch is bucketed: extra zero images change no real image's output
+    (every layer acts per image), extra zero pixels change them all."""
+    from workloads import diffusion
+    cfg, params = TINY.unet_at(8), diffusion.init_params(TINY.unet)
+    x, t = D.image_request(TINY, 0, D.image_shapes(TINY).index((1, 8)))
+    ref = diffusion.reference_eps(cfg, params, x, t)
+    batch = diffusion.reference_eps(cfg, params, np.pad(x, ((0, 1), (0, 0), (0, 0), (0, 0))), np.pad(t, (0, 1)))
+    assert rel_err(batch[:1], ref) < 1e-14      # float64 rounding (measured 1.0e-15: BLAS blocks by batch)
+    pixels = diffusion.reference_eps(TINY.unet_at(12), params, np.pad(x, ((0, 0), (0, 4), (0, 4), (0, 0))), t)
+    assert rel_err(pixels[:, :8, :8], ref) > 0.1   # measured 0.94
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax", "tensorflow"])
+def test_ddpm_stream_matches_the_reference_in_eager_mode(framework):
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    a = frameworks.load(framework)
+    spec = D.task_spec(TINY, 1, "ddpm", strategy="bucketed")
+    model = a.build("dynamic", TINY, D.init_params(TINY), "eager", "cpu", strategy="bucketed")
+    for i, (x, t) in enumerate(spec.inputs):
+        out = a.to_numpy(model.eps(a.asarray(x, "cpu"), a.asarray(t, "cpu")))[:spec.stream.rows[i]]
+        assert rel_err(out, spec.stream.expected(i)) <= D.DDPM_TOLERANCE
+
+
+@pytest.mark.slow
+def test_jax_jit_compiles_the_ddpm_stream_once_per_batch_and_resolution(benchmark):
+    rec = real_case(benchmark, "jax", "compiled", None, task="ddpm")
+    assert rec["distinct_shapes"] == len(set(D.image_shapes(TINY))) == rec["compilations"] == rec["compilations_cold"]
+    assert rec["stream_cold_cache"] == "empty" and rec["cache_hits"] == 0
+
+
+@pytest.mark.slow
+def test_ddpm_bucketed_compiles_at_most_once_per_bucket_and_resolution(benchmark):
+    rec = real_case(benchmark, "jax", "compiled", "bucketed", task="ddpm")
+    buckets = {(min(b for b in TINY.batch_buckets() if b >= B), S) for B, S in D.image_shapes(TINY)}
+    assert rec["compilations"] == rec["distinct_shapes"] == len(buckets) and rec["padding_waste"] > 0
+
+
+# ----------------------------------------------------------------------------- prefill_int
+
+def test_prefill_int_spec_passes_the_length_as_a_python_int():
+    spec = D.task_spec(TINY, 1, "prefill_int")
+    lengths = D.prompt_lengths(TINY)
+    for (tokens, length), T, key in zip(spec.inputs, lengths, spec.stream.keys):
+        assert type(length) is int and length == T and key == f"length={T}"
+        assert tokens.shape == (1, TINY.gpt.block_size) and not tokens[:, T:].any()
+    assert D.strategies("torch", "compiled", "prefill_int") == (None, *D.INT_STRATEGIES)
+    assert D.strategies("torch", "eager", "prefill_int") == (None,)
+
+
+def test_the_harness_passes_python_ints_unconverted(benchmark, monkeypatch):
+    seen = []
+
+    class IntModel(StreamModel):
+        def prefill_int(self, tokens, length):
+            seen.append(type(length))
+            return self.prefill(tokens[:, :length], np.array([length - 1]))
+
+    _, rec = stream_case(benchmark, monkeypatch, task="prefill_int", model=IntModel, rounds=1)
+    assert rec["status"] == "ok" and set(seen) == {int}
+
+
+def test_jax_jit_without_static_args_refuses_the_int_with_its_own_error():
+    if "jax" not in INSTALLED:
+        pytest.skip("needs jax")
+    a = frameworks.load("jax")
+    (tokens, length), *_ = D.task_spec(TINY, 1, "prefill_int").inputs
+    model = a.build("dynamic", TINY, D.init_params(TINY), "compiled", "cpu")
+    with pytest.raises(Unsupported, match="static_argnums.*(Slice entries must be static|Concretization)"):
+        model.prefill_int(a.asarray(tokens, "cpu"), length)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["static", None])
+def test_torch_int_length_recompiles_to_the_limit_and_records_the_hit(benchmark, strategy):
+    """dynamic=False specialises every int value; the default specialises the first, then
+    makes the int symbolic: it hits a limit of 2 only when static."""
+    pytest.importorskip("torch")
+    import torch._dynamo
+    with torch._dynamo.config.patch(recompile_limit=2):
+        rec = real_case(benchmark, "torch", "compiled", strategy, task="prefill_int")
+    assert rec["distinct_shapes"] > 2
+    if strategy == "static":
+        assert rec["compilations"] == 2 and rec["recompile_limit_hit"] is True
+    else:
+        assert rec["compilations"] <= 2 and rec["recompile_limit_hit"] is False
+
+
+# ----------------------------------------------------------------------------- cold-cache policy
+
+def test_a_stream_cold_pass_runs_inside_the_adapters_fresh_caches(benchmark, monkeypatch):
+    import contextlib
+    inside = []
+
+    class Fresh(FakeAdapter):
+        active = False
+
+        @contextlib.contextmanager
+        def fresh_caches(self):
+            Fresh.active = True
+            try:
+                yield "empty"
+            finally:
+                Fresh.active = False
+
+    class Model(StreamModel):
+        def prefill(self, tokens, last):
+            inside.append(Fresh.active)
+            return super().prefill(tokens, last)
+
+    _, rec = stream_case(benchmark, monkeypatch, fake=Fresh(), model=Model, rounds=1)
+    n = TINY.requests
+    assert inside[:n] == [True] * n and not any(inside[n:]) and len(inside) > n     # cold inside, warm not
+    assert rec["stream_cold_cache"] == "empty"
+
+
+def test_jax_fresh_caches_turns_the_persistent_cache_off_and_back():
+    if "jax" not in INSTALLED:
+        pytest.skip("needs jax")
+    import jax
+    a = frameworks.load("jax")
+    was = jax.config.jax_enable_compilation_cache
+    with a.fresh_caches() as state:
+        assert state == "empty" and a.cache_dir_in_use() is None
+    assert jax.config.jax_enable_compilation_cache == was
+
+
+def test_torch_fresh_caches_gives_inductor_an_empty_cache_dir():
+    if "torch" not in INSTALLED:
+        pytest.skip("needs torch")
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    a = frameworks.load("torch")
+    before = cache_dir()
+    with a.fresh_caches() as state:
+        inside = cache_dir()
+        assert state == "empty" and inside != before and os.listdir(inside) == []
+    assert cache_dir() == before and not os.path.exists(inside)
+
+
+# ----------------------------------------------------------------------------- XLA under TensorFlow
+
+def test_tf_counts_xla_compiles_per_shape_under_one_input_signature_trace():
+    if "tensorflow" not in INSTALLED:
+        pytest.skip("needs tensorflow")
+    import tensorflow as tf
+    a = frameworks.load("tensorflow")
+    if a.cache_dir_in_use() is None:
+        pytest.skip("TensorFlow's XLA cache is off here: xla_compilations is not observable")
+    c = float(np.random.default_rng().random())   # a Python float is a constant of the graph: a program
+                                                  # no cache holds yet (a tensor would be a captured input)
+    f = a.function(lambda x: tf.reduce_sum(x * c), jit_compile=True,
+                   input_signature=(tf.TensorSpec((None,), tf.float32),))
+    counts = [a.counters()["xla_compilations"]]
+    for n in (3, 4, 3):
+        f(tf.ones(n))
+        counts.append(a.counters()["xla_compilations"])
+    assert f.experimental_get_tracing_count() == 1
+    assert np.diff(counts).tolist() == [1, 1, 0]       # a compile per new shape, none for a seen one

@@ -125,6 +125,8 @@ class Stream:
     expected: Any = None                   # i -> request i's output, numpy float64 (or None)
     tolerance: float = 0.0                 # rel_err allowed against expected
     record: Mapping[str, Any] = field(default_factory=dict)   # scalar record keys, e.g. padding_waste
+    # request i's real output is its first rows[i] rows (a batch padded to a bucket); None: all
+    rows: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import os
 if os.environ.get("FWBENCH_THREADS"):
     os.environ["PJRT_NPROC"] = os.environ["FWBENCH_THREADS"]
 
+import contextlib  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -142,6 +143,23 @@ class Adapter(base.Adapter):
 
     def compile_seconds(self) -> float | None:
         return float(_COUNTS["compile_s"])
+
+    @contextlib.contextmanager
+    def fresh_caches(self) -> Any:
+        """jax.clear_caches() (every in-memory trace, lowering and executable cache, the
+        op-by-op kernels of eager mode too) and the persistent compilation cache off for the
+        block (jax_enable_compilation_cache; JAX decides once whether it uses the cache, so
+        compilation_cache.reset_cache() makes it decide again on entry and exit)."""
+        from jax._src import compilation_cache
+        was = jax.config.jax_enable_compilation_cache
+        jax.clear_caches()
+        jax.config.update("jax_enable_compilation_cache", False)
+        compilation_cache.reset_cache()
+        try:
+            yield "empty"
+        finally:
+            jax.config.update("jax_enable_compilation_cache", was)
+            compilation_cache.reset_cache()
 
     def cache_dir_in_use(self) -> str | None:
         path = jax.config.jax_compilation_cache_dir

@@ -123,7 +123,9 @@ def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig) -> jax
     for i in range(L):  # unrolled: the level structure is static and XLA fuses across blocks
         for j in range(cfg.num_res_blocks):
             h = resnet_block(p, f"down.{i}.block.{j}", hs[-1], temb, G)
-            if h.shape[1] in cfg.attn_resolutions:
+            # attention where the parameters have it (the levels at attn_resolutions at the
+            # config's size): the same model at any resolution (workloads.dynamic's ddpm stream)
+            if f"down.{i}.attn.{j}.q.weight" in p:
                 h = attn_block(p, f"down.{i}.attn.{j}", h, G)
             hs.append(h)
         if i != L - 1:
@@ -136,7 +138,7 @@ def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig) -> jax
         for j in range(cfg.num_res_blocks + 1):
             h = jnp.concatenate([h, hs.pop()], axis=-1)                   # h first, then the skip
             h = resnet_block(p, f"up.{i}.block.{j}", h, temb, G)
-            if h.shape[1] in cfg.attn_resolutions:
+            if f"up.{i}.attn.{j}.q.weight" in p:
                 h = attn_block(p, f"up.{i}.attn.{j}", h, G)
         if i != 0:
             h = upsample(p, f"up.{i}.upsample", h)

@@ -67,7 +67,7 @@ class Conv2d(tf.Module):
 
 
 def group_norm(x, w, b, groups):
-    _, H, W, C = x.shape                                                 # static; batch may not be
+    _, H, W, C = dims(x)   # static where known; H, W dynamic under an input_signature with None
     g = tf.reshape(x, (-1, H, W, groups, C // groups))                   # (B, H, W, G, C/G)
     mean, var = tf.nn.moments(g, axes=[1, 2, 4], keepdims=True)          # (B, 1, 1, G, 1)
     g = (g - mean) * tf.math.rsqrt(var + GN_EPS)
@@ -124,7 +124,7 @@ class AttnBlock(tf.Module):
         self.proj_out = Conv2d(params, prefix + ".proj_out", named)
 
     def __call__(self, x):
-        _, H, W, C = x.shape
+        _, H, W, C = dims(x)
         h = self.norm(x)
         q, k, v = (tf.reshape(f(h), (-1, H * W, C)) for f in (self.q, self.k, self.v))  # (B, N, C)
         w = tf.matmul(q, k, transpose_b=True) * attn_scale(C)            # (B, N, N): query, key

@@ -2,8 +2,10 @@
 length. graph = tf.function, compiled = tf.function(jit_compile=True), each with TF's ways
 with a varying dimension: the default (a trace per new shape), an input_signature with None
 dimensions (one trace), reduce_retracing=True. Traces are counted by the adapter (every
-tf.function is made through it); XLA's own compilations under TF are not exposed to Python,
-so a per-shape XLA compile shows only in the first request of each shape's latency."""
+tf.function is made through it); XLA's own compilations under TF are counted apart, from the
+entries XLA writes to TF's persistent cache folder (the adapter's xla_compilations), so a
+compile per concrete shape under one trace shows there as well as in each new shape's
+latency. Also the DDPM denoiser stream and prefill_int (the length a Python int)."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,26 +18,38 @@ from frameworks.tensorflow.gpt import TFGPT, dims
 from workloads import dynamic as D
 
 TRACED = (None, "input_signature", "reduce_retracing", "bucketed")
+WHY = "tf.function traces per input signature"
+
+
+def refuse(mode: str, strategy: str | None, have: tuple[str | None, ...] = TRACED, why: str = WHY) -> None:
+    """Unsupported, with the reason, where TensorFlow has no `strategy` in `mode`."""
+    reason = D.lacks("tensorflow", mode, strategy, have, why)
+    if reason:
+        raise Unsupported(reason)
+
+
+def _function_kwargs(mode: str, strategy: str | None, signature: Any) -> dict[str, Any]:
+    """tf.function's arguments for a mode and strategy: jit_compile in compiled mode, the
+    `signature` (specs with None dims) for input_signature, reduce_retracing for its own."""
+    kw: dict[str, Any] = {"jit_compile": mode == "compiled"}
+    if strategy == "input_signature":
+        kw["input_signature"] = signature
+    elif strategy == "reduce_retracing":
+        kw["reduce_retracing"] = True
+    return kw
 
 
 class TFPrefill:
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
                  device: str, strategy: str | None) -> None:
-        why = D.lacks("tensorflow", mode, strategy, TRACED, "tf.function traces per input signature")
-        if why:
-            raise Unsupported(why)
+        refuse(mode, strategy)
         self.config, self.mode, self.strategy = config, mode, strategy
         self.gpt = TFGPT(adapter, config.gpt, params, "eager", device)
         self._device = adapter.tf_device(device)
         self._fn = self._prefill_fn
         if mode != "eager":
-            kw: dict[str, Any] = {"jit_compile": mode == "compiled"}
-            if strategy == "input_signature":
-                kw["input_signature"] = (tf.TensorSpec((config.batch, None), tf.int32),
-                                         tf.TensorSpec((config.batch,), tf.int32))
-            elif strategy == "reduce_retracing":
-                kw["reduce_retracing"] = True
-            self._fn = adapter.function(self._prefill_fn, **kw)
+            self._fn = adapter.function(self._prefill_fn, **_function_kwargs(
+                mode, strategy, (tf.TensorSpec((config.batch, None), tf.int32), tf.TensorSpec((config.batch,), tf.int32))))
 
     def _prefill_fn(self, idx: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
         model = self.gpt.model
@@ -50,6 +64,58 @@ class TFPrefill:
             return self._fn(tokens, last)
 
 
+class TFDdpm:
+    """The ddpm stream: frameworks/tensorflow/diffusion.py's UNet module under tf.function as
+    the strategy says; input_signature leaves the batch and both image dimensions None."""
+
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
+                 device: str, strategy: str | None) -> None:
+        refuse(mode, strategy)
+        from frameworks.tensorflow.diffusion import TFDiffusion
+        self.config, self.mode, self.strategy = config, mode, strategy
+        self.model = TFDiffusion(adapter, config.unet, params, "eager", device).model
+        self._device = adapter.tf_device(device)
+        self._fn = self.model.__call__
+        if mode != "eager":
+            C = config.unet.in_channels
+            self._fn = adapter.function(self.model.__call__, **_function_kwargs(
+                mode, strategy, (tf.TensorSpec((None, None, None, C), tf.float32), tf.TensorSpec((None,), tf.int32))))
+
+    def eps(self, x: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        self.config.unet_at(x.shape[1]).check_eps_inputs(x, t)
+        with tf.device(self._device):
+            return self._fn(x, t)
+
+
+class TFPrefillInt(TFPrefill):
+    """prefill_int: a Python int argument is part of tf.function's trace key, so every new
+    length traces (and, under jit_compile, compiles) again, reduce_retracing or not; an
+    input_signature holds tensor specs only."""
+
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
+                 device: str, strategy: str | None) -> None:
+        refuse(mode, strategy, (None, "reduce_retracing"), "a Python int argument is part of tf.function's trace "
+               "key, so the default already traces per value, and an input_signature holds tensor specs only")
+        super().__init__(adapter, config, params, "eager", device, None)
+        self.mode, self.strategy = mode, strategy
+        self._int = self._int_fn
+        if mode != "eager":
+            self._int = adapter.function(self._int_fn, **_function_kwargs(mode, strategy, None))
+
+    def _int_fn(self, idx: tf.Tensor, length: int) -> tf.Tensor:
+        model = self.gpt.model
+        x, _ = model(idx[:, :length])                                             # (B*length, C)
+        return model.head(tf.reshape(x, (-1, length, self.config.gpt.n_embd))[:, -1])
+
+    def prefill_int(self, tokens: tf.Tensor, length: int) -> tf.Tensor:
+        self.config.gpt.check_tokens(tokens)
+        with tf.device(self._device):
+            return self._int(tokens, length)
+
+
 def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-          strategy: str | None = None) -> TFPrefill:
-    return TFPrefill(adapter, config, params, mode, device, strategy)
+          strategy: str | None = None) -> D.ByTask:
+    gpt_params, unet_params = D.split_params(params)
+    return D.ByTask(prefill=lambda: TFPrefill(adapter, config, gpt_params, mode, device, strategy),
+                    eps=lambda: TFDdpm(adapter, config, unet_params, mode, device, strategy),
+                    prefill_int=lambda: TFPrefillInt(adapter, config, gpt_params, mode, device, strategy))

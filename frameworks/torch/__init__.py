@@ -16,7 +16,9 @@ from workloads.base import TORCH_DEFAULT_RECIPE, TORCH_TRAIN_RECIPES
 # once per process, normally much earlier, from set_threads).
 base.configure_caches()
 
+import contextlib  # noqa: E402
 import logging  # noqa: E402
+import tempfile  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -138,6 +140,18 @@ class Adapter(base.Adapter):
     def cache_hits(self) -> int | None:
         c = torch._dynamo.utils.counters
         return int(c["inductor"]["fxgraph_cache_hit"] + c["aot_autograd"]["autograd_cache_hit"])
+
+    @contextlib.contextmanager
+    def fresh_caches(self) -> Any:
+        """Inductor's own fresh_cache: its in-memory caches cleared and a new, empty
+        TORCHINDUCTOR_CACHE_DIR for the block (FX graphs, AOTAutograd entries and the compiled
+        C++ kernels all start empty), deleted after it, a failed compile too (fresh_cache
+        keeps its folder on an error: it is made inside one of ours); Dynamo's caches are
+        already fresh (a case's model resets them)."""
+        from torch._inductor.utils import fresh_cache
+        with tempfile.TemporaryDirectory(prefix="fwbench-cold-", ignore_cleanup_errors=True) as tmp, \
+                fresh_cache(dir=tmp):
+            yield "empty"
 
     def cache_dir_in_use(self) -> str | None:
         if not torch._inductor.config.fx_graph_cache:

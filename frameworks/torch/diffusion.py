@@ -222,14 +222,17 @@ class UNet(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """x (B, C, H, W) float32, t (B,) integer -> eps (B, C, H, W)."""
-        cfg, L = self.config, len(self.config.ch_mult)
-        has_attn = lambda h: h.shape[-1] in cfg.attn_resolutions  # noqa: E731  (static under Dynamo)
+        L = len(self.config.ch_mult)
+        # Attention where the level has attention blocks (the levels at attn_resolutions when
+        # the image has the config's size), not where the current resolution is listed: the
+        # same at the config's size, and the same model at any other (workloads.dynamic's
+        # ddpm stream), with no test on a size that dynamic shapes would have to guard.
         temb = self.temb(t)                                         # (B, 4ch)
         hs = [self.conv_in(x)]                                      # skip stack, (B, ch, S, S) first
         for i, level in enumerate(self.down):
             for j, block in enumerate(level.block):
                 h = block(hs[-1], temb)
-                if has_attn(h):
+                if len(level.attn):
                     h = level.attn[j](h)
                 hs.append(h)
             if i != L - 1:
@@ -239,7 +242,7 @@ class UNet(nn.Module):
             level = self.up[i]
             for j, block in enumerate(level.block):
                 h = block(torch.cat([h, hs.pop()], dim=1), temb)    # h first, then the skip
-                if has_attn(h):
+                if len(level.attn):
                     h = level.attn[j](h)
             if i != 0:
                 h = level.upsample(h)                               # (B, C, 2H, 2W)

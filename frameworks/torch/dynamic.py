@@ -1,6 +1,7 @@
-"""workloads.dynamic in PyTorch: the GPT prefill of a stream of prompts of varying length,
-under each of torch.compile's ways with a varying dimension (workloads/dynamic.py lists
-them). Every case compiles from empty Dynamo caches (torch._dynamo.reset() when the model is
+"""workloads.dynamic in PyTorch: the GPT prefill of a stream of prompts of varying length
+(with the length from the tensor's shape, or as a Python int: prefill_int) and the DDPM
+denoiser on images of varying batch and resolution, under each of torch.compile's ways with a
+varying dimension (workloads/dynamic.py lists them). Every case compiles from empty Dynamo caches (torch._dynamo.reset() when the model is
 built), so the stream's first requests pay what a fresh process pays, and an earlier case's
 graphs do not count towards this one's recompile limit. torch.compile without fullgraph: at
 the recompile limit Dynamo runs the function eagerly, which is what the case measures."""
@@ -17,22 +18,33 @@ from workloads import dynamic as D
 
 # strategy -> torch.compile's `dynamic` argument (None: automatic dynamic, the default)
 DYNAMIC = {None: None, "static": False, "dynamic": True, "mark_dynamic": None, "bucketed": False}
+WHY = "input signatures and exported symbolic shapes are TensorFlow's and JAX's"
+
+
+def refuse(mode: str, strategy: str | None, have: tuple[str | None, ...] = tuple(DYNAMIC), why: str = WHY) -> None:
+    """Unsupported, with the reason, where torch has no `strategy` in `mode`."""
+    reason = D.lacks("torch", mode, strategy, have, why)
+    if reason:
+        raise Unsupported(reason)
+
+
+def compiled(fn: Any, mode: str, strategy: str | None) -> Any:
+    """fn under torch.compile with the strategy's `dynamic` in compiled mode, from empty Dynamo
+    caches (an earlier case's graphs count towards no recompile limit here); fn elsewhere."""
+    if mode != "compiled":
+        return fn
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=DYNAMIC[strategy])
 
 
 class TorchPrefill:
     def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
                  strategy: str | None) -> None:
-        why = D.lacks("torch", mode, strategy, tuple(DYNAMIC), "input signatures and exported symbolic shapes "
-                      "are TensorFlow's and JAX's")
-        if why:
-            raise Unsupported(why)
+        refuse(mode, strategy)
         self.config, self.mode, self.strategy = config, mode, strategy
         self.gpt = TorchGPT(config.gpt, params, "eager", device)
         self.mark = strategy == "mark_dynamic"
-        self._fn = self._prefill_fn
-        if mode == "compiled":
-            torch._dynamo.reset()
-            self._fn = torch.compile(self._prefill_fn, dynamic=DYNAMIC[strategy])
+        self._fn = compiled(self._prefill_fn, mode, strategy)
 
     def _prefill_fn(self, idx: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         net = self.gpt.net
@@ -48,6 +60,61 @@ class TorchPrefill:
             return self._fn(tokens, last)
 
 
+class TorchDdpm:
+    """The ddpm stream: frameworks/torch/diffusion.py's UNet (eager modules, weights loaded
+    there) under torch.compile as the strategy says. mark_dynamic marks the batch (dim 0 of x
+    and t) and both image dimensions (1 and 2 of x, NHWC), on every request: Dynamo
+    specialises a size of 0 or 1 whatever is marked, so batch 1 gets a graph of its own
+    (torch._dynamo.maybe_mark_dynamic, which does not raise for it)."""
+
+    def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
+                 strategy: str | None) -> None:
+        refuse(mode, strategy)
+        from frameworks.torch.diffusion import TorchDiffusion
+        self.config, self.mode, self.strategy = config, mode, strategy
+        self.model = TorchDiffusion(config.unet, params, "eager", device)
+        self.mark = strategy == "mark_dynamic"
+        self._fn = compiled(self.model._eps_fn, mode, strategy)
+
+    def eps(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        self.config.unet_at(x.shape[1]).check_eps_inputs(x, t)
+        if self.mark:
+            for d in (0, 1, 2):
+                torch._dynamo.maybe_mark_dynamic(x, d)
+            torch._dynamo.maybe_mark_dynamic(t, 0)
+        with torch.no_grad():
+            return self._fn(x, t)
+
+
+class TorchPrefillInt(TorchPrefill):
+    """prefill_int: the prompt padded to the block size and its length as a Python int,
+    sliced inside the compiled function. Dynamo treats an int argument like a size:
+    dynamic=False specialises on every value (a graph per length, then eager at the
+    recompile limit), the default makes it symbolic after it changes once, dynamic=True
+    from the start."""
+
+    def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
+                 strategy: str | None) -> None:
+        refuse(mode, strategy, (None, "static", "dynamic"), "the length is a Python int: no tensor dimension "
+               "varies (mark_dynamic), and an input signature is TensorFlow's")
+        super().__init__(config, params, "eager", device, None)
+        self.mode, self.strategy = mode, strategy
+        self._int = compiled(self._int_fn, mode, strategy)
+
+    def _int_fn(self, idx: torch.Tensor, length: int) -> torch.Tensor:
+        net = self.gpt.net
+        x = net.hidden(idx[:, :length], torch.arange(length, device=idx.device))       # (B, length, C)
+        return net.lm_head(x[:, -1])
+
+    def prefill_int(self, tokens: torch.Tensor, length: int) -> torch.Tensor:
+        self.config.gpt.check_tokens(tokens)
+        with torch.no_grad():
+            return self._int(tokens, length)
+
+
 def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-          strategy: str | None = None) -> TorchPrefill:
-    return TorchPrefill(config, params, mode, device, strategy)
+          strategy: str | None = None) -> D.ByTask:
+    gpt_params, unet_params = D.split_params(params)
+    return D.ByTask(prefill=lambda: TorchPrefill(config, gpt_params, mode, device, strategy),
+                    eps=lambda: TorchDdpm(config, unet_params, mode, device, strategy),
+                    prefill_int=lambda: TorchPrefillInt(config, gpt_params, mode, device, strategy))
