@@ -274,7 +274,7 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
                    compile_s (the framework's timer over the pass), new_shape_latency_s and
                    seen_shape_latency_s (median of requests whose shape is new / was seen
                    before), per-request times and cumulative compilations as text
-      check        every cold output against stream.expected (WrongResult if one differs:
+      check        every cold output against stream.expected or stream.check (WrongResult if one differs:
                    recorded failed, and no warm pass is timed)
       warm passes  one untimed pass (every shape now seen; it sizes the round count), then
                    timed rounds of one whole pass each: stream_warm_s is their median
@@ -289,6 +289,11 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
         times.append(time.perf_counter() - t0)
         counts.append(adapter.compilations() - c0)
     s1 = adapter.compile_seconds()
+    if stream.check is not None:
+        for i, out in enumerate(outs):
+            differs = stream.check(i, adapter.to_numpy(out))
+            if differs:
+                raise WrongResult(f"request {i} ({keys[i]}): {differs}")
     if stream.expected is not None:
         for i, out in enumerate(outs):
             err = rel_err(adapter.to_numpy(out), stream.expected(i))

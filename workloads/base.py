@@ -125,6 +125,9 @@ class Stream:
     expected: Any = None                   # i -> request i's output, numpy float64 (or None)
     tolerance: float = 0.0                 # rel_err allowed against expected
     record: Mapping[str, Any] = field(default_factory=dict)   # scalar record keys, e.g. padding_waste
+    # Instead of expected/tolerance, for outputs no single rel_err fits (token ids, a loss
+    # with gradients): check(i, request i's output as numpy) -> None, or what differs.
+    check: Callable[[int, Any], str | None] | None = None
 
 
 @dataclass(frozen=True)
