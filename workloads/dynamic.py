@@ -12,6 +12,16 @@ Streams (this module):
     prefill     GPT serving: `requests` prompts (batch 1 each) whose lengths follow a seeded,
                 skewed distribution over min_len..block_size with many distinct values; the
                 task is the logits of each prompt's last position.
+    generate    GPT serving: the same lengths, clipped to block_size - new_tokens; each request
+                decodes new_tokens greedily (the framework's cached decoding, started at the
+                real last position); checked token for token against float64 greedy decoding
+                whose choices are all clear of float32 rounding (GREEDY_MARGIN).
+    train       GPT training: train_requests batches of train_batch sequences, lengths from
+                the same distribution; each request is one loss-and-gradients computation
+                (no optimizer step: its work does not depend on the length, and requests stay
+                independent, each checkable): the loss against the float64 loss, the
+                gradients by their derivative along a seeded unit direction against a float64
+                finite difference (independent of every framework's autodiff).
 
 Strategies (records' `strategy`; None is each framework and mode's default):
     eager          None           op by op, each request at its own length
@@ -29,14 +39,18 @@ Strategies (records' `strategy`; None is each framework and mode's default):
                    input_signature  a TensorSpec with None dims: one trace (XLA may still
                                   compile per concrete shape: measured)
                    reduce_retracing  tf.function(reduce_retracing=True)
-    every mode     bucketed       framework-neutral: each prompt right-padded to the next
+    every mode     bucketed       framework-neutral: each sequence right-padded to the next
                                   power of two (bucket), the real last position passed as an
                                   index, so only the bucket count compiles; causal attention
-                                  keeps the padding out of every real position
+                                  keeps the padding out of every real position, generate's
+                                  decode steps overwrite the padding's cache entries before
+                                  attending to them, train weights padded targets 0
 A framework without one of these strategies records it `unsupported` with the reason.
 
-Every request is `prefill(tokens (B, T) int32, last (B,) int32) -> (B, vocab) float32`: the
-logits at position last[b] of row b (T - 1 unless padded).
+Every request is a PrefillModel method (below): `prefill(tokens (B, T) int32, last (B,) int32)
+-> (B, vocab) float32`, the logits at position last[b] of row b (T - 1 unless padded);
+`generate(tokens, last) -> (B, new_tokens)`; `train(tokens, targets, weights) -> {"loss",
+**gradients}`.
 """
 from __future__ import annotations
 
