@@ -166,7 +166,7 @@ def test_generate_and_train_streams_are_seeded_and_right_padded(task, strategy):
     spec = D.task_spec(TINY, 1, task, strategy=strategy)
     again = D.task_spec(TINY, 1, task, strategy=strategy)
     lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
-    assert len(spec.inputs) == len(lengths) == (TINY.requests if task == "generate" else TINY.train_requests)
+    assert len(spec.inputs) == len(lengths) == (TINY.generate_requests if task == "generate" else TINY.train_requests)
     assert len(set(lengths)) >= len(lengths) // 2 and min(lengths) >= TINY.min_len
     assert spec.stream.record["stream"] == f"gpt-{task}" and spec.method == task
     for inp, inp2, T, key in zip(spec.inputs, again.inputs, lengths, spec.stream.keys):

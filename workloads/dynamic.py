@@ -89,11 +89,16 @@ class DynamicConfig:
     min_len: int = 8            # shortest prompt
     batch: int = 1              # prompts per request
     new_tokens: int = 8         # generate: tokens each request decodes greedily
-    train_requests: int = 32    # train: batches in the stream
+    generate_requests: int = 24  # generate: the first this many prompts (sized for the CPU budget)
+    train_requests: int = 16    # train: batches in the stream
     train_batch: int = 4        # train: sequences per batch
 
     def __post_init__(self) -> None:
-        check_positive(self, "requests", "min_len", "batch", "new_tokens", "train_requests", "train_batch")
+        check_positive(self, "requests", "min_len", "batch", "new_tokens", "generate_requests", "train_requests",
+                       "train_batch")
+        if self.generate_requests > self.requests:
+            raise FwbenchError(f"generate_requests {self.generate_requests} must be at most requests {self.requests}: "
+                               f"generate serves the first prompts of the prefill stream")
         gpt.preset(self.gpt_preset)
         if self.min_len + self.new_tokens > self.gpt.block_size:
             raise FwbenchError(f"min_len {self.min_len} + new_tokens {self.new_tokens} exceeds the block size "
@@ -114,11 +119,14 @@ class DynamicConfig:
 
 
 PRESETS: dict[str, Preset] = {
-    "tiny": Preset("tiny", DynamicConfig(gpt_preset="tiny", requests=12, new_tokens=4, train_requests=8,
-                                         train_batch=2), batch=1, note="for tests"),
+    "tiny": Preset("tiny", DynamicConfig(gpt_preset="tiny", requests=12, new_tokens=4, generate_requests=12,
+                                         train_requests=8, train_batch=2), batch=1, note="for tests"),
+    # generate and train are shorter than prefill: each distinct length costs a compile per
+    # compiled case (a forward and backward for train), and the whole dynamic matrix must
+    # stay within 20 minutes on a 2-core CPU (docs/ARCHITECTURE.md, "Dynamic shapes").
     "small": Preset("small", DynamicConfig(gpt_preset="small", requests=64), batch=1,
-                    note="CPU preset: 64 requests, prompts of 8..128 tokens, 8 new tokens; "
-                         "32 training batches of 4"),
+                    note="CPU preset: 64 prefill requests, prompts of 8..128 tokens; generate: the "
+                         "first 24, 8 new tokens each; train: 16 batches of 4"),
 }
 
 
@@ -195,9 +203,10 @@ def task_spec(config: DynamicConfig, batch: int, task: str, seed: int = 0, strat
 # ----------------------------------------------------------------------------- generate
 
 def generate_lengths(config: DynamicConfig, seed: int = 0) -> list[int]:
-    """The prefill stream's prompt lengths, the tail clipped so that every prompt and its
-    new tokens fit in the block: min(T, block_size - new_tokens)."""
-    return [min(T, config.gpt.block_size - config.new_tokens) for T in prompt_lengths(config, seed)]
+    """The first generate_requests prompt lengths of the prefill stream, the tail clipped so
+    that every prompt and its new tokens fit in the block: min(T, block_size - new_tokens)."""
+    limit = config.gpt.block_size - config.new_tokens
+    return [min(T, limit) for T in prompt_lengths(config, seed)[:config.generate_requests]]
 
 
 def greedy_reference(cfg: gpt.GPTConfig, params: dict[str, np.ndarray], prompt: np.ndarray,

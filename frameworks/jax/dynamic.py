@@ -1,4 +1,6 @@
-"""workloads.dynamic in JAX: the GPT prefill of a stream of prompts of varying length.
+"""workloads.dynamic in JAX: the GPT prefill, generate and train streams of varying length
+(generate's decode steps in a lax.fori_loop when compiled, a Python loop op by op; train
+is jax.value_and_grad of the weighted loss).
 Compiled: jax.jit (a trace and an XLA compile per distinct shape; a new closure per model,
 so no jit cache is shared between cases), or jax.export with a symbolic length (traced and
 lowered once, on the first request; each new concrete length is then compiled by XLA, which

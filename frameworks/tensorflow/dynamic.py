@@ -1,6 +1,7 @@
-"""workloads.dynamic in TensorFlow: the GPT prefill of a stream of prompts of varying
-length. graph = tf.function, compiled = tf.function(jit_compile=True), each with TF's ways
-with a varying dimension: the default (a trace per new shape), an input_signature with None
+"""workloads.dynamic in TensorFlow: the GPT prefill, generate and train streams of varying
+length (generate's decode steps in a tf.while_loop; train under a GradientTape), each request
+kind its own tf.function. graph = tf.function, compiled = tf.function(jit_compile=True),
+each with TF's ways with a varying dimension: the default (a trace per new shape), an input_signature with None
 dimensions (one trace), reduce_retracing=True. Traces are counted by the adapter (every
 tf.function is made through it); XLA's own compilations under TF are not exposed to Python,
 so a per-shape XLA compile shows only in the first request of each shape's latency."""
@@ -55,7 +56,6 @@ class TFPrefill:
         self.config.gpt.check_tokens(tokens)
         with tf.device(self._device):
             return self._fn(tokens, last)
-
 
     # -- generate: TFGPT's cached decoding, started at the real last position ---------------
     def _generate_fn(self, idx: tf.Tensor, last: tf.Tensor) -> tf.Tensor:

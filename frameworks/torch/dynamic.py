@@ -1,8 +1,10 @@
-"""workloads.dynamic in PyTorch: the GPT prefill of a stream of prompts of varying length,
-under each of torch.compile's ways with a varying dimension (workloads/dynamic.py lists
-them). Every case compiles from empty Dynamo caches (torch._dynamo.reset() when the model is
-built), so the stream's first requests pay what a fresh process pays, and an earlier case's
-graphs do not count towards this one's recompile limit. torch.compile without fullgraph: at
+"""workloads.dynamic in PyTorch: the GPT prefill, generate and train streams of varying
+length, under each of torch.compile's ways with a varying dimension (workloads/dynamic.py
+lists them). Prefill, the generate prefill, the decode step and the training loss are each
+their own compiled function (the loss's backward through AOTAutograd). Every case compiles
+from empty Dynamo caches (torch._dynamo.reset() when the model is built), so the stream's
+first requests pay what a fresh process pays, and an earlier case's graphs do not count
+towards this one's recompile limit. torch.compile without fullgraph: at
 the recompile limit Dynamo runs the function eagerly, which is what the case measures."""
 from __future__ import annotations
 
@@ -50,7 +52,6 @@ class TorchPrefill:
             torch._dynamo.mark_dynamic(tokens, 1)
         with torch.no_grad():
             return self._fn(tokens, last)
-
 
     # -- generate: prefill at the real last position, then TorchGPT's decode step ------------
     def _generate_prefill_fn(self, idx: torch.Tensor, last: torch.Tensor,
