@@ -229,15 +229,41 @@ def test_train_check_catches_a_wrong_loss_or_gradient():
     assert "directional derivative differs" in spec.stream.check(0, bad)
 
 
-def stream_outputs(framework, mode, strategy, task, requests):
-    """The outputs of a few requests of a stream, on a model built as the harness builds it."""
+def stream_outputs(framework, mode, strategy, task, requests, junk=False):
+    """The outputs of a few requests of a stream, on a model built as the harness builds it;
+    with junk, the bucket's padding holds random tokens and targets instead of zeros."""
     if framework not in INSTALLED:
         pytest.skip(f"needs {framework}")
     adapter = frameworks.load(framework)
     spec = D.task_spec(TINY, 1, task, strategy=strategy)
     model = adapter.build("dynamic", TINY, D.init_params(TINY), mode, "cpu", strategy=strategy)
     fn = getattr(model, task)
-    return spec, {i: adapter.to_numpy(fn(*(adapter.asarray(a, "cpu") for a in spec.inputs[i]))) for i in requests}
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    rng = np.random.default_rng(5)
+
+    def inputs(i):
+        if not junk:
+            return spec.inputs[i]
+        ints = [a.copy() for a in spec.inputs[i][:2 if task == "train" else 1]]
+        for a in ints:
+            a[:, lengths[i]:] = rng.integers(0, TINY.gpt.vocab_size, a[:, lengths[i]:].shape)
+        return (*ints, *spec.inputs[i][len(ints):])
+
+    return spec, {i: adapter.to_numpy(fn(*(adapter.asarray(a, "cpu") for a in inputs(i)))) for i in requests}
+
+
+@pytest.mark.parametrize("task", ["generate", "train"])
+@pytest.mark.parametrize("framework", ["torch", "jax", "tensorflow"])
+def test_what_the_padding_holds_has_exactly_no_effect(framework, task):
+    """Random tokens and targets in a bucket's padding instead of zeros change no bit of the
+    real results: causal attention, the decode steps' mask and the zero weights keep them
+    out exactly (the same shapes, so the same kernels and summation orders)."""
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    i = next(i for i, T in enumerate(lengths) if D.bucket_of(TINY, T) - T >= 4)
+    _, zeros = stream_outputs(framework, "eager", "bucketed", task, [i])
+    _, junk = stream_outputs(framework, "eager", "bucketed", task, [i], junk=True)
+    a, b = (zeros[i], junk[i]) if task == "train" else ({"tokens": zeros[i]}, {"tokens": junk[i]})
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
 
 
 SLOW = pytest.mark.slow
