@@ -89,8 +89,8 @@ class DynamicConfig:
     min_len: int = 8            # shortest prompt
     batch: int = 1              # prompts per request
     new_tokens: int = 8         # generate: tokens each request decodes greedily
-    generate_requests: int = 24  # generate: the first this many prompts (sized for the CPU budget)
-    train_requests: int = 16    # train: batches in the stream
+    generate_requests: int = 16  # generate: the first this many prompts (sized for the CPU budget)
+    train_requests: int = 10    # train: batches in the stream
     train_batch: int = 4        # train: sequences per batch
 
     def __post_init__(self) -> None:
@@ -126,7 +126,7 @@ PRESETS: dict[str, Preset] = {
     # stay within 20 minutes on a 2-core CPU (docs/ARCHITECTURE.md, "Dynamic shapes").
     "small": Preset("small", DynamicConfig(gpt_preset="small", requests=64), batch=1,
                     note="CPU preset: 64 prefill requests, prompts of 8..128 tokens; generate: the "
-                         "first 24, 8 new tokens each; train: 16 batches of 4"),
+                         "first 16, 8 new tokens each; train: 10 batches of 4"),
 }
 
 
