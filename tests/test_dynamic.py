@@ -14,7 +14,7 @@ from tests.test_harness import FakeAdapter
 from workloads import dynamic as D
 from workloads import gpt
 from workloads import record as record_mod
-from workloads.base import rel_err
+from workloads.base import FwbenchError, rel_err
 
 TINY = D.preset("tiny").config
 pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
@@ -183,6 +183,13 @@ def test_generate_and_train_streams_are_seeded_and_right_padded(task, strategy):
     padded = [x[0].shape[1] for x in spec.inputs]
     assert spec.stream.record["padding_waste"] == pytest.approx(1 - sum(lengths) / sum(padded))
     assert (spec.stream.record["padding_waste"] > 0) is (strategy == "bucketed")
+
+
+def test_a_config_whose_generate_stream_cannot_exist_is_refused():
+    with pytest.raises(FwbenchError, match="min_len 8 \\+ new_tokens 25 exceeds the block size 32"):
+        D.DynamicConfig(gpt_preset="tiny", new_tokens=25)
+    with pytest.raises(FwbenchError, match="generate_requests 13 must be at most requests 12"):
+        D.DynamicConfig(gpt_preset="tiny", requests=12, generate_requests=13)
 
 
 def test_generate_references_are_greedy_and_clear_of_float32_rounding():

@@ -12,9 +12,9 @@ Streams (this module):
     prefill     GPT serving: `requests` prompts (batch 1 each) whose lengths follow a seeded,
                 skewed distribution over min_len..block_size with many distinct values; the
                 task is the logits of each prompt's last position.
-    generate    GPT serving: the same lengths, clipped to block_size - new_tokens; each request
-                decodes new_tokens greedily (the framework's cached decoding, started at the
-                real last position); checked token for token against float64 greedy decoding
+    generate    GPT serving: the first generate_requests of the same lengths, clipped to
+                block_size - new_tokens; each request decodes new_tokens greedily (the
+                framework's cached decoding, started at the real last position); checked token for token against float64 greedy decoding
                 whose choices are all clear of float32 rounding (GREEDY_MARGIN).
     train       GPT training: train_requests batches of train_batch sequences, lengths from
                 the same distribution; each request is one loss-and-gradients computation
