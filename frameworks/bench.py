@@ -281,7 +281,7 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
                    seen_shape_latency_s (median of requests whose shape is new / was seen
                    before), per-request times and cumulative compilations as text
       check        every cold output (its first stream.rows[i] rows where a batch was
-                   padded) against stream.expected (WrongResult if one differs:
+                   padded) against stream.check and stream.expected (WrongResult if one differs:
                    recorded failed, and no warm pass is timed)
       warm passes  one untimed pass (every shape now seen; it sizes the round count), then
                    timed rounds of one whole pass each: stream_warm_s is their median
@@ -300,6 +300,11 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     s1, k1 = adapter.compile_seconds(), adapter.counters()
     record.update({f"{k}_cold": k1[k] - k0[k] for k in k0 if k in k1})
     record["stream_cold_cache"] = cold_cache
+    if stream.check is not None:
+        for i, out in enumerate(outs):
+            differs = stream.check(i, adapter.to_numpy(out))
+            if differs:
+                raise WrongResult(f"request {i} ({keys[i]}): {differs}")
     if stream.expected is not None:
         for i, out in enumerate(outs):
             got = adapter.to_numpy(out)

@@ -355,3 +355,161 @@ def test_tf_counts_xla_compiles_per_shape_under_one_input_signature_trace():
         counts.append(a.counters()["xla_compilations"])
     assert f.experimental_get_tracing_count() == 1
     assert np.diff(counts).tolist() == [1, 1, 0]       # a compile per new shape, none for a seen one
+
+
+# ----------------------------------------------------------------------------- generate, train
+
+@pytest.mark.parametrize("task", ["generate", "train"])
+@pytest.mark.parametrize("strategy", [None, "bucketed"])
+def test_generate_and_train_streams_are_seeded_and_right_padded(task, strategy):
+    spec = D.task_spec(TINY, 1, task, strategy=strategy)
+    again = D.task_spec(TINY, 1, task, strategy=strategy)
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    assert len(spec.inputs) == len(lengths) == (TINY.generate_requests if task == "generate" else TINY.train_requests)
+    assert len(set(lengths)) >= len(lengths) // 2 and min(lengths) >= TINY.min_len
+    assert spec.stream.record["stream"] == f"gpt-{task}" and spec.method == task
+    for inp, inp2, T, key in zip(spec.inputs, again.inputs, lengths, spec.stream.keys):
+        assert all(np.array_equal(a, b) for a, b in zip(inp, inp2))                     # seeded
+        P = inp[0].shape[1]
+        assert key == f"T={P}" and P == (D.bucket_of(TINY, T) if strategy else T)
+        assert not inp[0][:, T:].any()                                                   # right padding
+        if task == "generate":
+            assert T + TINY.new_tokens <= TINY.gpt.block_size and inp[1].tolist() == [T - 1] * TINY.batch
+        else:
+            tokens, targets, weights = inp
+            assert tokens.shape == targets.shape == weights.shape == (TINY.train_batch, P)
+            assert weights.dtype == np.float32 and weights[:, :T].all() and not weights[:, T:].any()
+    padded = [x[0].shape[1] for x in spec.inputs]
+    assert spec.stream.record["padding_waste"] == pytest.approx(1 - sum(lengths) / sum(padded))
+    assert (spec.stream.record["padding_waste"] > 0) is (strategy == "bucketed")
+
+
+def test_a_config_whose_generate_stream_cannot_exist_is_refused():
+    with pytest.raises(FwbenchError, match="min_len 8 \\+ new_tokens 25 exceeds the block size 32"):
+        D.DynamicConfig(gpt_preset="tiny", new_tokens=25)
+    with pytest.raises(FwbenchError, match="generate_requests 13 must be at most requests 12"):
+        D.DynamicConfig(gpt_preset="tiny", requests=12, generate_requests=13)
+
+
+def test_generate_references_are_greedy_and_clear_of_float32_rounding():
+    spec = D.task_spec(TINY, 1, "generate")
+    params = gpt.init_params(TINY.gpt)
+    for i, (tokens, _) in enumerate(spec.inputs):
+        new, margin = D.greedy_reference(TINY.gpt, params, tokens, TINY.new_tokens)
+        assert margin >= D.GREEDY_MARGIN and np.array_equal(D.generate_request(TINY, 0, i)[1], new)
+        full = gpt.reference_generate(TINY.gpt, params, tokens, TINY.new_tokens)     # workloads.gpt's own
+        assert np.array_equal(full[:, tokens.shape[1]:], new)
+        assert spec.stream.check(i, new) is None
+        wrong = new.copy()
+        wrong[0, -1] = (wrong[0, -1] + 1) % TINY.gpt.vocab_size
+        assert "differ from the float64 greedy reference" in spec.stream.check(i, wrong)
+
+
+def test_padding_weights_and_the_causal_mask_leave_the_real_loss_unchanged():
+    """In float64: the bucket-padded batch's weighted loss is the unpadded loss (the padded
+    positions are causally after every real one, and their weight is 0)."""
+    spec = D.task_spec(TINY, 1, "train", strategy="bucketed")
+    params = gpt.init_params(TINY.gpt)
+    padded = [i for i, T in enumerate(D.train_lengths(TINY)) if spec.inputs[i][0].shape[1] > T][:3]
+    assert padded
+    for i in padded:
+        tokens, targets, weights = spec.inputs[i]
+        logits = gpt.reference_logits(TINY.gpt, params, tokens)
+        z = logits - logits.max(-1, keepdims=True)
+        ce = -np.take_along_axis(z - np.log(np.exp(z).sum(-1, keepdims=True)), targets[..., None], -1)[..., 0]
+        assert (ce * weights).sum() / weights.sum() == pytest.approx(D.train_reference(TINY, 0, i)[0], rel=1e-12)
+
+
+def test_train_check_catches_a_wrong_loss_or_gradient():
+    spec = D.task_spec(TINY, 1, "train")
+    tokens, targets, _ = spec.inputs[0]
+    # The float64 gradients by central differences per element would be slow; exact ones from
+    # the reference's own directional derivative are enough to build a passing output: a
+    # gradient equal to fd * d (d a unit direction) has <g, d> = fd.
+    loss, fd = D.train_reference(TINY, 0, 0)
+    d = D.direction(TINY.gpt, 0)
+    good = {"loss": np.float32(loss), **{k: fd * v for k, v in d.items()}}
+    assert spec.stream.check(0, good) is None
+    assert "loss differs" in spec.stream.check(0, {**good, "loss": np.float32(loss * (1 + 1e-5))})
+    bad = {k: v * (1 + 1e-3) if k != "loss" else v for k, v in good.items()}
+    assert "directional derivative differs" in spec.stream.check(0, bad)
+
+
+def stream_outputs(framework, mode, strategy, task, requests, junk=False):
+    """The outputs of a few requests of a stream, on a model built as the harness builds it;
+    with junk, the bucket's padding holds random tokens and targets instead of zeros."""
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    adapter = frameworks.load(framework)
+    spec = D.task_spec(TINY, 1, task, strategy=strategy)
+    model = adapter.build("dynamic", TINY, D.init_params(TINY), mode, "cpu", strategy=strategy)
+    fn = getattr(model, task)
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    rng = np.random.default_rng(5)
+
+    def inputs(i):
+        if not junk:
+            return spec.inputs[i]
+        ints = [a.copy() for a in spec.inputs[i][:2 if task == "train" else 1]]
+        for a in ints:
+            a[:, lengths[i]:] = rng.integers(0, TINY.gpt.vocab_size, a[:, lengths[i]:].shape)
+        return (*ints, *spec.inputs[i][len(ints):])
+
+    return spec, {i: adapter.to_numpy(fn(*(adapter.asarray(a, "cpu") for a in inputs(i)))) for i in requests}
+
+
+@pytest.mark.parametrize("task", ["generate", "train"])
+@pytest.mark.parametrize("framework", ["torch", "jax", "tensorflow"])
+def test_what_the_padding_holds_has_exactly_no_effect(framework, task):
+    """Random tokens and targets in a bucket's padding instead of zeros change no bit of the
+    real results: causal attention, the decode steps' mask and the zero weights keep them
+    out exactly (the same shapes, so the same kernels and summation orders)."""
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    i = next(i for i, T in enumerate(lengths) if D.bucket_of(TINY, T) - T >= 4)
+    _, zeros = stream_outputs(framework, "eager", "bucketed", task, [i])
+    _, junk = stream_outputs(framework, "eager", "bucketed", task, [i], junk=True)
+    a, b = (zeros[i], junk[i]) if task == "train" else ({"tokens": zeros[i]}, {"tokens": junk[i]})
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+
+
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("framework,mode,task", [
+    *((fw, "eager", task) for fw in ("torch", "jax", "tensorflow") for task in ("generate", "train")),
+    # one compiled mode each: torch's train (its generate's prefill and decode step compile
+    # as two more graphs, 15 s more); JAX's compiled cases are the counter test below
+    pytest.param("torch", "compiled", "train", marks=SLOW),
+    pytest.param("tensorflow", "compiled", "generate", marks=SLOW),
+    pytest.param("tensorflow", "compiled", "train", marks=SLOW)])
+def test_bucketed_generate_and_train_equal_unpadded(framework, mode, task):
+    """A request padded to the next bucket: the real positions' results equal the unpadded
+    eager ones (tokens exactly; loss and gradients within float32 rounding) and the float64
+    references. One request: every new shape costs JAX's op-by-op mode a compile per op."""
+    lengths = D.generate_lengths(TINY) if task == "generate" else D.train_lengths(TINY)
+    picks = [next(i for i, T in enumerate(lengths) if D.bucket_of(TINY, T) == 16 and T < 16)]
+    spec, padded = stream_outputs(framework, mode, "bucketed", task, picks)
+    _, plain = stream_outputs(framework, "eager", None, task, picks)
+    for i in picks:
+        assert spec.inputs[i][0].shape[1] > lengths[i]                                # really padded
+        assert spec.stream.check(i, padded[i]) is None
+        if task == "generate":
+            assert np.array_equal(padded[i], plain[i])
+        else:
+            assert abs(padded[i]["loss"] - plain[i]["loss"]) <= D.LOSS_TOLERANCE * abs(plain[i]["loss"])
+            worst = max(rel_err(padded[i][k], plain[i][k]) for k in plain[i] if k != "loss")
+            assert worst <= 1e-4, worst
+
+
+@SLOW
+@pytest.mark.parametrize("task", ["generate", "train"])
+def test_jax_bucketed_generate_and_train_compile_at_most_once_per_bucket(benchmark, task):
+    if "jax" not in INSTALLED:
+        pytest.skip("needs jax")
+    s = bench.Session(bench.Options(frameworks=("jax",), workloads=("dynamic",), preset="tiny", rounds=1),
+                      gemm_samples=[{"numpy": 1e9}])
+    rec = bench.run_case(benchmark, s, "jax", "dynamic", task, "compiled", "bucketed")
+    assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
+    assert rec["stream"] == f"gpt-{task}" and rec["padding_waste"] > 0
+    assert 2 <= rec["distinct_shapes"] <= len(TINY.buckets()) and rec["compilations"] == rec["distinct_shapes"]
+    assert rec["compilations_timed"] == 0

@@ -127,6 +127,9 @@ class Stream:
     record: Mapping[str, Any] = field(default_factory=dict)   # scalar record keys, e.g. padding_waste
     # request i's real output is its first rows[i] rows (a batch padded to a bucket); None: all
     rows: tuple[int, ...] | None = None
+    # Instead of expected/tolerance, for outputs no single rel_err fits (token ids, a loss
+    # with gradients): check(i, request i's output as numpy) -> None, or what differs.
+    check: Callable[[int, Any], str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,17 @@ Streams (this module):
     prefill     GPT serving: `requests` prompts (batch 1 each) whose lengths follow a seeded,
                 skewed distribution over min_len..block_size with many distinct values; the
                 task is the logits of each prompt's last position.
+    generate    GPT serving: the first generate_requests of the same lengths, clipped to
+                block_size - new_tokens; each request decodes new_tokens greedily (the
+                framework's cached decoding, started at the real last position); checked token
+                for token against float64 greedy decoding whose choices are all clear of
+                float32 rounding (GREEDY_MARGIN).
+    train       GPT training: train_requests batches of train_batch sequences, lengths from
+                the same distribution; each request is one loss-and-gradients computation
+                (no optimizer step: its work does not depend on the length, and requests stay
+                independent, each checkable): the loss against the float64 loss, the
+                gradients by their derivative along a seeded unit direction against a float64
+                finite difference (independent of every framework's autodiff).
     ddpm        the DDPM UNet denoiser eps(x_t, t) (the `diffusion_preset` UNet) on
                 `image_requests` batches whose resolution (`resolutions`, each a multiple of
                 the UNet's downsampling factor) and batch size (`image_batches`; the presets
@@ -42,10 +53,12 @@ Strategies (records' `strategy`; None is each framework and mode's default):
                    input_signature  a TensorSpec with None dims: one trace (XLA may still
                                   compile per concrete shape: measured)
                    reduce_retracing  tf.function(reduce_retracing=True)
-    every mode     bucketed       framework-neutral: each prompt right-padded to the next
+    every mode     bucketed       framework-neutral: each sequence right-padded to the next
                                   power of two (bucket), the real last position passed as an
                                   index, so only the bucket count compiles; causal attention
-                                  keeps the padding out of every real position. For ddpm only
+                                  keeps the padding out of every real position, generate's
+                                  decode steps overwrite the padding's cache entries before
+                                  attending to them, train weights padded targets 0. For ddpm only
                                   the batch is bucketed (next power of two, zero images appended,
                                   the real rows compared): padding pixels is not exact for a
                                   UNet (3x3 convolutions read the padding at the border, and
@@ -60,12 +73,13 @@ Strategies (records' `strategy`; None is each framework and mode's default):
                    a Python int). Records recompile_limit_hit.
 A framework without one of these strategies records it `unsupported` with the reason.
 
-Every request of prefill is `prefill(tokens (B, T) int32, last (B,) int32) -> (B, vocab)
-float32`: the logits at position last[b] of row b (T - 1 unless padded); of prefill_int,
-`prefill_int(tokens (B, block) int32, length: int) -> (B, vocab)`, the logits at length - 1;
-of ddpm, `eps(x (B, S, S, C) float32, t (B,) int32) -> (B, S, S, C)` (workloads.diffusion's
-denoiser; attention blocks where the parameter set has them, i.e. at the same UNet levels
-at every resolution).
+Every request is a PrefillModel method (below): `prefill(tokens (B, T) int32, last (B,) int32)
+-> (B, vocab) float32`, the logits at position last[b] of row b (T - 1 unless padded);
+`generate(tokens, last) -> (B, new_tokens)`; `train(tokens, targets, weights) -> {"loss",
+**gradients}`; `prefill_int(tokens (B, block) int32, length: int) -> (B, vocab)`, the
+logits at length - 1; `eps(x (B, S, S, C) float32, t (B,) int32) -> (B, S, S, C)`
+(workloads.diffusion's denoiser; attention blocks where the parameter set has them, i.e.
+at the same UNet levels at every resolution).
 """
 from __future__ import annotations
 
@@ -79,7 +93,7 @@ from workloads import diffusion, gpt
 from workloads.base import FwbenchError, Preset, Stream, TaskSpec, check_positive, choose, replace_config
 
 NAME = "dynamic"
-TASKS = ("prefill", "ddpm", "prefill_int")
+TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
 # The ddpm stream's outputs against the float64 reference: the diffusion forward tolerance of
 # the equivalence tests (tests/equivalence.py: TOL[("forward", "diffusion")]).
 DDPM_TOLERANCE = 8e-5
@@ -89,6 +103,15 @@ UNET_PREFIX = "unet/"   # init_params: the ddpm stream's UNet parameters, beside
 # Outputs on the real positions must equal the unpadded eager result within the GPT forward
 # tolerance of the equivalence tests (tests/equivalence.py: TOL[("forward", "gpt")]).
 TOLERANCE = 3e-5
+# A generate reference is used only where every step's top-2 logit margin is at least this
+# fraction of the logits' norm: a float32 forward within TOLERANCE moves no logit by more than
+# TOLERANCE * norm, so it cannot swap the top two, and its tokens must equal the reference's.
+GREEDY_MARGIN = 2 * TOLERANCE
+# train: the loss and the gradient's directional derivative, at the GPT tolerances of the
+# equivalence tests (tests/equivalence.py: TOL[("loss", "gpt")], TOL[("grad_fd", "gpt")]).
+LOSS_TOLERANCE = 1e-6
+GRAD_FD_TOLERANCE = 6e-5
+FD_H = 1e-3     # step of the 4th-order central difference along a unit direction (float64)
 COMPILED_STRATEGIES = ("static", "dynamic", "mark_dynamic", "export", "input_signature", "reduce_retracing",
                        "bucketed")
 GRAPH_STRATEGIES = ("input_signature", "reduce_retracing", "bucketed")
@@ -100,6 +123,11 @@ class DynamicConfig:
     requests: int = 64          # requests per stream
     min_len: int = 8            # shortest prompt
     batch: int = 1              # prompts per request
+    new_tokens: int = 8         # generate: tokens each request decodes greedily
+    generate_requests: int = 16  # generate: the first this many prompts (sized for the CPU budget)
+    train_requests: int = 10    # train: batches in the stream
+    train_batch: int = 4        # train: sequences per batch
+
     # the ddpm stream
     diffusion_preset: str = "tiny"                          # the UNet (workloads.diffusion presets)
     # Sized for the CPU budget: torch.compile takes about 30 s per UNet graph here (under
@@ -109,10 +137,15 @@ class DynamicConfig:
     image_requests: int = 18                                # requests of the ddpm stream
 
     def __post_init__(self) -> None:
-        check_positive(self, "requests", "min_len", "batch", "image_requests")
+        check_positive(self, "requests", "min_len", "batch", "new_tokens", "generate_requests", "train_requests",
+                       "train_batch", "image_requests")
+        if self.generate_requests > self.requests:
+            raise FwbenchError(f"generate_requests {self.generate_requests} must be at most requests {self.requests}: "
+                               f"generate serves the first prompts of the prefill stream")
         gpt.preset(self.gpt_preset)
-        if self.min_len > self.gpt.block_size:
-            raise FwbenchError(f"min_len {self.min_len} exceeds the block size {self.gpt.block_size}")
+        if self.min_len + self.new_tokens > self.gpt.block_size:
+            raise FwbenchError(f"min_len {self.min_len} + new_tokens {self.new_tokens} exceeds the block size "
+                               f"{self.gpt.block_size}")
         diffusion.preset(self.diffusion_preset)
         for name in ("resolutions", "image_batches"):
             v = getattr(self, name)
@@ -162,10 +195,15 @@ class DynamicConfig:
 
 
 PRESETS: dict[str, Preset] = {
-    "tiny": Preset("tiny", DynamicConfig(gpt_preset="tiny", requests=12, resolutions=(8, 12), image_batches=(1, 3),
+    "tiny": Preset("tiny", DynamicConfig(gpt_preset="tiny", requests=12, new_tokens=4, generate_requests=12,
+                                         train_requests=8, train_batch=2, resolutions=(8, 12), image_batches=(1, 3),
                                          image_requests=6), batch=1, note="for tests"),
+    # generate and train are shorter than prefill: each distinct length costs a compile per
+    # compiled case (a forward and backward for train), and the whole dynamic matrix must
+    # stay within 20 minutes on a 2-core CPU (docs/ARCHITECTURE.md, "Dynamic shapes").
     "small": Preset("small", DynamicConfig(gpt_preset="small", requests=64), batch=1,
-                    note="CPU preset: 64 requests, prompts of 8..128 tokens; ddpm: 18 requests of 1, 3 or 4 "
+                    note="CPU preset: 64 prefill requests, prompts of 8..128 tokens; generate: the "
+                         "first 16, 8 new tokens each; train: 10 batches of 4; ddpm: 18 requests of 1, 3 or 4 "
                          "images at 16, 32 or 48 pixels (the tiny UNet)"),
 }
 
@@ -188,12 +226,13 @@ def split_params(params: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], 
             {k[n:]: v for k, v in params.items() if k.startswith(UNET_PREFIX)})
 
 
-def prompt_lengths(config: DynamicConfig, seed: int = 0) -> list[int]:
+def prompt_lengths(config: DynamicConfig, seed: int = 0, n: int | None = None) -> list[int]:
     """Seeded prompt lengths in arrival order, skewed towards short prompts as chat and
     completion traffic is (a Beta(1.5, 4) over min_len..block_size: median near a quarter of
-    the range, a long tail up to the block size), so most lengths are distinct."""
+    the range, a long tail up to the block size), so most lengths are distinct. n: how many
+    (config.requests by default)."""
     lo, hi = config.min_len, config.gpt.block_size
-    u = np.random.default_rng(seed + 7).beta(1.5, 4.0, config.requests)
+    u = np.random.default_rng(seed + 7).beta(1.5, 4.0, config.requests if n is None else n)
     return [int(lo + np.floor(x * (hi - lo + 1))) for x in np.minimum(u, 1 - 1e-9)]
 
 
@@ -271,6 +310,10 @@ def task_spec(config: DynamicConfig, batch: int, task: str, seed: int = 0, strat
         return ddpm_spec(config, seed, strategy)
     if task == "prefill_int":
         return prefill_int_spec(config, seed)
+    if task == "generate":
+        return generate_spec(config, seed, strategy)
+    if task == "train":
+        return train_spec(config, seed, strategy)
     cfg, B = config.gpt, config.batch
     lengths = prompt_lengths(config, seed)
     padded = [bucket_of(config, T) if strategy == "bucketed" else T for T in lengths]
@@ -346,6 +389,153 @@ class ByTask:
         return getattr(makers[method](), method)
 
 
+# ----------------------------------------------------------------------------- generate
+
+def generate_lengths(config: DynamicConfig, seed: int = 0) -> list[int]:
+    """The first generate_requests prompt lengths of the prefill stream, the tail clipped so
+    that every prompt and its new tokens fit in the block: min(T, block_size - new_tokens)."""
+    limit = config.gpt.block_size - config.new_tokens
+    return [min(T, limit) for T in prompt_lengths(config, seed)[:config.generate_requests]]
+
+
+def greedy_reference(cfg: gpt.GPTConfig, params: dict[str, np.ndarray], prompt: np.ndarray,
+                     n_new: int) -> tuple[np.ndarray, float]:
+    """Greedy decoding in numpy float64 by full recomputation (workloads.gpt.reference_logits):
+    the new tokens (B, n_new), and the smallest top-2 logit margin over every step and row,
+    relative to that row's logits' norm."""
+    seq, margin = np.asarray(prompt), np.inf
+    for _ in range(n_new):
+        logits = gpt.reference_logits(cfg, params, seq)[:, -1]                  # (B, vocab)
+        top2 = np.sort(logits, axis=-1)[:, -2:]
+        margin = min(margin, float(np.min((top2[:, 1] - top2[:, 0]) / np.linalg.norm(logits, axis=-1))))
+        seq = np.concatenate([seq, logits.argmax(-1).astype(seq.dtype)[:, None]], axis=1)
+    return seq[:, prompt.shape[1]:], margin
+
+
+@lru_cache(maxsize=1024)
+def generate_request(config: DynamicConfig, seed: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Request i of the generate stream: its prompt (batch, length) int32 and the reference's
+    new tokens (batch, new_tokens). Seeded tokens are redrawn (seed offset k) until the
+    reference's greedy choices are all clear (GREEDY_MARGIN), so the check cannot flip on
+    float32 rounding. Cached: every case of a stream compares with the same references."""
+    cfg, T = config.gpt, generate_lengths(config, seed)[i]
+    for k in range(32):
+        tokens = gpt.make_batch(cfg, config.batch, seed + 100 + i + 10007 * k, seq_len=T)[0]
+        new, margin = greedy_reference(cfg, _params(cfg, seed), tokens, config.new_tokens)
+        if margin >= GREEDY_MARGIN:
+            return tokens, new
+    raise FwbenchError(f"generate request {i}: no prompt of 32 drawn has greedy choices clear of float32 "
+                       f"rounding (top-2 margin >= {GREEDY_MARGIN:g} of the logits' norm)")
+
+
+def generate_spec(config: DynamicConfig, seed: int, strategy: str | None) -> TaskSpec:
+    """`generate(tokens (B, P) int32, last (B,) int32) -> (B, new_tokens)` greedy new tokens,
+    P = T unpadded, or T's bucket (right-padded; the first new token comes from position
+    last = T - 1 and is written at T, over the padding)."""
+    cfg, B, n = config.gpt, config.batch, config.new_tokens
+    lengths = generate_lengths(config, seed)
+    padded = [bucket_of(config, T) if strategy == "bucketed" else T for T in lengths]
+    inputs = tuple((np.pad(generate_request(config, seed, i)[0], ((0, 0), (0, P - T))), np.full((B,), T - 1, np.int32))
+                   for i, (T, P) in enumerate(zip(lengths, padded)))
+
+    def check(i: int, out: np.ndarray) -> str | None:
+        ref = generate_request(config, seed, i)[1]
+        if out.shape != ref.shape or not np.array_equal(out, ref):
+            return f"new tokens {np.asarray(out).tolist()} differ from the float64 greedy reference {ref.tolist()}"
+        return None
+
+    stream = Stream(keys=tuple(f"T={P}" for P in padded), check=check,
+                    record={"padding_waste": 1 - sum(lengths) / sum(padded), "stream": "gpt-generate",
+                            "requests": len(lengths), "new_tokens": n})
+    return TaskSpec("generate", "generate", inputs, B * n * len(lengths), "tokens",
+                    sum(gpt.generate_flops(cfg, B, T, n) for T in lengths),
+                    f"B={B},T={min(lengths)}..{max(lengths)},new={n},requests={len(lengths)}",
+                    note=f"GPT generate stream: {n} greedy tokens per prompt, KV cache of block_size",
+                    stream=stream)
+
+
+# ----------------------------------------------------------------------------- train
+
+def train_lengths(config: DynamicConfig, seed: int = 0) -> list[int]:
+    """Sequence lengths of the training batches: the prompt-length distribution, drawn anew."""
+    return prompt_lengths(config, seed + 1, config.train_requests)
+
+
+def train_batch(config: DynamicConfig, seed: int, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Batch i of the train stream: tokens and next-token targets (train_batch, length) int32."""
+    return gpt.make_batch(config.gpt, config.train_batch, seed + 300 + i, seq_len=train_lengths(config, seed)[i])
+
+
+@lru_cache(maxsize=4)
+def direction(cfg: gpt.GPTConfig, seed: int) -> dict[str, np.ndarray]:
+    """A seeded random unit direction over all parameters (float64): train's gradients are
+    checked by their derivative along it."""
+    rng = np.random.default_rng(seed + 17)
+    d = {k: rng.standard_normal(s) for k, s in gpt.param_shapes(cfg).items()}
+    norm = np.sqrt(sum(float(np.sum(v * v)) for v in d.values()))
+    return {k: v / norm for k, v in d.items()}
+
+
+@lru_cache(maxsize=1024)
+def train_reference(config: DynamicConfig, seed: int, i: int) -> tuple[float, float]:
+    """Batch i's loss (numpy float64, unpadded) and the loss's derivative along `direction`
+    by a 4th-order central difference, (-L(p+2hd) + 8L(p+hd) - 8L(p-hd) + L(p-2hd)) / 12h:
+    independent of every framework's autodiff, as tests/equivalence.py's grad_fd check is."""
+    cfg = config.gpt
+    p0 = {k: v.astype(np.float64) for k, v in _params(cfg, seed).items()}
+    d, (tokens, targets) = direction(cfg, seed), train_batch(config, seed, i)
+
+    def f(s: float) -> float:
+        return gpt.reference_loss(cfg, {k: p0[k] + s * d[k] for k in p0}, tokens, targets)
+
+    h = FD_H
+    return f(0.0), (8 * (f(h) - f(-h)) - (f(2 * h) - f(-2 * h))) / (12 * h)
+
+
+def train_errors(config: DynamicConfig, seed: int, i: int, out: dict[str, np.ndarray]) -> tuple[float, float]:
+    """Batch i's loss relative error, and its gradients' directional-derivative error relative
+    to the size of <g, d> for a random unit d (||g|| / sqrt(n)), as tests/equivalence.py."""
+    loss, fd = train_reference(config, seed, i)
+    d = direction(config.gpt, seed)
+    g = {k: np.asarray(out[k], np.float64) for k in d}
+    dd = sum(float(np.sum(g[k] * d[k])) for k in d)
+    scale = np.sqrt(sum(float(np.sum(v * v)) for v in g.values()) / sum(v.size for v in d.values()))
+    return abs(float(out["loss"]) - loss) / abs(loss), abs(dd - fd) / scale if scale > 0 else abs(dd - fd)
+
+
+def train_spec(config: DynamicConfig, seed: int, strategy: str | None) -> TaskSpec:
+    """`train(tokens, targets (B, P) int32, weights (B, P) float32) -> {"loss", **gradients}`:
+    one loss-and-gradients computation per request (forward and backward, no optimizer step:
+    the optimizer's work does not depend on the sequence length, and requests must stay
+    independent so that each can be checked). The loss is the weighted mean of the token
+    cross-entropies, sum(w * ce) / sum(w): weights are 1 on real tokens, 0 on a bucket's
+    padding, so padded loss and gradients equal the unpadded ones. Gradients are keyed and
+    laid out as workloads.gpt's parameters."""
+    cfg, B = config.gpt, config.train_batch
+    lengths = train_lengths(config, seed)
+    padded = [bucket_of(config, T) if strategy == "bucketed" else T for T in lengths]
+    inputs = tuple(tuple(np.pad(a, ((0, 0), (0, P - T))) for a in (*train_batch(config, seed, i),
+                                                                     np.ones((B, T), np.float32)))
+                   for i, (T, P) in enumerate(zip(lengths, padded)))
+
+    def check(i: int, out: dict[str, np.ndarray]) -> str | None:
+        loss_err, grad_err = train_errors(config, seed, i, out)
+        if not loss_err <= LOSS_TOLERANCE:
+            return f"loss differs from the float64 reference (relative error {loss_err:.2g} > {LOSS_TOLERANCE:g})"
+        if not grad_err <= GRAD_FD_TOLERANCE:
+            return (f"gradients' directional derivative differs from the float64 finite difference "
+                    f"(relative error {grad_err:.2g} > {GRAD_FD_TOLERANCE:g})")
+        return None
+
+    stream = Stream(keys=tuple(f"T={P}" for P in padded), check=check,
+                    record={"padding_waste": 1 - sum(lengths) / sum(padded), "stream": "gpt-train",
+                            "requests": len(lengths)})
+    return TaskSpec("train", "train", inputs, B * sum(lengths), "tokens",
+                    sum(B * T * gpt.flops_per_token(cfg, T, training=True) for T in lengths),
+                    f"B={B},T={min(lengths)}..{max(lengths)},requests={len(lengths)}",
+                    note="GPT training stream: loss and gradients per batch, no optimizer step", stream=stream)
+
+
 def lacks(framework: str, mode: str, strategy: str | None, compiled: tuple[str | None, ...], why: str) -> str | None:
     """Why `framework` has no `strategy` in `mode` (None when it has it): eager mode has the
     default and bucketed, the others the framework's own `compiled` list."""
@@ -362,3 +552,10 @@ class PrefillModel(Protocol):
 
     def prefill(self, tokens: Any, last: Any) -> Any:
         """(B, T) int32 tokens, (B,) int32 last real positions -> (B, vocab) float32 logits."""
+
+    def generate(self, tokens: Any, last: Any) -> Any:
+        """(B, P) int32 prompts, (B,) int32 last real positions (the same in every row) ->
+        (B, new_tokens) greedy new tokens, the first from position last, written at last + 1."""
+
+    def train(self, tokens: Any, targets: Any, weights: Any) -> dict[str, Any]:
+        """(B, P) tokens, targets, float32 weights -> {"loss": sum(w ce) / sum(w), **gradients}."""

@@ -1,6 +1,7 @@
-"""workloads.dynamic in JAX: the GPT prefill of a stream of prompts of varying length (the
-length from the shape, or a Python int: prefill_int) and the DDPM denoiser on images of
-varying batch and resolution.
+"""workloads.dynamic in JAX: the GPT prefill, generate and train streams of varying length
+(generate's decode steps in a lax.fori_loop when compiled, a Python loop op by op; train
+is jax.value_and_grad of the weighted loss), the prefill with the length as a Python int
+(prefill_int) and the DDPM denoiser on images of varying batch and resolution.
 Compiled: jax.jit (a trace and an XLA compile per distinct shape; a new closure per model,
 so no jit cache is shared between cases), or jax.export with a symbolic length (traced and
 lowered once, on the first request; each new concrete length is then compiled by XLA, which
@@ -8,14 +9,16 @@ the compilation counter shows)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from jax import lax
 
 from frameworks.base import Unsupported
-from frameworks.jax.gpt import head, hidden
+from frameworks.jax.gpt import head, hidden, next_token, python_loop
 from workloads import diffusion as DF
 from workloads import dynamic as D
 from workloads import gpt as G
@@ -39,31 +42,80 @@ def prefill(p: dict[str, jax.Array], tokens: jax.Array, last: jax.Array, *, cfg:
     return head(p, x.reshape(B, T, -1)[jnp.arange(B), last])
 
 
+def generate(p: dict[str, jax.Array], tokens: jax.Array, last: jax.Array, *, cfg: G.GPTConfig, n_new: int,
+             loop: Callable) -> jax.Array:
+    """Greedy new tokens (B, n_new) of the (padded) prompts tokens (B, P): frameworks.jax.gpt's
+    cached decoding, started at the real last position instead of P - 1. The prefill's keys
+    and values of a bucket's padding sit in the caches at positions >= last + 1; each decode
+    step writes its own there first and attends only to positions <= its own, so no query
+    ever sees the padding."""
+    B, P = tokens.shape
+    x, kv = hidden(p, tokens, cfg=cfg)                                              # (B*P, C)
+    pad = ((0, 0), (0, 0), (0, cfg.block_size - P), (0, 0))
+    kv = [(jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad)) for k, v in kv]  # (B, nh, S, hs)
+    tok = next_token(p, x.reshape(B, P, -1)[jnp.arange(B), last], tokens.dtype)     # (B,)
+    start = last[0] + 1                       # every row has the same length: one position
+
+    def step(j: Any, carry: tuple[jax.Array, jax.Array, Any]) -> tuple[jax.Array, jax.Array, Any]:
+        """New token j at position start + j, through the caches -> new token j + 1."""
+        out, tok, kv = carry
+        x, kv = hidden(p, tok[:, None], cfg=cfg, kv=kv, pos=start + j)
+        tok = next_token(p, x, tokens.dtype)
+        return lax.dynamic_update_slice_in_dim(out, tok[:, None], j + 1, axis=1), tok, kv
+
+    out = jnp.zeros((B, n_new), tokens.dtype).at[:, 0].set(tok)
+    return loop(0, n_new - 1, step, (out, tok, kv))[0]
+
+
+def train_loss(p: dict[str, jax.Array], tokens: jax.Array, targets: jax.Array, weights: jax.Array, *,
+               cfg: G.GPTConfig) -> jax.Array:
+    """sum(w * ce) / sum(w) over every token: the padding's weight is 0."""
+    x, _ = hidden(p, tokens, cfg=cfg)
+    ce = optax.softmax_cross_entropy_with_integer_labels(head(p, x), targets.reshape(-1))
+    w = weights.reshape(-1)
+    return (ce * w).sum() / w.sum()
+
+
 class JaxPrefill:
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
                  device: str, strategy: str | None) -> None:
         refuse(mode, strategy)
         self.config, self.mode, self.strategy = config, mode, strategy
         self.params = {k: adapter.asarray(params[k], device) for k in G.param_shapes(config.gpt)}
-        fn = partial(prefill, cfg=config.gpt)
-        self._fn = fn if mode == "eager" else jax.jit(fn)
-        self._exported = None
+        cfg, loop = config.gpt, lax.fori_loop if mode == "compiled" else python_loop
+        self._fns = {"prefill": partial(prefill, cfg=cfg),
+                     "generate": partial(generate, cfg=cfg, n_new=config.new_tokens, loop=loop),
+                     "train": jax.value_and_grad(partial(train_loss, cfg=cfg))}
+        self._jitted = {k: f if mode == "eager" else jax.jit(f) for k, f in self._fns.items()}
+        self._exported: dict[str, Any] = {}
 
-    def _export(self, tokens: jax.Array, last: jax.Array) -> Any:
-        """Trace and lower once for every length: tokens (B, t) with t symbolic, 1 <= t <= block."""
-        B = tokens.shape[0]
+    def _export(self, task: str, args: tuple[jax.Array, ...]) -> Any:
+        """Trace and lower once for every length: each (B, T) argument as (B, t), t symbolic,
+        1 <= t <= block."""
         (t,) = jax.export.symbolic_shape("t", constraints=(f"t <= {self.config.gpt.block_size}",))
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self.params)
-        return jax.export.export(jax.jit(partial(prefill, cfg=self.config.gpt)))(
-            specs, jax.ShapeDtypeStruct((B, t), tokens.dtype), jax.ShapeDtypeStruct(last.shape, last.dtype))
+        arg_specs = [jax.ShapeDtypeStruct((a.shape[0], t) if a.ndim == 2 else a.shape, a.dtype) for a in args]
+        return jax.export.export(jax.jit(self._fns[task]))(specs, *arg_specs)
+
+    def _call(self, task: str, *args: jax.Array) -> Any:
+        if self.strategy == "export":
+            if task not in self._exported:
+                self._exported[task] = self._export(task, args)
+            return self._exported[task].call(self.params, *args)
+        return self._jitted[task](self.params, *args)
 
     def prefill(self, tokens: jax.Array, last: jax.Array) -> jax.Array:
         self.config.gpt.check_tokens(tokens)
-        if self.strategy == "export":
-            if self._exported is None:
-                self._exported = self._export(tokens, last)
-            return self._exported.call(self.params, tokens, last)
-        return self._fn(self.params, tokens, last)
+        return self._call("prefill", tokens, last)
+
+    def generate(self, tokens: jax.Array, last: jax.Array) -> jax.Array:
+        self.config.gpt.check_tokens(tokens)
+        return self._call("generate", tokens, last)
+
+    def train(self, tokens: jax.Array, targets: jax.Array, weights: jax.Array) -> dict[str, jax.Array]:
+        self.config.gpt.check_batch(tokens, targets)
+        loss, grads = self._call("train", tokens, targets, weights)
+        return {"loss": loss, **grads}
 
 
 class JaxDdpm:
@@ -141,6 +193,10 @@ class JaxPrefillInt:
 def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
           strategy: str | None = None) -> D.ByTask:
     gpt_params, unet_params = D.split_params(params)
-    return D.ByTask(prefill=lambda: JaxPrefill(adapter, config, gpt_params, mode, device, strategy),
+
+    def gpt_model() -> JaxPrefill:
+        return JaxPrefill(adapter, config, gpt_params, mode, device, strategy)
+
+    return D.ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
                     eps=lambda: JaxDdpm(adapter, config, unet_params, mode, device, strategy),
                     prefill_int=lambda: JaxPrefillInt(adapter, config, gpt_params, mode, device, strategy))

@@ -1,7 +1,8 @@
-"""workloads.dynamic in TensorFlow: the GPT prefill of a stream of prompts of varying
-length. graph = tf.function, compiled = tf.function(jit_compile=True), each with TF's ways
-with a varying dimension: the default (a trace per new shape), an input_signature with None
-dimensions (one trace), reduce_retracing=True. Traces are counted by the adapter (every
+"""workloads.dynamic in TensorFlow: the GPT prefill, generate and train streams of varying
+length (generate's decode steps in a tf.while_loop; train under a GradientTape), each request
+kind its own tf.function. graph = tf.function, compiled = tf.function(jit_compile=True),
+each with TF's ways with a varying dimension: the default (a trace per new shape), an
+input_signature with None dimensions (one trace), reduce_retracing=True. Traces are counted by the adapter (every
 tf.function is made through it); XLA's own compilations under TF are counted apart, from the
 entries XLA writes to TF's persistent cache folder (the adapter's xla_compilations), so a
 compile per concrete shape under one trace shows there as well as in each new shape's
@@ -46,10 +47,17 @@ class TFPrefill:
         self.config, self.mode, self.strategy = config, mode, strategy
         self.gpt = TFGPT(adapter, config.gpt, params, "eager", device)
         self._device = adapter.tf_device(device)
-        self._fn = self._prefill_fn
+        self._fn, self._generate, self._train = self._prefill_fn, self._generate_fn, self._train_fn
         if mode != "eager":
-            self._fn = adapter.function(self._prefill_fn, **_function_kwargs(
-                mode, strategy, (tf.TensorSpec((config.batch, None), tf.int32), tf.TensorSpec((config.batch,), tf.int32))))
+            def function(fn: Any, *signature: tf.TensorSpec) -> Any:
+                return adapter.function(fn, **_function_kwargs(mode, strategy, signature))
+
+            B, TB = config.batch, config.train_batch
+            tokens, last = tf.TensorSpec((B, None), tf.int32), tf.TensorSpec((B,), tf.int32)
+            self._fn = function(self._prefill_fn, tokens, last)
+            self._generate = function(self._generate_fn, tokens, last)
+            self._train = function(self._train_fn, *(tf.TensorSpec((TB, None), dt)
+                                                     for dt in (tf.int32, tf.int32, tf.float32)))
 
     def _prefill_fn(self, idx: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
         model = self.gpt.model
@@ -62,6 +70,55 @@ class TFPrefill:
         self.config.gpt.check_tokens(tokens)
         with tf.device(self._device):
             return self._fn(tokens, last)
+
+    # -- generate: TFGPT's cached decoding, started at the real last position ---------------
+    def _generate_fn(self, idx: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
+        """Greedy new tokens (B, new_tokens) of the (padded) prompts idx (B, P). The prefill's
+        keys and values of a bucket's padding sit in the caches at positions >= last + 1;
+        each decode step writes its own there first and attends only to positions <= its
+        own, so no query ever sees the padding."""
+        cfg, n, model = self.config.gpt, self.config.new_tokens, self.gpt.model
+        B, P = dims(idx)
+        x, kv = model(idx)                                                          # prefill
+        pad = [[0, 0], [0, 0], [0, cfg.block_size - P], [0, 0]]
+        shape = (None, cfg.n_head, cfg.block_size, cfg.head_size)   # static: one loop shape
+        cache = [(tf.ensure_shape(tf.pad(k, pad), shape), tf.ensure_shape(tf.pad(v, pad), shape)) for k, v in kv]
+        x = tf.gather(tf.reshape(x, (B, P, cfg.n_embd)), last, batch_dims=1)       # (B, C)
+        tok = tf.argmax(model.head(x), axis=-1, output_type=idx.dtype)              # (B,)
+
+        def write(out: tf.Tensor, j: Any, tok: tf.Tensor) -> tf.Tensor:
+            return tf.where(tf.range(n)[None, :] == j, tok[:, None], out)
+
+        def step(j, tok, out, cache):  # new token j sits at position last + 1 + j
+            logits, cache = model.decode(tok, last[0] + 1 + j, cache)
+            tok = tf.argmax(logits, axis=-1, output_type=idx.dtype)
+            return j + 1, tok, write(out, j + 1, tok), cache
+
+        out = write(tf.zeros((B, n), idx.dtype), 0, tok)
+        return tf.while_loop(lambda j, *_: j < n - 1, step, (tf.constant(0), tok, out, cache))[2]
+
+    def generate(self, tokens: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
+        self.config.gpt.check_tokens(tokens)
+        with tf.device(self._device):
+            return self._generate(tokens, last)
+
+    # -- train: loss and gradients, padded targets weighted out ---------------------------------
+    def _train_fn(self, idx: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """sum(w * ce) / sum(w) over every token (the padding's weight is 0), and its gradients."""
+        model, variables = self.gpt.model, list(self.gpt.model.named.values())
+        with tf.GradientTape() as tape:
+            x, _ = model(idx)
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.reshape(targets, (-1,)), model.head(x))
+            w = tf.reshape(weights, (-1,))
+            loss = tf.reduce_sum(ce * w) / tf.reduce_sum(w)
+        # wte is both gathered (sparse gradient) and the head (dense): one dense tensor, as TFGPT
+        return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+
+    def train(self, tokens: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> dict[str, tf.Tensor]:
+        self.config.gpt.check_batch(tokens, targets)
+        with tf.device(self._device):
+            loss, grads = self._train(tokens, targets, weights)
+        return {"loss": loss, **dict(zip(self.gpt.model.named, grads))}
 
 
 class TFDdpm:
@@ -116,6 +173,10 @@ class TFPrefillInt(TFPrefill):
 def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
           strategy: str | None = None) -> D.ByTask:
     gpt_params, unet_params = D.split_params(params)
-    return D.ByTask(prefill=lambda: TFPrefill(adapter, config, gpt_params, mode, device, strategy),
+
+    def gpt_model() -> TFPrefill:
+        return TFPrefill(adapter, config, gpt_params, mode, device, strategy)
+
+    return D.ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
                     eps=lambda: TFDdpm(adapter, config, unet_params, mode, device, strategy),
                     prefill_int=lambda: TFPrefillInt(adapter, config, gpt_params, mode, device, strategy))
