@@ -26,10 +26,11 @@ class TransformModel:
 
     def strategy_for(self, problem: str) -> str:
         """The case's strategy for `problem` (its default when the case has none)."""
-        declared = D.STRATEGIES[problem].get(self.framework, ())
+        declared = tuple(s for s in D.STRATEGIES[problem].get(self.framework, ())
+                         if self.mode == "compiled" or s not in D.COMPILED_ONLY)
         chosen = self.strategy if self.strategy is not None else (declared[0] if declared else None)
         if chosen not in declared:
-            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} "
+            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} in {self.mode} mode "
                               f"(it has {', '.join(declared) or 'none'})")
         return chosen
 

@@ -111,7 +111,7 @@ def test_the_check_accepts_the_reference_and_names_what_differs():
 # each problem's default strategy on its first tiny task, and autograd (which graph-breaks);
 # the benchmark's check covers the others (and every case at the small preset) before timing.
 TORCH_COMPILED = {(problem, strategies["torch"][0]) for problem, strategies in D.STRATEGIES.items()} | {
-    ("nth_derivative", "autograd")}
+    ("nth_derivative", "autograd"), ("nth_derivative", "autograd_traced")}
 
 
 def cases() -> list:
@@ -151,6 +151,19 @@ def test_a_strategy_of_another_problem_is_unsupported():
     from frameworks.base import Unsupported
     with pytest.raises(Unsupported, match="jax has no 'fwd_rev' strategy for jacobian"):
         run("jax", "eager", "jacobian_n12_m3", "fwd_rev")
+
+
+def test_torch_compile_refuses_a_double_backward_as_unsupported_and_traces_it_when_told():
+    """torch.compile of torch.autograd.grad twice: refused by AOTAutograd (unsupported, with
+    its message); under trace_autograd_ops (autograd_traced) the same order compiles."""
+    pytest.importorskip("torch")
+    from frameworks.base import Unsupported
+    with pytest.raises(Unsupported, match="torch.compile refused: .*does not currently support double backward"):
+        run("torch", "compiled", "nth_derivative_4", "autograd")
+    spec, out = run("torch", "compiled", "nth_derivative_4", "autograd_traced")
+    assert spec.check(out) is None, spec.check(out)
+    with pytest.raises(Unsupported, match="no 'autograd_traced' strategy for nth_derivative in eager mode"):
+        run("torch", "eager", "nth_derivative_4", "autograd_traced")
 
 
 @pytest.mark.parametrize("variants,expected,absent", [

@@ -74,6 +74,8 @@ POOL = 2             # input sets rotated through the timed rounds
 #   grad                   the k-th derivative as k nested grads of the sum over points
 #   vmap (nth)             vmap over points of k nested grads of the scalar function
 #   autograd               torch.autograd.grad with create_graph, k times
+#   autograd_traced        the same, compiled with Dynamo's trace_autograd_ops=True (compiled
+#                          mode only: COMPILED_ONLY)
 #   jet                    JAX's Taylor-mode jax.experimental.jet (one pass for any order)
 #   tapes                  TF: k nested GradientTapes
 STRATEGIES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -84,9 +86,13 @@ STRATEGIES: dict[str, dict[str, tuple[str, ...]]] = {
                 "jax": ("jacfwd_jacrev", "jacrev_jacrev", "hessian"), "tensorflow": ("pfor", "while")},
     "jacobian": {"torch": ("jacrev", "jacfwd"), "jax": ("jacrev", "jacfwd"),
                  "tensorflow": ("jacrev", "jacfwd", "jacrev_while")},
-    "nth_derivative": {"torch": ("grad", "vmap", "autograd"), "jax": ("grad", "vmap", "jet"),
+    "nth_derivative": {"torch": ("grad", "vmap", "autograd", "autograd_traced"), "jax": ("grad", "vmap", "jet"),
                        "tensorflow": ("tapes",)},
 }
+
+# Strategies that exist only in a compiled mode (a compiler setting: in eager mode they would
+# be another strategy's duplicate).
+COMPILED_ONLY = {"autograd_traced"}
 
 # Tolerances on the relative error against the float64 reference: ten times the worst error
 # achieved over torch, jax and tensorflow, every mode and strategy, at the tiny and small
@@ -181,7 +187,8 @@ def problem_of(task: str) -> tuple[str, tuple[int, ...]]:
 
 def strategies(framework: str, mode: str, task: str) -> tuple[str, ...]:
     """The transform variants of a framework for a task (the first is the default)."""
-    return STRATEGIES[problem_of(task)[0]].get(framework, ())
+    declared = STRATEGIES[problem_of(task)[0]].get(framework, ())
+    return declared if mode == "compiled" else tuple(s for s in declared if s not in COMPILED_ONLY)
 
 
 # ----------------------------------------------------------------------------- the MLP

@@ -11,14 +11,25 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
     Jacobian               torch.func.jacrev / torch.func.jacfwd
     n-th derivative        grad: k nested torch.func.grad of the sum over points; vmap:
                            torch.func.vmap of k nested grads of the scalar function;
-                           autograd: torch.autograd.grad(create_graph=True), k times
+                           autograd: torch.autograd.grad(create_graph=True), k times;
+                           autograd_traced (compiled mode only): the same under
+                           torch._dynamo.config.trace_autograd_ops=True
 
 Modes: "eager" runs the transforms as they are; "compiled" is torch.compile over the
 transformed function (frameworks.torch.compile_model: fullgraph first; a graph break is
 recorded and makes the case a `fallback`; a graph per shape, see `compiled`), for the
-loop baseline over the one-example gradient. torch.compile refuses the autograd strategy
-from the second order on ("torch.compile with aot_autograd does not currently support
-double backward"): those cases are `failed` with that message.
+loop baseline over the one-example gradient.
+
+torch.compile over torch.autograd.grad (torch 2.13, measured on the n-th derivative):
+by default Dynamo breaks the graph at autograd.grad ("using `torch.autograd.grad` with
+`torch._dynamo.config.trace_autograd_ops=False`"), order 1 then runs as a `fallback`, and
+from the second order on AOTAutograd refuses ("torch.compile with aot_autograd does not
+currently support double backward"): a refusal by the framework, so those cases are
+`unsupported` with its message (as workloads/interop.py classifies refusals: refused ->
+unsupported). `config.compiled_autograd=True` refuses every order ("torch.compile does not
+currently support higher order gradients."), so it is not a strategy. With
+`trace_autograd_ops=True` Dynamo traces autograd.grad into the graph: every order 1..6
+compiles fullgraph and matches the reference (`autograd_traced`).
 """
 from __future__ import annotations
 
@@ -30,6 +41,7 @@ import torch.nn.functional as F
 from torch import func
 
 from frameworks import transforms as T
+from frameworks.base import Unsupported
 from frameworks.torch import compile_model
 from workloads import derivatives as D
 
@@ -59,6 +71,10 @@ FUNC = T.Func(grad=func.grad, vmap=lambda f, in_dims: func.vmap(f, in_dims=in_di
               mean_loss=mean_loss, example_loss=example_loss, g=g)
 
 
+# What AOTAutograd says when it refuses a double backward (a refusal: `unsupported`).
+DOUBLE_BACKWARD = "does not currently support double backward"
+
+
 def autograd_nth(x: torch.Tensor, order: int) -> torch.Tensor:
     """k nested torch.autograd.grad calls (create_graph keeps each derivative differentiable)."""
     x = x.detach().requires_grad_(True)
@@ -74,8 +90,28 @@ class TorchDerivatives(T.FuncModel):
 
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if strategy == "autograd":
-            return self.jit(lambda x: autograd_nth(x, order))
+            return refusal_unsupported(self.jit(lambda x: autograd_nth(x, order)))
+        if strategy == "autograd_traced":
+            fn = self.jit(lambda x: autograd_nth(x, order))
+
+            def traced(x: torch.Tensor) -> torch.Tensor:
+                with torch._dynamo.config.patch(trace_autograd_ops=True):   # compiles and guards under it
+                    return fn(x)
+            return traced
         return super().make_nth_derivative(strategy, order)
+
+
+def refusal_unsupported(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, with AOTAutograd's refusal of a double backward raised as Unsupported (the
+    framework's own message): the compiler refused, nothing ran wrong."""
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except RuntimeError as e:
+            if DOUBLE_BACKWARD not in str(e):
+                raise
+            raise Unsupported(f"torch.compile refused: {str(e).splitlines()[0]}") from None
+    return call
 
 
 def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
