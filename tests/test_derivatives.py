@@ -203,3 +203,39 @@ def test_pfor_fallbacks_to_a_while_loop_are_recorded_during_the_block_only():
     assert tf_adapter.PFOR_FALLBACKS[n0:] == [
         "Using a while_loop for converting Foo cause there is no registered converter for this op."]
     assert logger.level == level and frameworks.load("tensorflow").model_fallbacks()[n0:] == tf_adapter.PFOR_FALLBACKS[n0:]
+
+
+# ----------------------------------------------------------------------------- peak memory of one call
+
+def test_one_calls_peak_rss_counts_what_it_allocates_even_after_the_heap_kept_it():
+    """A call that allocates 100 MB shows >= 90 MB, also right after an identical call whose
+    memory the retained heap (configure_allocator) still holds; a call that allocates
+    nothing shows far less."""
+    from frameworks import base
+    base.configure_allocator()
+
+    def alloc() -> float:
+        return float(np.ones(100_000_000 // 8).sum())
+    alloc()
+    peaks = [base.call_peak_rss(alloc, ()) for _ in range(2)]
+    assert all(p is not None and p >= 90e6 for p in peaks), peaks
+    assert base.call_peak_rss(lambda: None, ()) < 10e6
+
+
+def test_hvp_records_carry_one_calls_peak_memory_and_what_it_measures(tmp_path):
+    import json
+    import subprocess
+    import sys
+    fw = next((f for f in ("jax", "torch") if f in {i.values[0] for i in impls()}), None)
+    if fw is None:
+        pytest.skip("neither jax nor torch installed")
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/benchmarks/test_derivatives.py", "--benchmark-only",
+                           "--preset", "tiny", "--framework", fw, "--rounds", "3", "-k", "eager and hvp_mlp", "-q",
+                           "-p", "no:cacheprovider", f"--benchmark-json={out}"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]]
+    assert {r["strategy"] for r in records} == set(D.STRATEGIES["hvp"][fw])
+    for r in records:
+        assert r["peak_memory_source"] == frameworks.base.RSS_SOURCE and r["peak_memory_bytes"] > 0, r

@@ -61,6 +61,10 @@ POOL = 2             # input sets rotated through the timed rounds
 #   vmap / vectorized_map  the batched transform over examples (torch.func.vmap(grad),
 #                          jax.vmap(jax.grad), tf.vectorized_map over a GradientTape)
 #   jacobian               TF: GradientTape.jacobian of the per-example losses (pfor)
+#   batch_jacobian         TF: GradientTape.batch_jacobian of the per-example losses with
+#                          respect to per-example copies of the parameters (it needs row i of
+#                          the output to depend on row i of the source only; it does not apply
+#                          to the Jacobian problem, which has one input and no batch)
 #   loop                   a Python loop over the examples, one gradient each (compiled
 #                          mode: the one-example gradient is compiled, the loop is Python)
 #   fwd_rev / rev_rev      forward-over-reverse (jvp of grad; TF ForwardAccumulator over a
@@ -80,7 +84,7 @@ POOL = 2             # input sets rotated through the timed rounds
 #   tapes                  TF: k nested GradientTapes
 STRATEGIES: dict[str, dict[str, tuple[str, ...]]] = {
     "per_sample_grad": {"torch": ("vmap", "loop"), "jax": ("vmap", "loop"),
-                        "tensorflow": ("vectorized_map", "jacobian", "loop")},
+                        "tensorflow": ("vectorized_map", "jacobian", "batch_jacobian", "loop")},
     "hvp": {"torch": ("fwd_rev", "rev_rev"), "jax": ("fwd_rev", "rev_rev"), "tensorflow": ("fwd_rev", "rev_rev")},
     "hessian": {"torch": ("jacfwd_jacrev", "jacrev_jacrev", "hessian"),
                 "jax": ("jacfwd_jacrev", "jacrev_jacrev", "hessian"), "tensorflow": ("pfor", "while")},
@@ -377,6 +381,7 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
             p0, x0, y0, _ = sets[0]
             return TaskSpec(task, "hvp", inputs, 1, "products", 12.0 * P * n, f"N={n},P={P}",
                             note="12 P N FLOPs: about two gradients", sizes={"params": P, "batch": n},
+                            call_memory=True,
                             check=Check(problem, lambda: reference_hvp(mlp, p0, vs[0], x0, y0)))
         inputs = tuple((flatten(p), x, y) for p, x, y, _ in sets)
         theta0, x0, y0 = inputs[0]

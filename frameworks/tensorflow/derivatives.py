@@ -3,7 +3,10 @@ GradientTape, ForwardAccumulator and pfor (tf.vectorized_map, tape.jacobian):
 
     per-sample gradients   vectorized_map: tf.vectorized_map over a one-example tape;
                            jacobian: tape.jacobian of the per-example losses (pfor);
-                           loop: a one-example tape per example in a Python loop, stacked
+                           batch_jacobian: tape.batch_jacobian of the per-example losses
+                           with respect to per-example copies of the parameters (see
+                           batch_jacobian_grads); loop: a one-example tape per example in a
+                           Python loop, stacked
     HVP                    fwd_rev: a ForwardAccumulator over a tape (TF's documented
                            forward-over-backward HVP); rev_rev: nested tapes, the outer
                            one differentiating <grad, v>
@@ -13,6 +16,9 @@ GradientTape, ForwardAccumulator and pfor (tf.vectorized_map, tape.jacobian):
                            jacfwd: tf.vectorized_map of a ForwardAccumulator over the
                            unit tangents (TF has no jacfwd of its own)
     n-th derivative        tapes: k nested GradientTapes
+
+batch_jacobian does not apply to the Jacobian problem (one input x, no batch dimension to
+pair outputs with) nor to the Hessian (the gradient's entries all depend on every parameter).
 
 Modes: "eager" runs the tapes op by op (pfor itself traces a tf.function inside); "graph"
 is tf.function (Grappler, no XLA) and "compiled" tf.function(jit_compile=True) around the
@@ -79,12 +85,31 @@ def make_per_sample_grad(strategy: str, jit: Callable) -> Callable[..., list[tf.
                 per_example = losses(p, x, y)
             return tape.jacobian(per_example, p)
         return jit(jacobian)
+    if strategy == "batch_jacobian":
+        return jit(batch_jacobian_grads)
     one = jit(example_grad)
 
     def loop(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
         grads = [one(p, x[i], y[i]) for i in range(x.shape[0])]
         return [tf.stack(gs) for gs in zip(*grads)]
     return loop
+
+
+def batch_jacobian_grads(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    """Per-example gradients by tape.batch_jacobian. It needs every output row to depend on
+    its own input row only, which the shared parameters are not: so each example gets its own
+    copy of the parameters (broadcast to (B, ...)), the losses are computed with batched
+    matmuls, and batch_jacobian of the (B, 1) losses with respect to each copy is that
+    example's gradient. Honest, at the price of B copies of the parameters (B x memory)."""
+    n = tf.shape(x)[0]
+    copies = [tf.broadcast_to(pi[None], tf.concat([[n], tf.shape(pi)], 0)) for pi in p]
+    with tf.GradientTape(persistent=True) as tape:     # one batch_jacobian per parameter
+        tape.watch(copies)
+        w1, b1, w2, b2 = copies
+        h = tf.tanh(tf.einsum("bi,bih->bh", x, w1) + b1)
+        out = tf.einsum("bh,bhc->bc", h, w2) + b2
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out)[:, None]
+    return [tf.reshape(tape.batch_jacobian(per_example, c), tf.shape(c)) for c in copies]
 
 
 def make_hvp(strategy: str, jit: Callable) -> Callable[..., list[tf.Tensor]]:
