@@ -3,8 +3,9 @@ wrong results, and every framework x mode x strategy passes them at the tiny pre
 
 The references are checked against what they do not use: the analytic per-sample gradients
 against central differences of the per-example loss, the analytic n-th derivatives against
-differences of the (n-1)-th, the analytic Jacobian against differences of f; the HVP and
-Hessian references (differences of the analytic gradient) against each other.
+differences of the (n-1)-th, the analytic Jacobian against differences of f, the analytic
+Hessian against differences of the analytic gradient along each unit vector and against
+the HVP reference (differences along v).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def test_per_sample_gradients_match_differences_of_each_examples_loss():
         assert abs(fd - analytic) <= 1e-9 * max(1.0, abs(analytic)), (i, fd, analytic)
 
 
-def test_hvp_and_hessian_references_agree():
+def test_hvp_and_hessian_references_agree_with_differences_of_the_gradient():
     rng = np.random.default_rng(RNG_SEED)
     mlp = D.hessian_mlp(TINY, 30)
     params, (x, y) = mlp.init(rng), mlp.data(rng, 6)
@@ -49,6 +50,10 @@ def test_hvp_and_hessian_references_agree():
     H = D.reference_hessian(mlp, D.flatten(params), x, y)
     assert H.shape == (mlp.n_params, mlp.n_params)
     assert rel_err(H, H.T) < 1e-9                                        # symmetric
+    grad = lambda t: D.flatten(D.reference_grad(D.unflatten(t, mlp), x, y))  # noqa: E731
+    theta = D.flatten(params).astype(np.float64)
+    fd = np.stack([D.directional(grad, theta, e) for e in np.eye(theta.size)], axis=1)
+    assert rel_err(H, fd) < 1e-9                                         # analytic = differences
     hv = D.flatten(D.reference_hvp(mlp, params, v, x, y))
     assert rel_err(H @ D.flatten(v), hv) < 1e-9
 

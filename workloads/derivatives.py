@@ -28,10 +28,11 @@ References (float64, independent of every framework's autodiff):
     Jacobian               analytic: B diag(1 - tanh(Ax)^2) A
     n-th derivative        analytic: g = Im(exp((1/2 + i) x)), so
                            g^(k)(x) = |c|^k exp(x/2) sin(x + k arg c), c = 1/2 + i
-    HVP, Hessian           4th-order central differences of the analytic gradient along v
-                           (Hessian: along each unit vector), step FD_H; the analytic
-                           gradient is itself checked against differences of the loss
-                           (tests/test_derivatives.py)
+    HVP                    4th-order central differences of the analytic gradient along v,
+                           step FD_H; the analytic gradient is itself checked against
+                           differences of the loss (tests/test_derivatives.py)
+    Hessian                analytic (Gauss-Newton term plus the logits' curvature), checked
+                           against the differences of the gradient along each unit vector
 
 Correctness before timing: every TaskSpec carries `check(output)`, which compares the first
 call's output with the reference (relative Frobenius error, workloads.base.rel_err, the
@@ -125,7 +126,8 @@ class DerivativesConfig:
     hessian_classes: int = 4
     hessian_params: tuple[int, ...] = (100, 1000, 3000)
     jacobian_hidden: int = 256
-    jacobian_shapes: tuple[tuple[int, int], ...] = ((1000, 10), (100, 100), (10, 1000))   # (n, m)
+    # (n, m) at n m = 10^4: jacrev costs m VJPs, jacfwd n JVPs, so where they cross is in between
+    jacobian_shapes: tuple[tuple[int, int], ...] = ((1000, 10), (300, 30), (100, 100), (30, 300), (10, 1000))
     points: int = 1024
     orders: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 
@@ -143,6 +145,14 @@ PRESETS: dict[str, Preset] = {
                                              jacobian_shapes=((12, 3), (3, 12)), points=16, orders=(1, 4)),
                    batch=1, note="for tests"),
     "small": Preset("small", DerivativesConfig(), batch=1, note="CPU benchmark default"),
+    # The Hessian at P = 10^4 (a 400 MB float32 result; jacfwd(jacrev) vmaps the gradient over
+    # 10^4 tangents, (10^4, 64, 770) per intermediate: GBs) and a denser Jacobian sweep: too
+    # heavy for the small matrix's 20 minutes on the 2-core CPU, run on their own.
+    "large": Preset("large", DerivativesConfig(hessian_params=(100, 1000, 3000, 10000),
+                                               jacobian_shapes=((1000, 10), (500, 20), (300, 30), (200, 50),
+                                                                (100, 100), (50, 200), (30, 300), (20, 500),
+                                                                (10, 1000))),
+                    batch=1, note="Hessian to 10^4 parameters, dense Jacobian sweep (not in the 20-minute matrix)"),
 }
 
 
@@ -294,10 +304,40 @@ def reference_hvp(mlp: MLP, params: Mapping[str, np.ndarray], v: Mapping[str, np
 
 
 def reference_hessian(mlp: MLP, theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """(P, P): column j is the difference of the gradient along the j-th unit vector."""
-    g, theta = _flat_grad(mlp, x, y), np.asarray(theta, np.float64)
-    eye = np.eye(theta.size)
-    return np.stack([directional(g, theta, eye[j]) for j in range(theta.size)], axis=1)
+    """(P, P), analytic: the mean over examples of J^T S J (J = d logits / d theta, S the
+    softmax's Hessian diag(p) - p p^T) plus sum_c r_c Hess(logit_c) (r = p - onehot), whose
+    only non-zero blocks are (w1|b1, w1|b1) of hidden unit k with itself, q_k u u^T with
+    u = (x, 1) and q = (W2 r) * tanh'', and (w1|b1 of unit k, w2[k, c]) = r_c tanh'(a_k) u.
+    Differences of the gradient along each unit vector (the previous reference, 4 P
+    gradients) took 93 s at P = 10^4 and 14 s at 3000, per case; this takes 7 s and 0.5 s.
+    Tested against those differences (tests/test_derivatives.py)."""
+    p = unflatten(np.asarray(theta, np.float64), mlp)
+    x = np.asarray(x, np.float64)
+    N, d, H, C = len(y), mlp.d_in, mlp.hidden, mlp.classes
+    u = np.concatenate([x, np.ones((N, 1))], 1)                 # w1's rows, then b1, per unit
+    z = np.tanh(x @ p["w1"] + p["b1"])
+    logits = z @ p["w2"] + p["b2"]
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    prob = e / e.sum(-1, keepdims=True)
+    r = prob.copy()
+    r[np.arange(N), y] -= 1.0
+    dz = 1 - z * z
+    eye = np.eye(C)
+    J = np.concatenate([np.einsum("ni,nck->ncik", u, p["w2"].T[None] * dz[:, None, :]).reshape(N, C, (d + 1) * H),
+                        np.einsum("nk,cq->nckq", z, eye).reshape(N, C, H * C),
+                        np.broadcast_to(eye, (N, C, C))], axis=2)
+    S = prob[:, :, None] * eye - prob[:, :, None] * prob[:, None, :]
+    P = J.shape[2]
+    hess = J.reshape(N * C, P).T @ np.einsum("ncd,ndp->ncp", S, J).reshape(N * C, P)
+    A, units = (d + 1) * H, np.arange(H)
+    first = hess[:A, :A].reshape(d + 1, H, d + 1, H)
+    first[:, units, :, units] += np.einsum("nk,ni,nj->kij", (r @ p["w2"].T) * (-2 * z * dz), u, u)
+    cross = hess[:A, A:A + H * C].reshape(d + 1, H, H, C)
+    cross[:, units, units, :] += np.einsum("nc,nk,ni->ikc", r, dz, u)
+    hess[:A, :A] = first.reshape(A, A)
+    hess[:A, A:A + H * C] = cross.reshape(A, H * C)
+    hess[A:A + H * C, :A] = hess[:A, A:A + H * C].T
+    return hess / N
 
 
 def reference_jacobian(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
