@@ -49,10 +49,11 @@ from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
+from workloads import gpt as G
 from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, max_rel_err, rel_err
 
 NAME = "derivatives"
-PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative")
+PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
 MLP_KEYS = ("w1", "b1", "w2", "b2")
 FD_H = 1e-3          # step of the 4th-order central differences (float64), along unit vectors
 POOL = 2             # input sets rotated through the timed rounds
@@ -93,6 +94,7 @@ STRATEGIES: dict[str, dict[str, tuple[str, ...]]] = {
                  "tensorflow": ("jacrev", "jacfwd", "jacrev_while")},
     "nth_derivative": {"torch": ("grad", "vmap", "autograd", "autograd_traced"), "jax": ("grad", "vmap", "jet"),
                        "tensorflow": ("tapes",)},
+    "ensemble": {"torch": ("vmap", "loop"), "jax": ("vmap", "loop"), "tensorflow": ("vectorized_map", "loop")},
 }
 
 # Strategies that exist only in a compiled mode (a compiler setting: in eager mode they would
@@ -108,6 +110,15 @@ TOL: dict[str, float] = {
     "hvp": 5e-6,               # 2.9e-7, 4.6e-7, 4.0e-7 (small, P = 19,210)
     "hessian": 3e-6,           # 1.4e-7, 1.5e-7, 2.5e-7 (tiny P = 30: 1.0e-7, 1.5e-7, 2.5e-7; small up to P = 2994)
     "jacobian": 4e-6,          # 3.2e-7, 2.8e-7, 3.4e-7 (small, hidden 256)
+    # The GPT problems (tiny GPT; tiny preset T = 8, small T = 32): per-sample gradients along
+    # u against differences of each sequence's loss; the HVP's u^T H v against the 2-D
+    # difference (whose own error, about 2e-6, dominates: every framework lands there);
+    # the ensemble's logits against the float64 forward of each model.
+    "per_sample_grad_gpt": 3e-6,   # 1.5e-7, 9.9e-8, 2.7e-7 (tiny; TF graph jacobian the worst)
+    "hvp_gpt": 2e-5,               # 1.8e-6, 2.0e-6, 2.4e-6 (tiny; TF with its LayerNorm made
+                                   # twice differentiable: as it is, TF is 2.2e-2 off, see
+                                   # frameworks/tensorflow/derivatives.py)
+    "ensemble": 2e-6,              # 1.7e-7, 1.7e-7, 1.7e-7 (tiny)
     "nth_derivative": 2e-5,    # 2.0e-7, 1.9e-6, 2.5e-7: JAX's jet (Taylor mode, order 5: 1.9e-6;
                                # nested grads in every framework at most 2.5e-7)
 }
@@ -130,11 +141,25 @@ class DerivativesConfig:
     jacobian_shapes: tuple[tuple[int, int], ...] = ((1000, 10), (300, 30), (100, 100), (30, 300), (10, 1000))
     points: int = 1024
     orders: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+    # The GPT problems: workloads.gpt's `gpt` preset at gpt_seq tokens per sequence. The
+    # issue asks for the tiny and small GPT presets at B 8/32/64; the small matrix keeps the
+    # tiny GPT (2 layers, 64 wide, 0.1 M parameters) at T = 32 only: see GPT_CUT.
+    gpt: str = "tiny"
+    gpt_seq: int = 32
+    gpt_batches: tuple[int, ...] = (8, 32, 64)      # per-sample gradients of the GPT loss
+    gpt_hvp_batch: int = 8                          # sequences in the GPT HVP's loss
+    ensemble_models: tuple[int, ...] = (4, 8)       # K stacked GPTs
+    ensemble_batch: int = 2                         # sequences each model's forward sees
 
     def __post_init__(self) -> None:
         check_positive(self, "d_in", "hidden", "classes", "data", "hessian_d_in", "hessian_classes",
-                       "jacobian_hidden", "points")
-        sizes = [*self.psg_batches, *self.hessian_params, *self.orders, *(d for s in self.jacobian_shapes for d in s)]
+                       "jacobian_hidden", "points", "gpt_seq", "gpt_hvp_batch", "ensemble_batch")
+        sizes = [*self.psg_batches, *self.hessian_params, *self.orders, *(d for s in self.jacobian_shapes for d in s),
+                 *self.gpt_batches, *self.ensemble_models]
+        G.preset(self.gpt)
+        if self.gpt_seq > G.preset(self.gpt).config.block_size:
+            raise FwbenchError(f"gpt_seq {self.gpt_seq} must be at most the {self.gpt} GPT's block_size "
+                               f"({G.preset(self.gpt).config.block_size})")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
             raise FwbenchError(f"DerivativesConfig sizes must be positive integers, got {sizes}")
 
@@ -142,7 +167,9 @@ class DerivativesConfig:
 PRESETS: dict[str, Preset] = {
     "tiny": Preset("tiny", DerivativesConfig(d_in=6, hidden=8, classes=3, data=5, psg_batches=(4,),
                                              hessian_params=(30,), jacobian_hidden=8,
-                                             jacobian_shapes=((12, 3), (3, 12)), points=16, orders=(1, 4)),
+                                             jacobian_shapes=((12, 3), (3, 12)), points=16, orders=(1, 4),
+                                             gpt_seq=8, gpt_batches=(3,), gpt_hvp_batch=2, ensemble_models=(2,),
+                                             ensemble_batch=2),
                    batch=1, note="for tests"),
     "small": Preset("small", DerivativesConfig(), batch=1, note="CPU benchmark default"),
     # The Hessian at P = 10^4 (a 400 MB float32 result; jacfwd(jacrev) vmaps the gradient over
@@ -161,19 +188,43 @@ def preset(name: str) -> Preset:
 
 
 def init_params(cfg: DerivativesConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """Nothing to build a model from: every problem's arrays are inputs of its task (the
-    transforms take them as arguments), made by task_spec."""
-    return {}
+    """The GPTs of the GPT problems (the MLP problems' arrays are inputs of their tasks, made
+    by task_spec): max(ensemble_models) GPTs of the `gpt` preset, member k's parameters
+    named f"m{k}.<GPT-2 name>", seeded (seed, k). Member 0 is the model of the per-sample
+    gradients and the HVP. The models hold them (torch's functional_call, JAX's pytree, TF's
+    variables) and pass them to the transforms as arguments."""
+    gcfg = G.preset(cfg.gpt).config
+    return {f"m{k}.{name}": a for k in range(max(cfg.ensemble_models))
+            for name, a in gpt_member(gcfg, seed, k).items()}
+
+
+def gpt_member(gcfg: G.GPTConfig, seed: int, k: int) -> dict[str, np.ndarray]:
+    """Ensemble member k: GPT-2's initialisation (workloads.gpt.init_params) with the LayerNorm
+    weights and biases drawn around 1 and 0 (N(1, 0.1^2), N(0, 0.1^2)), so that every
+    parameter's derivative is exercised (biases at 0 would leave terms of the HVP unchecked)."""
+    rng = np.random.default_rng([seed, k, 12])
+    out = G.init_params(gcfg, seed=int(rng.integers(1 << 31)))
+    for name, a in out.items():
+        if a.ndim == 1:
+            out[name] = (a + rng.normal(0.0, 0.1, a.shape)).astype(np.float32)
+    return out
+
+
+def gpt_params(params: Mapping[str, Any], k: int = 0) -> dict[str, Any]:
+    """Member k's parameters under their GPT-2 names, from init_params' dict."""
+    prefix = f"m{k}."
+    return {name[len(prefix):]: a for name, a in params.items() if name.startswith(prefix)}
 
 
 # ----------------------------------------------------------------------------- tasks
 
 _PATTERNS = {
-    "per_sample_grad": re.compile(r"per_sample_grad_mlp_b(\d+)"),
-    "hvp": re.compile(r"hvp_mlp"),
+    "per_sample_grad": re.compile(r"per_sample_grad_(?:mlp|gpt)_b(\d+)"),
+    "hvp": re.compile(r"hvp_(?:mlp|gpt)"),
     "hessian": re.compile(r"hessian_p(\d+)"),
     "jacobian": re.compile(r"jacobian_n(\d+)_m(\d+)"),
     "nth_derivative": re.compile(r"nth_derivative_(\d+)"),
+    "ensemble": re.compile(r"ensemble_gpt_k(\d+)"),
 }
 
 
@@ -182,7 +233,9 @@ def tasks(cfg: DerivativesConfig) -> tuple[str, ...]:
     return (*(f"per_sample_grad_mlp_b{b}" for b in cfg.psg_batches), "hvp_mlp",
             *(f"hessian_p{p}" for p in cfg.hessian_params),
             *(f"jacobian_n{n}_m{m}" for n, m in cfg.jacobian_shapes),
-            *(f"nth_derivative_{k}" for k in cfg.orders))
+            *(f"nth_derivative_{k}" for k in cfg.orders),
+            *(f"per_sample_grad_gpt_b{b}" for b in cfg.gpt_batches), "hvp_gpt",
+            *(f"ensemble_gpt_k{k}" for k in cfg.ensemble_models))
 
 
 TASKS = tasks(PRESETS["small"].config)
@@ -241,16 +294,18 @@ def hessian_mlp(cfg: DerivativesConfig, target: int) -> MLP:
     return MLP(cfg.hessian_d_in, max(1, round((target - cfg.hessian_classes) / per_unit)), cfg.hessian_classes)
 
 
-def flatten(params: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The MLP's parameters as one vector, in MLP_KEYS order (row-major)."""
-    return np.concatenate([np.asarray(params[k]).ravel() for k in MLP_KEYS])
+def flatten(params: Mapping[str, np.ndarray], keys: tuple[str, ...] = MLP_KEYS) -> np.ndarray:
+    """The parameters as one vector, in `keys` order (the MLP's by default), row-major."""
+    return np.concatenate([np.asarray(params[k]).ravel() for k in keys])
 
 
-def unflatten(theta: Any, mlp: MLP, reshape: Callable[[Any, tuple[int, ...]], Any] = np.reshape) -> dict[str, Any]:
-    """The MLP's parameter dict from its flat vector: slices of theta (numpy or any
-    framework's array; `reshape` is that framework's, e.g. tf.reshape)."""
+def unflatten(theta: Any, model: MLP | Mapping[str, tuple[int, ...]],
+              reshape: Callable[[Any, tuple[int, ...]], Any] = np.reshape) -> dict[str, Any]:
+    """The parameter dict from its flat vector: slices of theta (numpy or any framework's
+    array; `reshape` is that framework's, e.g. tf.reshape). `model` is the MLP, or the
+    shapes by name in flat order (a GPT's workloads.gpt.param_shapes)."""
     out, i = {}, 0
-    for k, s in mlp.shapes().items():
+    for k, s in (model.shapes() if isinstance(model, MLP) else model).items():
         n = math.prod(s)
         out[k] = reshape(theta[i:i + n], s)
         i += n
@@ -359,6 +414,102 @@ def reference_nth_derivative(x: np.ndarray, order: int) -> np.ndarray:
     return abs(c) ** order * np.exp(x / 2) * np.sin(x + order * math.atan2(c.imag, c.real))
 
 
+# ----------------------------------------------------------------------------- the GPT problems
+# Per-sample gradients of the GPT (B x 0.1 M values) have no cheap float64 reference (the
+# numpy GPT has no backward); they are checked by what they imply: each example's gradient
+# along a fixed random direction u against the 4th-order central difference of that
+# example's float64 loss along u. The HVP is checked by u^T H v for two directions u (v
+# itself and a random one) against a 2-D central difference of the float64 mean loss:
+# (L(+u+v) - L(+u-v) - L(-u+v) + L(-u-v)) / (4 h^2) with steps h u, h v (GPT_FD_H).
+GPT_FD_H = 1e-3
+
+
+def gpt_loss_fn(gcfg: G.GPTConfig, tokens: np.ndarray, targets: np.ndarray) -> Callable[[np.ndarray], float]:
+    """theta (flat, float64, param_shapes order) -> the float64 mean loss on these sequences."""
+    shapes = G.param_shapes(gcfg)
+    return lambda theta: G.reference_loss(gcfg, unflatten(theta, shapes), tokens, targets)
+
+
+def reference_gpt_slopes(gcfg: G.GPTConfig, params: Mapping[str, np.ndarray], tokens: np.ndarray,
+                         targets: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(B, 1): each sequence's loss differenced along u (flat): <its gradient, u>."""
+    theta = flatten(params, tuple(G.param_shapes(gcfg))).astype(np.float64)
+    return np.array([[directional(gpt_loss_fn(gcfg, tokens[i:i + 1], targets[i:i + 1]), theta, u)]
+                     for i in range(len(tokens))])
+
+
+def reference_gpt_uhv(gcfg: G.GPTConfig, params: Mapping[str, np.ndarray], tokens: np.ndarray,
+                      targets: np.ndarray, us: list[np.ndarray], v: np.ndarray, h: float = GPT_FD_H) -> np.ndarray:
+    """(len(us),): u^T H v of the mean loss for each flat unit u, by the 2-D central difference
+    along u and v / |v| (steps of length h), times |v|."""
+    theta = flatten(params, tuple(G.param_shapes(gcfg))).astype(np.float64)
+    loss = gpt_loss_fn(gcfg, tokens, targets)
+    norm = np.linalg.norm(v)
+    w = v / norm
+    return norm * np.array([(loss(theta + h * u + h * w) - loss(theta + h * u - h * w)
+                             - loss(theta - h * u + h * w) + loss(theta - h * u - h * w)) / (4 * h * h) for u in us])
+
+
+def projector(shapes: Mapping[str, tuple[int, ...]], lead: tuple[int, ...], us: list[np.ndarray]
+              ) -> Callable[[Mapping[str, Any]], np.ndarray]:
+    """out (a dict of lead + shape arrays, keyed like `shapes`) -> its inner products with each
+    flat u: (*lead, len(us)). Raises AssertionError (a structure difference) on other keys
+    or shapes."""
+    def project(out: Mapping[str, Any]) -> np.ndarray:
+        assert set(out) == set(shapes), f"keys {sorted(set(out) ^ set(shapes))[:4]} differ"
+        for k, s in shapes.items():
+            assert tuple(np.shape(out[k])) == (*lead, *s), f"{k}: shape {np.shape(out[k])}, expected {(*lead, *s)}"
+        n = math.prod(lead)
+        flat = np.concatenate([np.asarray(out[k], np.float64).reshape(n, -1) for k in shapes], axis=1)
+        return (flat @ np.stack(us, axis=1)).reshape(*lead, len(us))
+    return project
+
+
+def unit_direction(rng: np.random.Generator, size: int) -> np.ndarray:
+    u = rng.standard_normal(size)
+    return u / np.linalg.norm(u)
+
+
+def gpt_task_spec(cfg: DerivativesConfig, problem: str, sizes: tuple[int, ...], task: str, seed: int) -> TaskSpec:
+    """The GPT problems' specs (task_spec)."""
+    gcfg = G.preset(cfg.gpt).config
+    shapes = G.param_shapes(gcfg)
+    P, T = G.n_params(gcfg, non_embedding=False), cfg.gpt_seq
+    member = lambda k: gpt_member(gcfg, seed, k)  # noqa: E731
+    rng = np.random.default_rng([seed, PROBLEMS.index(problem), 99])
+    if problem == "ensemble":
+        K, B = sizes[0], cfg.ensemble_batch
+        inputs = tuple((G.make_batch(gcfg, B, seed=seed * 1000 + i, seq_len=T)[0],) for i in range(POOL))
+        tokens0 = inputs[0][0]
+        return TaskSpec(task, "ensemble_gpt", inputs, K * B, "sequences",
+                        K * B * T * G.flops_per_token(gcfg, T, training=False), f"K={K},B={B},T={T},P={P}",
+                        kwargs={"models": K}, note="K GPT forwards (PaLM's 2N + 4 L H Q T per token)",
+                        sizes={"params": P, "batch": B, "models": K, "seq_len": T},
+                        check=Check("ensemble", lambda: np.stack([G.reference_logits(gcfg, member(k), tokens0)
+                                                                  for k in range(K)])))
+    B = sizes[0] if problem == "per_sample_grad" else cfg.gpt_hvp_batch
+    batches = [G.make_batch(gcfg, B, seed=seed * 1000 + i, seq_len=T) for i in range(POOL)]
+    tokens0, targets0 = batches[0]
+    if problem == "per_sample_grad":
+        u = unit_direction(rng, P)
+        return TaskSpec(task, "per_sample_grad_gpt", tuple(batches), B, "sequences",
+                        B * T * G.flops_per_token(gcfg, T, training=True), f"B={B},T={T},P={P}",
+                        note="a forward and backward per sequence (PaLM's 6N + 12 L H Q T per token)",
+                        sizes={"params": P, "batch": B, "seq_len": T},
+                        check=Check(problem, lambda: reference_gpt_slopes(gcfg, member(0), tokens0, targets0, u),
+                                    projector(shapes, (B,), [u]), what="gpt"))
+    vs = [{k: r.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+          for r in (np.random.default_rng([seed, i, 98]) for i in range(POOL))]
+    inputs = tuple((tok, tgt, *(v[k] for k in shapes)) for (tok, tgt), v in zip(batches, vs))
+    v0 = flatten(vs[0], tuple(shapes)).astype(np.float64)
+    us = [v0 / np.linalg.norm(v0), unit_direction(rng, P)]
+    return TaskSpec(task, "hvp_gpt", inputs, 1, "products", 2 * B * T * G.flops_per_token(gcfg, T, training=True),
+                    f"B={B},T={T},P={P}", note="about two gradients", call_memory=True,
+                    sizes={"params": P, "batch": B, "seq_len": T},
+                    check=Check(problem, lambda: reference_gpt_uhv(gcfg, member(0), tokens0, targets0, us, v0),
+                                projector(shapes, (), us), what="gpt"))
+
+
 # ----------------------------------------------------------------------------- task specs
 
 class Check:
@@ -366,8 +517,13 @@ class Check:
     what differed (structure, or the relative error). The reference is computed once, on
     first use (a Hessian's takes 4 P gradient evaluations)."""
 
-    def __init__(self, problem: str, reference: Callable[[], Any]) -> None:
-        self.problem, self._reference, self._ref = problem, reference, None
+    def __init__(self, problem: str, reference: Callable[[], Any], project: Callable[[Any], Any] | None = None,
+                 what: str = "") -> None:
+        """`project`, when given, maps the output to what the reference is (e.g. inner products
+        with fixed directions), raising AssertionError when the output's structure differs;
+        `what` picks the tolerance TOL[f"{problem}_{what}"] instead of TOL[problem]."""
+        self.problem, self._reference, self._ref, self.project = problem, reference, None, project
+        self.tol_key = f"{problem}_{what}" if what else problem
 
     def reference(self) -> Any:
         if self._ref is None:
@@ -379,6 +535,8 @@ class Check:
         structure (shape, keys) differs."""
         ref = self.reference()
         try:
+            if self.project is not None:
+                out = self.project(out)
             if isinstance(ref, dict):
                 if not isinstance(out, Mapping):
                     return f"expected a dict of {', '.join(ref)}, got {type(out).__name__}", ""
@@ -392,8 +550,8 @@ class Check:
         err, where = self.error(out)
         if isinstance(err, str):
             return err
-        if not err <= TOL[self.problem]:     # NaN fails too
-            return f"{self.problem}: relative error {err:.3g}{where} exceeds the tolerance {TOL[self.problem]:.1g}"
+        if not err <= TOL[self.tol_key]:     # NaN fails too
+            return f"{self.problem}: relative error {err:.3g}{where} exceeds the tolerance {TOL[self.tol_key]:.1g}"
         return None
 
 
@@ -401,6 +559,8 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
     """Inputs (POOL seeded sets), items, FLOPs, sizes and the correctness check of one task.
     `batch` (the preset's) is unused: each task's size is in its name."""
     problem, sizes = problem_of(task)
+    if "gpt" in task:
+        return gpt_task_spec(cfg, problem, sizes, task, seed)
     rngs = [np.random.default_rng([seed, i, PROBLEMS.index(problem)]) for i in range(POOL)]
     if problem in ("per_sample_grad", "hvp", "hessian"):
         mlp = hessian_mlp(cfg, sizes[0]) if problem == "hessian" else MLP(cfg.d_in, cfg.hidden, cfg.classes)
