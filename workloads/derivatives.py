@@ -15,13 +15,30 @@ Problems (the task names carry their size; `tasks(config)` lists a preset's):
     jacobian_n{n}_m{m}         the Jacobian (m, n) of f(x) = B tanh(A x), R^n -> R^m
     nth_derivative_{k}         the k-th derivative of g(x) = sin(x) exp(x/2), evaluated at
                                `points` points (elementwise), (points,)
+    per_sample_grad_gpt_b{B}   one gradient of the GPT loss per sequence (B sequences of
+                               gpt_seq tokens): a dict of (B, ...) keyed by GPT-2 names
+    hvp_gpt                    HVP of the GPT's mean loss over gpt_hvp_batch sequences with
+                               respect to all parameters: a dict keyed by GPT-2 names
+    ensemble_gpt_k{K}          the logits (K, B, T, vocab) of K GPTs (K stacked parameter
+                               sets) on the same ensemble_batch sequences
+
+The GPT (every GPT problem) is workloads/gpt.py's, at the `gpt` preset (tiny: 2 layers,
+64 wide, 118,528 parameters) and gpt_seq tokens, each framework's own frameworks/<fw>/gpt.py
+called as a function of its parameters; init_params makes the K GPTs (gpt_member).
+GPT_CUT: the issue asks for the tiny and small GPT presets with B in {8, 32, 64}. The small
+preset keeps the tiny GPT at T = 32 with B 8/32/64, and cuts the small GPT (4.2 M
+parameters): one cold torch.compile of the tiny GPT's per-sample gradients already takes
+about 50 s here, B 64 per-sample gradients of the small GPT hold 64 x 4.2 M floats (1 GB)
+per call, and the matrix must finish within 20 minutes on the 2-core CPU.
 
 The MLP (every MLP problem): logits = tanh(x W1 + b1) W2 + b2, cross-entropy with integer
 labels; parameters w1 (d_in, hidden), b1 (hidden,), w2 (hidden, classes), b2 (classes,).
 
 Inputs reach a framework's model as positional arrays (the harness converts numpy arrays
 only): the MLP problems take (w1, b1, w2, b2, [v1, vb1, v2, vb2,] x, y), the Jacobian
-(a, b, x), the n-th derivative (x) with `order` as a keyword.
+(a, b, x), the n-th derivative (x) with `order` as a keyword; the GPT's per-sample gradients
+(tokens, targets), its HVP (tokens, targets, *v in param_shapes order), the ensemble
+(tokens) with `models` as a keyword (the GPTs' parameters are the model's, from init_params).
 
 References (float64, independent of every framework's autodiff):
     per-sample gradients   analytic backpropagation, example by example
@@ -33,6 +50,12 @@ References (float64, independent of every framework's autodiff):
                            differences of the loss (tests/test_derivatives.py)
     Hessian                analytic (Gauss-Newton term plus the logits' curvature), checked
                            against the differences of the gradient along each unit vector
+    GPT per-sample grads   no float64 GPT gradient exists: each sequence's gradient along a
+                           fixed random unit direction u against the 4th-order central
+                           difference of that sequence's float64 loss along u (B values)
+    GPT HVP                u^T H v for u = v/|v| and a random unit u, against the 2-D central
+                           difference of the float64 mean loss (GPT_FD_H; 2 values)
+    ensemble               the float64 forward (workloads.gpt.reference_logits) of each model
 
 Correctness before timing: every TaskSpec carries `check(output)`, which compares the first
 call's output with the reference (relative Frobenius error, workloads.base.rel_err, the
@@ -59,16 +82,22 @@ FD_H = 1e-3          # step of the 4th-order central differences (float64), alon
 POOL = 2             # input sets rotated through the timed rounds
 
 # The strategies (transform variants) of each framework, per problem; the first is the
-# default (what `--variants default` runs). Every mode of a framework has the same ones.
+# default (what `--variants default` runs). Every mode of a framework has the same ones
+# (but COMPILED_ONLY's). The MLP and GPT tasks of a problem share its strategies.
 #   vmap / vectorized_map  the batched transform over examples (torch.func.vmap(grad),
-#                          jax.vmap(jax.grad), tf.vectorized_map over a GradientTape)
+#                          jax.vmap(jax.grad), tf.vectorized_map over a GradientTape);
+#                          ensemble: the GPT forward vmapped over K stacked parameter sets
+#                          (torch.func.stack_module_state + functional_call; jax.vmap over
+#                          the stacked pytree; TF: unsupported, the GPT is a tf.Module)
 #   jacobian               TF: GradientTape.jacobian of the per-example losses (pfor)
 #   batch_jacobian         TF: GradientTape.batch_jacobian of the per-example losses with
 #                          respect to per-example copies of the parameters (it needs row i of
 #                          the output to depend on row i of the source only; it does not apply
-#                          to the Jacobian problem, which has one input and no batch)
+#                          to the Jacobian problem, which has one input and no batch, nor to
+#                          the GPT, whose tf.Module reads shared variables: unsupported)
 #   loop                   a Python loop over the examples, one gradient each (compiled
-#                          mode: the one-example gradient is compiled, the loop is Python)
+#                          mode: the one-example gradient is compiled, the loop is Python);
+#                          ensemble: the compiled forward of each of the K models, stacked
 #   fwd_rev / rev_rev      forward-over-reverse (jvp of grad; TF ForwardAccumulator over a
 #                          tape) / reverse-over-reverse (grad of <grad, v>; nested tapes)
 #   jacfwd_jacrev, jacrev_jacrev, hessian
