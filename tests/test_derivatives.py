@@ -317,3 +317,14 @@ def test_strategies_that_do_not_apply_to_the_gpt_are_unsupported_with_the_reason
         run("tensorflow", "eager", "per_sample_grad_gpt_b3", "batch_jacobian")
     with pytest.raises(Unsupported, match="tf.vectorized_map maps a function over tensors"):
         run("tensorflow", "eager", "ensemble_gpt_k2", "vectorized_map")
+
+
+def test_tensorflow_vectorized_map_over_the_gpt_falls_back_to_a_while_loop_and_says_so():
+    """pfor has no converter for ResourceGather (the GPT's embedding lookup in a variable):
+    the case runs (and is right) but is recorded `fallback` with pfor's message."""
+    pytest.importorskip("tensorflow")
+    from frameworks import tensorflow as tf_adapter
+    n0 = len(tf_adapter.PFOR_FALLBACKS)
+    spec, out = run("tensorflow", "eager", "per_sample_grad_gpt_b3", "vectorized_map")
+    assert spec.check(out) is None
+    assert any("while_loop for converting ResourceGather" in m for m in tf_adapter.PFOR_FALLBACKS[n0:])
