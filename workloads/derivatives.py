@@ -168,7 +168,9 @@ class DerivativesConfig:
     psg_batches: tuple[int, ...] = (8, 32, 64)
     hessian_d_in: int = 8
     hessian_classes: int = 4
-    hessian_params: tuple[int, ...] = (100, 1000, 3000)
+    # (large: 3000 and 10000 too; TF's eager `while` Hessian alone took about 8 minutes at
+    # 3000, measured: over the small matrix's 20-minute budget)
+    hessian_params: tuple[int, ...] = (100, 1000)
     jacobian_hidden: int = 256
     # (n, m) at n m = 10^4: jacrev costs m VJPs, jacfwd n JVPs, so where they cross is in between
     jacobian_shapes: tuple[tuple[int, int], ...] = ((1000, 10), (300, 30), (100, 100), (30, 300), (10, 1000))
@@ -205,10 +207,10 @@ PRESETS: dict[str, Preset] = {
                                              ensemble_batch=2),
                    batch=1, note="for tests"),
     "small": Preset("small", DerivativesConfig(), batch=1, note="CPU benchmark default"),
-    # The Hessian at P = 10^4 (a 400 MB float32 result; jacfwd(jacrev) vmaps the gradient over
-    # 10^4 tangents, (10^4, 64, 770) per intermediate: GBs), a denser Jacobian sweep and the
-    # GPT's per-sample gradients at B 64: too heavy for the small matrix's 20 minutes on the
-    # 2-core CPU, run on their own.
+    # The Hessian at P = 3000 (TF's eager `while`: one tape replay per row, about 50 s a call)
+    # and 10^4 (a 400 MB float32 result; jacfwd(jacrev) vmaps the gradient over 10^4 tangents,
+    # (10^4, 64, 770) per intermediate: GBs), a denser Jacobian sweep and the GPT's per-sample
+    # gradients at B 64: too heavy for the small matrix's 20 minutes on the 2-core CPU.
     "large": Preset("large", DerivativesConfig(hessian_params=(100, 1000, 3000, 10000), gpt_batches=(8, 32, 64),
                                                jacobian_shapes=((1000, 10), (500, 20), (300, 30), (200, 50),
                                                                 (100, 100), (50, 200), (30, 300), (20, 500),
