@@ -217,6 +217,9 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
     record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
+    if spec.call_memory:     # one more call, outside the timed rounds
+        record["peak_memory_bytes"], record["peak_memory_source"] = adapter.call_peak_memory(call, pool[0], device)
+        record["memory_note"] = record["peak_memory_source"]
     breaks = adapter.fallbacks()[f0:]
     if breaks:   # every graph break, those torch.optim makes on purpose included
         record["graph_breaks"] = "; ".join(dict.fromkeys(b.split(" Explanation:")[0] for b in breaks))[:1000]

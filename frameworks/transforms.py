@@ -11,6 +11,7 @@ gradient and loop in Python), so a first call includes tracing and compiling.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 from frameworks.base import Unsupported
@@ -26,10 +27,11 @@ class TransformModel:
 
     def strategy_for(self, problem: str) -> str:
         """The case's strategy for `problem` (its default when the case has none)."""
-        declared = D.STRATEGIES[problem].get(self.framework, ())
+        declared = tuple(s for s in D.STRATEGIES[problem].get(self.framework, ())
+                         if self.mode == "compiled" or s not in D.COMPILED_ONLY)
         chosen = self.strategy if self.strategy is not None else (declared[0] if declared else None)
         if chosen not in declared:
-            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} "
+            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} in {self.mode} mode "
                               f"(it has {', '.join(declared) or 'none'})")
         return chosen
 
@@ -47,14 +49,21 @@ class TransformModel:
 # its transforms and its own model functions (Func) and keeps only what differs.
 
 class Func:
-    """One framework's transforms and model functions, as the makers below use them."""
+    """One framework's transforms and model functions, as the makers below use them.
+    `logits(p, tokens)` is the GPT's forward (the ensemble's); `with_model` gives the same
+    transforms over another model's losses (the GPT's, for its per-sample gradients and HVP)."""
 
     def __init__(self, *, grad: Callable, vmap: Callable, jvp: Callable, jacfwd: Callable, jacrev: Callable,
                  hessian: Callable, stack: Callable, reshape: Callable, tanh: Callable, mean_loss: Callable,
-                 example_loss: Callable, g: Callable) -> None:
+                 example_loss: Callable, g: Callable, logits: Callable | None = None) -> None:
         self.grad, self.vmap, self.jvp, self.jacfwd, self.jacrev, self.hessian = grad, vmap, jvp, jacfwd, jacrev, hessian
         self.stack, self.reshape, self.tanh = stack, reshape, tanh
-        self.mean_loss, self.example_loss, self.g = mean_loss, example_loss, g
+        self.mean_loss, self.example_loss, self.g, self.logits = mean_loss, example_loss, g, logits
+
+    def with_model(self, mean_loss: Callable, example_loss: Callable, logits: Callable) -> "Func":
+        f = copy.copy(self)
+        f.mean_loss, f.example_loss, f.logits = mean_loss, example_loss, logits
+        return f
 
 
 def tree_vdot(a: dict[str, Any], b: dict[str, Any]) -> Any:
@@ -91,6 +100,15 @@ def make_hessian(strategy: str, f: Func, jit: Callable, mlp: D.MLP) -> Callable[
 def make_jacobian(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
     jac = f.jacrev if strategy == "jacrev" else f.jacfwd
     return jit(lambda a, b, x: jac(lambda z: b @ f.tanh(a @ z))(x))
+
+
+def make_ensemble(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
+    """vmap: the forward vmapped over K stacked parameter sets (a dict of (K, ...) arrays);
+    loop: the compiled forward of each of the K parameter dicts (a list), stacked."""
+    if strategy == "vmap":
+        return jit(f.vmap(f.logits, (0, None)))
+    one = jit(f.logits)
+    return lambda members, tokens: f.stack([one(p, tokens) for p in members])
 
 
 def make_nth_derivative(strategy: str, f: Func, jit: Callable, order: int) -> Callable[[Any], Any]:
@@ -137,3 +155,40 @@ class FuncModel(TransformModel):
 
     def nth_derivative(self, x: Any, order: int) -> Any:
         return self.fn("nth_derivative", self.make_nth_derivative, order)(x)
+
+    # -- the GPT problems: `gpt` (a GPTFunc) holds the framework's functional GPT
+    gpt: "GPTFunc"
+
+    def per_sample_grad_gpt(self, tokens: Any, targets: Any) -> dict[str, Any]:
+        g = self.gpt
+        return g.named(self.fn("per_sample_grad", make_per_sample_grad, g.func, self.jit)(g.params, tokens, targets))
+
+    def hvp_gpt(self, tokens: Any, targets: Any, *v: Any) -> dict[str, Any]:
+        g = self.gpt
+        return g.named(self.fn("hvp", make_hvp, g.func, self.jit)(g.params, g.own(v), tokens, targets))
+
+    def ensemble_gpt(self, tokens: Any, models: int) -> Any:
+        g, strategy = self.gpt, self.strategy_for("ensemble")
+        members = g.stacked(models) if strategy == "vmap" else g.members[:models]
+        return self.fn("ensemble", make_ensemble, g.func, self.jit)(members, tokens)
+
+
+class GPTFunc:
+    """A framework's GPT as functions of a parameter dict: `func` (its transforms over the
+    GPT's losses and forward), member 0's parameters `params` and every ensemble member's
+    (`members`), all in the framework's own layout; `named` turns a result keyed like
+    `params` into GPT-2's names and layout, `own` the tangents given in GPT-2's layout (a
+    tuple in workloads.gpt.param_shapes order) into a dict like `params`."""
+
+    def __init__(self, func: Func, members: list[dict[str, Any]], stack: Callable[[int], dict[str, Any]],
+                 named: Callable[[dict[str, Any]], dict[str, Any]], own: Callable[[tuple[Any, ...]], dict[str, Any]]
+                 ) -> None:
+        self.func, self.members, self.params = func, members, members[0]
+        self.named, self.own, self._stack = named, own, stack
+        self._stacked: dict[int, dict[str, Any]] = {}
+
+    def stacked(self, k: int) -> dict[str, Any]:
+        """The first k members stacked, a dict of (k, ...) arrays: stack(k), made once per k."""
+        if k not in self._stacked:
+            self._stacked[k] = self._stack(k)
+        return self._stacked[k]

@@ -52,6 +52,8 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                      "forward/backward broke)"),
     "peak_memory_bytes": ((int, type(None)), True, "device allocator peak, or null where not measurable"),
     "memory_note": ((str, type(None)), False, "what peak_memory_bytes measures"),
+    "peak_memory_source": ((str, type(None)), False, "set when peak_memory_bytes is one call's peak, measured "
+                           "outside the timed rounds (TaskSpec.call_memory): what was measured"),
     "matmul_precision": ((str, type(None)), False, "float32 matmul precision set (highest = no TF32)"),
     "status": ((str,), True, "ok / fallback / unsupported / failed"),
     "reason": ((str, type(None)), True, "the framework's own message when status is not ok"),

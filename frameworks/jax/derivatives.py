@@ -10,6 +10,10 @@ the parameter dict (a pytree) and JAX's own transforms, composed in frameworks/t
     n-th derivative        grad: k nested jax.grad of the sum over points; vmap: jax.vmap of
                            k nested jax.grad of the scalar function; jet: Taylor mode
                            (jax.experimental.jet), all k coefficients in one pass
+    GPT per-sample grads   vmap / loop as above over frameworks/jax/gpt.py's loss of one
+                           sequence; GPT HVP fwd_rev / rev_rev over its mean loss
+    ensemble               vmap: jax.vmap of the GPT's logits over K stacked pytrees;
+                           loop: the (jitted) forward of each of the K models, stacked
 
 Modes: "eager" calls the transformed functions as they are (JAX dispatches op by op);
 "compiled" wraps each in jax.jit (the loop baseline: the one-example gradient).
@@ -24,6 +28,8 @@ import numpy as np
 import optax
 
 from frameworks import transforms as T
+from frameworks.jax import gpt as jgpt
+from workloads import gpt as G
 from workloads import derivatives as D
 
 Params = dict[str, jax.Array]
@@ -69,6 +75,22 @@ class JaxDerivatives(T.FuncModel):
         return self.jit(taylor)
 
 
+def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray]) -> T.GPTFunc:
+    """The GPT of frameworks/jax/gpt.py (already pure functions of a pytree in GPT-2's names
+    and layout): the loss of one sequence for the per-sample gradients, the ensemble members
+    stacked leaf by leaf for jax.vmap."""
+    gcfg = G.preset(config.gpt).config
+    names = tuple(G.param_shapes(gcfg))
+    members = [{k: jnp.asarray(v) for k, v in D.gpt_params(params, i).items()} for i in range(max(config.ensemble_models))]
+    func = FUNC.with_model(lambda p, t, y: jgpt.loss(p, t, y, cfg=gcfg),
+                           lambda p, t, y: jgpt.loss(p, t[None], y[None], cfg=gcfg),
+                           lambda p, t: jgpt.logits(p, t, cfg=gcfg))
+    return T.GPTFunc(func, members, lambda k: jax.tree.map(lambda *xs: jnp.stack(xs), *members[:k]),
+                     named=lambda out: out, own=lambda v: dict(zip(names, v)))
+
+
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
           device: str, strategy: str | None = None) -> JaxDerivatives:
-    return JaxDerivatives(mode, device, strategy, jax.jit if mode == "compiled" else (lambda f: f))
+    model = JaxDerivatives(mode, device, strategy, jax.jit if mode == "compiled" else (lambda f: f))
+    model.gpt = gpt_func(config, params)
+    return model

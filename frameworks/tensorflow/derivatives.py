@@ -3,7 +3,10 @@ GradientTape, ForwardAccumulator and pfor (tf.vectorized_map, tape.jacobian):
 
     per-sample gradients   vectorized_map: tf.vectorized_map over a one-example tape;
                            jacobian: tape.jacobian of the per-example losses (pfor);
-                           loop: a one-example tape per example in a Python loop, stacked
+                           batch_jacobian: tape.batch_jacobian of the per-example losses
+                           with respect to per-example copies of the parameters (see
+                           batch_jacobian_grads); loop: a one-example tape per example in a
+                           Python loop, stacked
     HVP                    fwd_rev: a ForwardAccumulator over a tape (TF's documented
                            forward-over-backward HVP); rev_rev: nested tapes, the outer
                            one differentiating <grad, v>
@@ -13,6 +16,28 @@ GradientTape, ForwardAccumulator and pfor (tf.vectorized_map, tape.jacobian):
                            jacfwd: tf.vectorized_map of a ForwardAccumulator over the
                            unit tangents (TF has no jacfwd of its own)
     n-th derivative        tapes: k nested GradientTapes
+
+The GPT problems use frameworks/tensorflow/gpt.py's modules (member 0's tf.Variables are
+the parameters differentiated; TFGPTs): per-sample gradients by vectorized_map, jacobian
+(tape.jacobian of each sequence's loss) and loop; the HVP by fwd_rev and rev_rev; the
+ensemble by a loop over the K modules' forwards. Not applicable, so `unsupported` with the
+reason: batch_jacobian of the GPT (BATCH_JACOBIAN_GPT) and vectorized_map over K stacked
+GPTs (VECTORIZED_ENSEMBLE).
+
+Measured: vectorized_map over the GPT falls back to a while loop for one op ("Using a
+while_loop for converting ResourceGather cause there is no registered converter for this
+op.": the embedding lookup in a variable), so those cases are `fallback` with that message;
+tape.jacobian of the per-sequence losses vectorises fully.
+
+Measured: TF's HVP of the GPT is 2.2e-2 off the reference in every mode and both strategies,
+and is recorded `failed`. The GPT's LayerNorm uses tf.nn.moments, whose variance is
+reduce_mean(squared_difference(x, stop_gradient(mean))): exact for the first derivative
+(the gradient through the mean is zero there, as TF's source says) but not for the second.
+With the mean left differentiable the HVP matches (2.4e-6; tests/test_derivatives.py). The
+GPT workload's model is left as it is: its first derivatives, which training uses, are right.
+
+batch_jacobian does not apply to the Jacobian problem (one input x, no batch dimension to
+pair outputs with) nor to the Hessian (the gradient's entries all depend on every parameter).
 
 Modes: "eager" runs the tapes op by op (pfor itself traces a tf.function inside); "graph"
 is tf.function (Grappler, no XLA) and "compiled" tf.function(jit_compile=True) around the
@@ -26,9 +51,12 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from frameworks.base import Unsupported
+from frameworks.tensorflow import gpt as tgpt
 from frameworks.tensorflow import pfor_fallbacks
 from frameworks.transforms import TransformModel
 from workloads import derivatives as D
+from workloads import gpt as G
 
 
 def logits(p: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
@@ -45,17 +73,21 @@ def mean_loss(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
     return tf.reduce_mean(losses(p, x, y))
 
 
-def gradient(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
-    """The gradient of the mean loss."""
+Loss = Callable[[list[Any], tf.Tensor, tf.Tensor], tf.Tensor]
+
+
+def gradient(p: list[Any], x: tf.Tensor, y: tf.Tensor, loss: Loss = mean_loss) -> list[tf.Tensor]:
+    """The gradient of the mean loss (the MLP's, or `loss`: the GPT's, whose p are its
+    variables), dense (the GPT's embedding lookup gives IndexedSlices)."""
     with tf.GradientTape() as tape:
         tape.watch(p)
-        loss = mean_loss(p, x, y)
-    return tape.gradient(loss, p)
+        value = loss(p, x, y)
+    return [tf.convert_to_tensor(gi) for gi in tape.gradient(value, p)]
 
 
-def example_grad(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
-    """The gradient of one example's loss (x (d_in,), y ())."""
-    return gradient(p, x[None], y[None])
+def example_grad(p: list[Any], x: tf.Tensor, y: tf.Tensor, loss: Loss = mean_loss) -> list[tf.Tensor]:
+    """The gradient of one example's loss (x (d_in,) or one sequence (T,), y its label(s))."""
+    return gradient(p, x[None], y[None], loss)
 
 
 def g(x: tf.Tensor) -> tf.Tensor:
@@ -69,17 +101,22 @@ def f_jac(a: tf.Tensor, b: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 
 # ----------------------------------------------------------------------------- transforms
 
-def make_per_sample_grad(strategy: str, jit: Callable) -> Callable[..., list[tf.Tensor]]:
+def make_per_sample_grad(strategy: str, jit: Callable, loss: Loss = mean_loss, per_example: Loss = losses
+                         ) -> Callable[..., list[tf.Tensor]]:
+    """Per-example gradients of the MLP, or of the GPT (`loss` its mean loss, `per_example`
+    each sequence's)."""
     if strategy == "vectorized_map":
-        return jit(lambda p, x, y: tf.vectorized_map(lambda xy: example_grad(p, *xy), (x, y)))
+        return jit(lambda p, x, y: tf.vectorized_map(lambda xy: example_grad(p, *xy, loss), (x, y)))
     if strategy == "jacobian":
-        def jacobian(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        def jacobian(p: list[Any], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
             with tf.GradientTape() as tape:
                 tape.watch(p)
-                per_example = losses(p, x, y)
-            return tape.jacobian(per_example, p)
+                values = per_example(p, x, y)
+            return tape.jacobian(values, p)
         return jit(jacobian)
-    one = jit(example_grad)
+    if strategy == "batch_jacobian":
+        return jit(batch_jacobian_grads)
+    one = jit(lambda p, x, y: example_grad(p, x, y, loss))
 
     def loop(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
         grads = [one(p, x[i], y[i]) for i in range(x.shape[0])]
@@ -87,17 +124,34 @@ def make_per_sample_grad(strategy: str, jit: Callable) -> Callable[..., list[tf.
     return loop
 
 
-def make_hvp(strategy: str, jit: Callable) -> Callable[..., list[tf.Tensor]]:
-    def fwd_rev(p: list[tf.Tensor], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+def batch_jacobian_grads(p: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    """Per-example gradients by tape.batch_jacobian. It needs every output row to depend on
+    its own input row only, which the shared parameters are not: so each example gets its own
+    copy of the parameters (broadcast to (B, ...)), the losses are computed with batched
+    matmuls, and batch_jacobian of the (B, 1) losses with respect to each copy is that
+    example's gradient. Honest, at the price of B copies of the parameters (B x memory)."""
+    n = tf.shape(x)[0]
+    copies = [tf.broadcast_to(pi[None], tf.concat([[n], tf.shape(pi)], 0)) for pi in p]
+    with tf.GradientTape(persistent=True) as tape:     # one batch_jacobian per parameter
+        tape.watch(copies)
+        w1, b1, w2, b2 = copies
+        h = tf.tanh(tf.einsum("bi,bih->bh", x, w1) + b1)
+        out = tf.einsum("bh,bhc->bc", h, w2) + b2
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out)[:, None]
+    return [tf.reshape(tape.batch_jacobian(per_example, c), tf.shape(c)) for c in copies]
+
+
+def make_hvp(strategy: str, jit: Callable, loss: Loss = mean_loss) -> Callable[..., list[tf.Tensor]]:
+    def fwd_rev(p: list[Any], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
         with tf.autodiff.ForwardAccumulator(p, v) as acc:
-            grads = gradient(p, x, y)
+            grads = gradient(p, x, y, loss)
         return acc.jvp(grads)
 
-    def rev_rev(p: list[tf.Tensor], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    def rev_rev(p: list[Any], v: list[tf.Tensor], x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
         with tf.GradientTape() as outer:
             outer.watch(p)
-            gv = tf.add_n([tf.reduce_sum(gi * vi) for gi, vi in zip(gradient(p, x, y), v)])
-        return outer.gradient(gv, p)
+            gv = tf.add_n([tf.reduce_sum(gi * vi) for gi, vi in zip(gradient(p, x, y, loss), v)])
+        return [tf.convert_to_tensor(h) for h in outer.gradient(gv, p)]
     return jit(fwd_rev if strategy == "fwd_rev" else rev_rev)
 
 
@@ -194,7 +248,65 @@ class TFDerivatives(TransformModel):
     def nth_derivative(self, x: tf.Tensor, order: int) -> tf.Tensor:
         return self.fn("nth_derivative", make_nth_derivative, self.jit, order)(x)
 
+    # -- the GPT problems (self.gpt: TFGPTs)
+    gpt: "TFGPTs"
+
+    def per_sample_grad_gpt(self, tokens: tf.Tensor, targets: tf.Tensor) -> dict[str, tf.Tensor]:
+        if self.strategy_for("per_sample_grad") == "batch_jacobian":
+            raise Unsupported(BATCH_JACOBIAN_GPT)
+        g = self.gpt
+        grads = self.fn("per_sample_grad", make_per_sample_grad, self.jit, g.loss, g.losses)(g.vars, tokens, targets)
+        return dict(zip(g.names, grads))
+
+    def hvp_gpt(self, tokens: tf.Tensor, targets: tf.Tensor, *v: tf.Tensor) -> dict[str, tf.Tensor]:
+        g = self.gpt
+        given = dict(zip(g.shapes, v))
+        hv = self.fn("hvp", make_hvp, self.jit, g.loss)(g.vars, [given[n] for n in g.names], tokens, targets)
+        return dict(zip(g.names, hv))
+
+    def ensemble_gpt(self, tokens: tf.Tensor, models: int) -> tf.Tensor:
+        if self.strategy_for("ensemble") == "vectorized_map":
+            raise Unsupported(VECTORIZED_ENSEMBLE)
+        g = self.gpt
+        if models not in g.forwards:
+            g.forwards[models] = [self.jit(m.logits) for m in g.models[:models]]
+        return tf.stack([f(tokens) for f in g.forwards[models]])
+
+
+# Where a TF strategy does not apply to the GPT, and why (the case is `unsupported`).
+BATCH_JACOBIAN_GPT = ("tape.batch_jacobian does not apply to the GPT's per-sample gradients: it needs each "
+                      "output row to depend on its own source row only, i.e. per-example copies of every "
+                      "parameter, and the GPT (tf.Module) reads its shared tf.Variables inside its layers "
+                      "(the MLP problem, written over plain tensors, does it)")
+VECTORIZED_ENSEMBLE = ("tf.vectorized_map maps a function over tensors; the GPT (tf.Module) reads tf.Variables, "
+                       "and TensorFlow has no functional call of a module with other parameters (like "
+                       "torch.func.functional_call) to map over K stacked parameter sets: only the loop applies")
+
+
+class TFGPTs:
+    """The GPT of frameworks/tensorflow/gpt.py, one module per ensemble member (its
+    tf.Variables hold member k's parameters): member 0's variables `vars` (in its `names`
+    order) are the parameters the per-sample gradients and the HVP differentiate."""
+
+    def __init__(self, adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], device: str) -> None:
+        gcfg = G.preset(config.gpt).config
+        self.shapes = tuple(G.param_shapes(gcfg))
+        with tf.device(adapter.tf_device(device)):
+            self.models = [tgpt.GPT(gcfg, D.gpt_params(params, k)) for k in range(max(config.ensemble_models))]
+        self.names = list(self.models[0].named)
+        self.vars = list(self.models[0].named.values())
+        self.forwards: dict[int, list[Callable[..., Any]]] = {}
+        model = self.models[0]
+        self.loss: Loss = lambda p, x, y: model.loss(x, y)
+
+        def per_sequence(p: list[Any], x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+            ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=model.logits(x))
+            return tf.reduce_mean(ce, axis=1)
+        self.losses: Loss = per_sequence
+
 
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
           device: str, strategy: str | None = None) -> TFDerivatives:
-    return TFDerivatives(adapter, mode, device, strategy)
+    model = TFDerivatives(adapter, mode, device, strategy)
+    model.gpt = TFGPTs(adapter, config, params, device)
+    return model

@@ -11,14 +11,30 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
     Jacobian               torch.func.jacrev / torch.func.jacfwd
     n-th derivative        grad: k nested torch.func.grad of the sum over points; vmap:
                            torch.func.vmap of k nested grads of the scalar function;
-                           autograd: torch.autograd.grad(create_graph=True), k times
+                           autograd: torch.autograd.grad(create_graph=True), k times;
+                           autograd_traced (compiled mode only): the same under
+                           torch._dynamo.config.trace_autograd_ops=True
+    GPT per-sample grads   vmap / loop as above, over torch.func.functional_call of
+                           frameworks/torch/gpt.py's module; GPT HVP fwd_rev / rev_rev
+    ensemble               vmap: torch.func.vmap of functional_call over the parameters of
+                           torch.func.stack_module_state(K modules); loop: each module's
+                           (compiled) forward, stacked
 
 Modes: "eager" runs the transforms as they are; "compiled" is torch.compile over the
 transformed function (frameworks.torch.compile_model: fullgraph first; a graph break is
 recorded and makes the case a `fallback`; a graph per shape, see `compiled`), for the
-loop baseline over the one-example gradient. torch.compile refuses the autograd strategy
-from the second order on ("torch.compile with aot_autograd does not currently support
-double backward"): those cases are `failed` with that message.
+loop baseline over the one-example gradient.
+
+torch.compile over torch.autograd.grad (torch 2.13, measured on the n-th derivative):
+by default Dynamo breaks the graph at autograd.grad ("using `torch.autograd.grad` with
+`torch._dynamo.config.trace_autograd_ops=False`"), order 1 then runs as a `fallback`, and
+from the second order on AOTAutograd refuses ("torch.compile with aot_autograd does not
+currently support double backward"): a refusal by the framework, so those cases are
+`unsupported` with its message (as workloads/interop.py classifies refusals: refused ->
+unsupported). `config.compiled_autograd=True` refuses every order ("torch.compile does not
+currently support higher order gradients."), so it is not a strategy. With
+`trace_autograd_ops=True` Dynamo traces autograd.grad into the graph: every order 1..6
+compiles fullgraph and matches the reference (`autograd_traced`).
 """
 from __future__ import annotations
 
@@ -28,9 +44,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import func
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from frameworks import transforms as T
+from frameworks.base import Unsupported
 from frameworks.torch import compile_model
+from frameworks.torch import gpt as tgpt
+from workloads import gpt as G
 from workloads import derivatives as D
 
 Params = dict[str, torch.Tensor]
@@ -59,6 +79,10 @@ FUNC = T.Func(grad=func.grad, vmap=lambda f, in_dims: func.vmap(f, in_dims=in_di
               mean_loss=mean_loss, example_loss=example_loss, g=g)
 
 
+# What AOTAutograd says when it refuses a double backward (a refusal: `unsupported`).
+DOUBLE_BACKWARD = "does not currently support double backward"
+
+
 def autograd_nth(x: torch.Tensor, order: int) -> torch.Tensor:
     """k nested torch.autograd.grad calls (create_graph keeps each derivative differentiable)."""
     x = x.detach().requires_grad_(True)
@@ -72,10 +96,39 @@ class TorchDerivatives(T.FuncModel):
     func = FUNC
     framework = "torch"
 
+    def hvp_gpt(self, tokens: torch.Tensor, targets: torch.Tensor, *v: torch.Tensor) -> dict[str, torch.Tensor]:
+        """With the math attention kernel: the GPT's F.scaled_dot_product_attention picks the
+        fused CPU flash kernel, which has neither forward AD ("Trying to use forward AD with
+        _scaled_dot_product_flash_attention_for_cpu that does not support it") nor a double
+        backward ("derivative for aten::_scaled_dot_product_flash_attention_for_cpu_backward
+        is not implemented"); the math kernel has both (measured, torch 2.13)."""
+        with sdpa_kernel(SDPBackend.MATH):
+            return super().hvp_gpt(tokens, targets, *v)
+
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if strategy == "autograd":
-            return self.jit(lambda x: autograd_nth(x, order))
+            return refusal_unsupported(self.jit(lambda x: autograd_nth(x, order)))
+        if strategy == "autograd_traced":
+            fn = self.jit(lambda x: autograd_nth(x, order))
+
+            def traced(x: torch.Tensor) -> torch.Tensor:
+                with torch._dynamo.config.patch(trace_autograd_ops=True):   # compiles and guards under it
+                    return fn(x)
+            return traced
         return super().make_nth_derivative(strategy, order)
+
+
+def refusal_unsupported(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """fn, with AOTAutograd's refusal of a double backward raised as Unsupported (the
+    framework's own message): the compiler refused, nothing ran wrong."""
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except RuntimeError as e:
+            if DOUBLE_BACKWARD not in str(e):
+                raise
+            raise Unsupported(f"torch.compile refused: {str(e).splitlines()[0]}") from None
+    return call
 
 
 def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -88,6 +141,36 @@ def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return compile_model(fn, dynamic=False)
 
 
+def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device: str) -> T.GPTFunc:
+    """The GPT of frameworks/torch/gpt.py as functions of its parameters: one module per
+    ensemble member, called through torch.func.functional_call with a parameter dict (the
+    module's layout: its nn.Linear weights are GPT-2's transposed; results and tangents are
+    converted at the boundary, outside the transforms); the ensemble stacked by
+    torch.func.stack_module_state."""
+    gcfg = G.preset(config.gpt).config
+    nets = []
+    for k in range(max(config.ensemble_models)):
+        net = tgpt.GPT(gcfg).to(device)
+        flip = tgpt.load(net, D.gpt_params(params, k))
+        nets.append(net.requires_grad_(False))
+    net, names = nets[0], tuple(G.param_shapes(gcfg))
+
+    def logits(p: Params, tokens: torch.Tensor) -> torch.Tensor:
+        return func.functional_call(net, p, (tokens.long(),))
+
+    def loss(p: Params, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        out = logits(p, tokens)
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1).long())
+
+    def layout(d: Params) -> Params:      # GPT-2 <-> module layout (its own inverse)
+        return {k: a.transpose(-1, -2) if k in flip else a for k, a in d.items()}
+
+    members = [{k: p.detach() for k, p in n.named_parameters()} for n in nets]
+    func_ = FUNC.with_model(loss, lambda p, t, y: loss(p, t[None], y[None]), logits)
+    return T.GPTFunc(func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
+                     named=layout, own=lambda v: layout(dict(zip(names, v))))
+
+
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
           device: str, strategy: str | None = None) -> TorchDerivatives:
     if mode == "compiled":
@@ -98,4 +181,6 @@ def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarra
         # starts from Dynamo's fresh-process state instead (its counters, which the harness
         # reads, and the on-disk caches are kept).
         torch._dynamo.reset()
-    return TorchDerivatives(mode, device, strategy, compiled if mode == "compiled" else (lambda f: f))
+    model = TorchDerivatives(mode, device, strategy, compiled if mode == "compiled" else (lambda f: f))
+    model.gpt = gpt_func(config, params, device)
+    return model

@@ -157,6 +157,24 @@ class GPT(nn.Module):
         return self.lm_head(self.hidden(idx, pos))
 
 
+def transposed(net: GPT) -> set[str]:
+    """GPT-2 names of the weights the module stores transposed: every nn.Linear's (out, in)
+    but the tied head's (GPT-2's Conv1D layout is (in, out))."""
+    return {f"{n}.weight" for n, m in net.named_modules() if isinstance(m, nn.Linear) and n != "lm_head"}
+
+
+def load(net: GPT, params: dict[str, np.ndarray]) -> set[str]:
+    """Copy workloads.gpt's parameters (GPT-2 names and layout) into net; returns transposed(net)."""
+    names = transposed(net)
+    own = dict(net.named_parameters())
+    assert set(own) == set(params), "module names differ from workloads.gpt's"
+    with torch.no_grad():
+        for k, p in own.items():
+            a = params[k].T if k in names else params[k]
+            p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
+    return names
+
+
 # ----------------------------------------------------------------------------- interface
 
 def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
@@ -173,15 +191,8 @@ class TorchGPT:
         W.check_params(config, params)
         self.config, self.mode, self.device = config, mode, device
         self.net = GPT(config).to(device)
-        # GPT-2 names of the weights stored transposed: every nn.Linear's but the tied head's.
-        self._transposed = {f"{n}.weight" for n, m in self.net.named_modules()
-                            if isinstance(m, nn.Linear) and n != "lm_head"}
+        self._transposed = load(self.net, params)
         self._params = dict(self.net.named_parameters())
-        assert set(self._params) == set(params), "module names differ from workloads.gpt's"
-        with torch.no_grad():
-            for k, p in self._params.items():
-                a = params[k].T if k in self._transposed else params[k]
-                p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only. The train
         # step's recipe in compiled mode is the strategy's (frameworks.torch.TRAIN_RECIPES).
