@@ -70,7 +70,8 @@ BASELINE = ("framework", "workload", "task", "strategy", "preset", "device")
 COLD = ("cold", "empty")
 ONE_PROCESS = "one process: interval covers round-to-round noise only"
 CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "flops", "compile_counter",
-           "matmul_precision", "cpu", "accelerator", "memory_note", "peak_memory_bytes", "compile_s_source")
+           "matmul_precision", "cpu", "accelerator", "memory_note", "peak_memory_bytes", "peak_memory_source",
+           "compile_s_source")
 AGGREGATE = ("n_processes", "median_s", "median_lo_s", "median_hi_s", "interval_note", "process_cv",
              "process_spread", "trend_p", "step_p", "lag1_autocorr", "unstable", "unstable_why",
              "first_call_cold_s", "first_call_warm_s", "first_call_s", "compile_s", "compile_latency_s",
