@@ -124,17 +124,17 @@ class DynamicConfig:
     min_len: int = 8            # shortest prompt
     batch: int = 1              # prompts per request
     new_tokens: int = 8         # generate: tokens each request decodes greedily
-    generate_requests: int = 16  # generate: the first this many prompts (sized for the CPU budget)
-    train_requests: int = 10    # train: batches in the stream
+    generate_requests: int = 10  # generate: the first this many prompts (sized for the CPU budget)
+    train_requests: int = 6     # train: batches in the stream
     train_batch: int = 4        # train: sequences per batch
 
     # the ddpm stream
     diffusion_preset: str = "tiny"                          # the UNet (workloads.diffusion presets)
-    # Sized for the CPU budget: torch.compile takes about 30 s per UNet graph here (under
-    # load), so 9 (batch, resolution) pairs, 6 bucketed (batch buckets 1 and 4).
-    resolutions: tuple[int, ...] = (16, 32, 48)             # image sizes, square
-    image_batches: tuple[int, ...] = (1, 3, 4)              # images per request
-    image_requests: int = 18                                # requests of the ddpm stream
+    # Sized for the CPU budget: torch.compile takes 20-30 s per UNet graph here, so 4 (batch,
+    # resolution) pairs, 4 bucketed (batch buckets 1 and 4).
+    resolutions: tuple[int, ...] = (16, 32)                 # image sizes, square
+    image_batches: tuple[int, ...] = (1, 3)                 # images per request
+    image_requests: int = 10                                # requests of the ddpm stream
 
     def __post_init__(self) -> None:
         check_positive(self, "requests", "min_len", "batch", "new_tokens", "generate_requests", "train_requests",
@@ -203,8 +203,8 @@ PRESETS: dict[str, Preset] = {
     # stay within 20 minutes on a 2-core CPU (docs/ARCHITECTURE.md, "Dynamic shapes").
     "small": Preset("small", DynamicConfig(gpt_preset="small", requests=64), batch=1,
                     note="CPU preset: 64 prefill requests, prompts of 8..128 tokens; generate: the "
-                         "first 16, 8 new tokens each; train: 10 batches of 4; ddpm: 18 requests of 1, 3 or 4 "
-                         "images at 16, 32 or 48 pixels (the tiny UNet)"),
+                         "first 10, 8 new tokens each; train: 6 batches of 4; ddpm: 10 requests of 1 or 3 "
+                         "images at 16 or 32 pixels (the tiny UNet)"),
 }
 
 
