@@ -7,6 +7,7 @@ It is generic over workloads: everything workload-specific comes from the worklo
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import math
@@ -15,7 +16,7 @@ import platform
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -263,14 +264,22 @@ def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[...,
     return c1, rounds
 
 
-def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> None:
-    """benchmark.pedantic over `rounds` rounds of one call each, Python's GC off during them."""
+@contextlib.contextmanager
+def gc_off() -> Iterator[None]:
+    """Python's GC collected, then off for the block: no collection pause lands in a timed
+    call (records' gc_disabled)."""
     gc.collect()
-    gc.disable()                          # no collection pause lands in a timed round
+    gc.disable()
     try:
-        benchmark.pedantic(fn, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
+        yield
     finally:
         gc.enable()
+
+
+def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> None:
+    """benchmark.pedantic over `rounds` rounds of one call each, Python's GC off during them."""
+    with gc_off():
+        benchmark.pedantic(fn, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
 
 
 def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], call: Callable[..., Any],
@@ -294,7 +303,8 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     s0, c0, l0 = adapter.compile_seconds(), adapter.compilations(), adapter.recompile_limit_hits()
     k0 = adapter.counters()
     times, counts, outs = [], [], []
-    with adapter.fresh_caches() as cold_cache:   # the cold pass compiles from empty caches
+    # the cold pass compiles from empty caches; GC off, as in every timed round
+    with adapter.fresh_caches() as cold_cache, gc_off():
         for args in pool:
             t0 = time.perf_counter()
             outs.append(call(*args))
@@ -477,7 +487,8 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "repeats": opts.repeats,
         "case_order": (f"seeded shuffle (seed {opts.case_order_seed})" if opts.case_order_seed is not None
                        else "collection order"),
-        "gc": "gc.collect() before the timed rounds of each case, collector disabled during them",
+        "gc": "gc.collect() before the timed rounds of each case and the cold pass of a stream, collector "
+              "disabled during them",
         "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **a.settings()}
                      for n, a in zip(fws, adapters)},
         "numpy": np.__version__,
