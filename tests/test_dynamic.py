@@ -25,12 +25,21 @@ pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 # ----------------------------------------------------------------------------- framework-free
 
 def test_prompt_lengths_are_seeded_skewed_and_mostly_distinct():
-    small = D.preset("small").config
-    lengths = D.prompt_lengths(small)
-    assert lengths == D.prompt_lengths(small) and lengths != D.prompt_lengths(small, seed=1)
+    full, small = D.preset("full").config, D.preset("small").config
+    lengths = D.prompt_lengths(full)
+    assert lengths == D.prompt_lengths(full) and lengths != D.prompt_lengths(full, seed=1)
     assert len(lengths) == 64 and min(lengths) >= 8 and max(lengths) <= 128
     assert len(set(lengths)) >= 30 and np.median(lengths) < (8 + 128) / 2      # skewed to short prompts
+    assert D.prompt_lengths(small) == lengths[:32] and len(set(lengths[:32])) >= 20     # a prefix: the same draws
     assert small.buckets() == (8, 16, 32, 64, 128) and TINY.buckets() == (8, 16, 32)
+
+
+def test_prefill_int_serves_enough_distinct_lengths_to_pass_the_recompile_limit():
+    small = D.preset("small").config
+    spec = D.task_spec(small, 1, "prefill_int")
+    assert len(spec.inputs) == small.int_requests and len(set(spec.stream.keys)) > 8   # Dynamo's default limit
+    with pytest.raises(FwbenchError, match="int_requests 13 must be at most requests 12"):
+        D.DynamicConfig(gpt_preset="tiny", requests=12, int_requests=13)
 
 
 @pytest.mark.parametrize("strategy", [None, "bucketed"])

@@ -124,8 +124,10 @@ class DynamicConfig:
     min_len: int = 8            # shortest prompt
     batch: int = 1              # prompts per request
     new_tokens: int = 8         # generate: tokens each request decodes greedily
-    generate_requests: int = 10  # generate: the first this many prompts (sized for the CPU budget)
-    train_requests: int = 6     # train: batches in the stream
+    generate_requests: int = 4  # generate: the first this many prompts (sized for the CPU budget)
+    train_requests: int = 3     # train: batches in the stream
+    int_requests: int = 12      # prefill_int: the first this many prompts (enough distinct lengths
+                                # to pass Dynamo's recompile limit of 8)
     train_batch: int = 4        # train: sequences per batch
 
     # the ddpm stream
@@ -134,14 +136,15 @@ class DynamicConfig:
     # resolution) pairs, 4 bucketed (batch buckets 1 and 4).
     resolutions: tuple[int, ...] = (16, 32)                 # image sizes, square
     image_batches: tuple[int, ...] = (1, 3)                 # images per request
-    image_requests: int = 10                                # requests of the ddpm stream
+    image_requests: int = 6                                 # requests of the ddpm stream
 
     def __post_init__(self) -> None:
         check_positive(self, "requests", "min_len", "batch", "new_tokens", "generate_requests", "train_requests",
-                       "train_batch", "image_requests")
-        if self.generate_requests > self.requests:
-            raise FwbenchError(f"generate_requests {self.generate_requests} must be at most requests {self.requests}: "
-                               f"generate serves the first prompts of the prefill stream")
+                       "train_batch", "image_requests", "int_requests")
+        for name in ("generate_requests", "int_requests"):
+            if getattr(self, name) > self.requests:
+                raise FwbenchError(f"{name} {getattr(self, name)} must be at most requests {self.requests}: "
+                                   f"{name.split('_')[0]} serves the first prompts of the prefill stream")
         gpt.preset(self.gpt_preset)
         if self.min_len + self.new_tokens > self.gpt.block_size:
             raise FwbenchError(f"min_len {self.min_len} + new_tokens {self.new_tokens} exceeds the block size "
@@ -198,13 +201,19 @@ PRESETS: dict[str, Preset] = {
     "tiny": Preset("tiny", DynamicConfig(gpt_preset="tiny", requests=12, new_tokens=4, generate_requests=12,
                                          train_requests=8, train_batch=2, resolutions=(8, 12), image_batches=(1, 3),
                                          image_requests=6), batch=1, note="for tests"),
-    # generate and train are shorter than prefill: each distinct length costs a compile per
-    # compiled case (a forward and backward for train), and the whole dynamic matrix must
-    # stay within 20 minutes on a 2-core CPU (docs/ARCHITECTURE.md, "Dynamic shapes").
-    "small": Preset("small", DynamicConfig(gpt_preset="small", requests=64), batch=1,
-                    note="CPU preset: 64 prefill requests, prompts of 8..128 tokens; generate: the "
-                         "first 10, 8 new tokens each; train: 6 batches of 4; ddpm: 10 requests of 1 or 3 "
-                         "images at 16 or 32 pixels (the tiny UNet)"),
+    # Every distinct shape costs every compiled case a compile (3-15 s each here for torch,
+    # more for a train step or a UNet), so the streams' sizes set the matrix's time: `full`
+    # (the issue's sizes: 64 prompts) took 37 minutes for the whole dynamic matrix on the
+    # 2-core CPU; `small` keeps it within 20 (docs/ARCHITECTURE.md, "Dynamic shapes").
+    "small": Preset("small", DynamicConfig(gpt_preset="small", requests=32), batch=1,
+                    note="CPU preset: 32 prefill requests, prompts of 8..128 tokens (25 distinct); prefill_int: "
+                         "the first 12; generate: the first 4, 8 new tokens each; train: 3 batches of 4; "
+                         "ddpm: 6 requests of 1 or 3 images at 16 or 32 pixels (the tiny UNet)"),
+    "full": Preset("full", DynamicConfig(gpt_preset="small", requests=64, generate_requests=10, train_requests=6,
+                                         int_requests=64, resolutions=(16, 32, 48), image_batches=(1, 3, 4),
+                                         image_requests=18), batch=1,
+                   note="the issue's sizes: 64 prefill and prefill_int requests (44 distinct lengths), "
+                        "generate 10, train 6 batches, ddpm 18 requests at 16, 32 or 48 pixels; ~40 min on 2 cores"),
 }
 
 
@@ -360,7 +369,7 @@ def prefill_int_spec(config: DynamicConfig, seed: int = 0) -> TaskSpec:
     as a Python int (the harness converts numpy arrays only: the int reaches the model as it
     is). The shape key is the length: the tensor's shape never changes."""
     cfg, B = config.gpt, config.batch
-    lengths = prompt_lengths(config, seed)
+    lengths = prompt_lengths(config, seed)[:config.int_requests]
     inputs = tuple((np.pad(prompt(config, seed, i), ((0, 0), (0, cfg.block_size - T))), int(T))
                    for i, T in enumerate(lengths))
     flops = sum(gpt.generate_flops(cfg, B, T, 1) for T in lengths)
