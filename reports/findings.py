@@ -5,7 +5,9 @@ case, its processes pooled) and follow the rule of `fwbench compare` (stats.deci
 winner is named only when the 95% interval of the ratio of medians (hierarchical bootstrap
 over processes, then rounds) excludes 1 and the ratio exceeds the minimum effect in force
 (stats.MIN_EFFECT, or the larger spread between processes observed in the data); otherwise
-the finding says there is no significant difference.
+the finding says there is no significant difference. Cases of different processes where
+one was timed in a single process state no difference at all (one_process_apart): their
+ratio carries the drift between processes, which one process cannot measure.
 
 The "up to 40%" claim is made for torch.compile against PyTorch's eager mode, so it is
 tested on torch's compiled cases only; JAX's and TensorFlow's eager modes run op by op
@@ -109,9 +111,20 @@ def _vs_eager(r: pd.Series) -> str:
     return "op-by-op eager" if r["framework"] in OP_BY_OP_EAGER else "eager"
 
 
+def one_process_apart(a: pd.Series, b: pd.Series) -> bool:
+    """Cases timed in different processes, one of them in a single process: their ratio
+    carries the drift between processes, which one process cannot measure, so no finding
+    rests on it (the process is the unit of replication). Cases of the same process (one
+    framework's modes and strategies) are compared by their rounds."""
+    return min(a["n_processes"], b["n_processes"]) < 2 and a["run_file"] != b["run_file"]
+
+
 def compare_rows(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
     """How many times faster case a is than case b: median_b / median_a, with its 95%
-    interval from the two cases' bootstrap draws (replicates.cases)."""
+    interval from the two cases' bootstrap draws (replicates.cases); no interval (nan)
+    where one_process_apart."""
+    if one_process_apart(a, b):
+        return b["median_s"] / a["median_s"], math.nan, math.nan
     lo, hi = stats.ratio_interval(b["boot"], a["boot"])
     return b["median_s"] / a["median_s"], lo, hi
 
@@ -121,6 +134,9 @@ def versus(a: pd.Series, b: pd.Series, what: str, min_effect: float = stats.MIN_
     time), or 'no significant difference' unless the interval excludes 1 and the ratio
     exceeds the minimum effect."""
     r, lo, hi = compare_rows(a, b)
+    if one_process_apart(a, b):
+        return (f"{what}: no finding between {_name(a)} and {_name(b)} ({r:.2f}x from one process; a "
+                f"difference between processes needs two processes or more)")
     if stats.decided(r, lo, hi, min_effect):
         return f"{what}: {_name(a)} runs at {stats.fmt_ratio(r, lo, hi)} the speed of {_name(b)}"
     return (f"{what}: no significant difference between {_name(a)} and {_name(b)} "
