@@ -22,10 +22,11 @@ replication rule (stats.decided) apply to them as to step times.
                  compile time vs derivative order), der_memory (peak memory of the HVP variants
                  with what measured it)
 
-Findings follow the report's rule: a ratio is stated only when its 95% interval excludes 1
-and it exceeds the minimum effect in force; ratios of per-process scalars take their
-interval from a bootstrap over processes (stats.process_boot), so one process never
-decides anything.
+Findings state verdicts against the report's margin (stats.verdict) under the report's
+one error rate (the stats.Family that reports.findings.report_family makes): ratios of
+per-process scalars (cold stream times, peak memory) are ratios of stats.Est over processes,
+paired where both cases ran in the same processes; a new- against a seen-shape request is
+a one-sample test of the per-process ratios; one process decides nothing ("not tested").
 """
 from __future__ import annotations
 
@@ -99,35 +100,37 @@ def short(text: Any, n: int = SHORT) -> str:
     return t if len(t) <= n else t[:n].rstrip() + "..."
 
 
-def procs(r: pd.Series, name: str) -> tuple[float, ...]:
+def procs(r: pd.Series, name: str) -> dict[str, float]:
+    """{process: value} of a per-process scalar (replicates.PER_PROCESS)."""
     v = r.get(f"procs_{name}")
-    if isinstance(v, tuple):
+    if isinstance(v, dict):
         return v
     x = r.get(name)
-    return (float(x),) if finite(x) else ()
+    return {str(r.get("run_file")): float(x)} if finite(x) else {}
 
 
-def process_ratio(a: pd.Series, b: pd.Series, name: str, tag: str) -> tuple[float, float, float]:
-    """median_a / median_b of a per-process scalar, with its interval from bootstraps over
-    each side's processes (nan with fewer than two processes on a side)."""
-    va, vb = procs(a, name), procs(b, name)
-    if not va or not vb:
-        return math.nan, math.nan, math.nan
-    r = float(np.median(va) / np.median(vb))
-    lo, hi = stats.ratio_interval(stats.process_boot(va, f"{tag}|a|{a['case']}|{name}"),
-                                  stats.process_boot(vb, f"{tag}|b|{b['case']}|{name}"))
-    return r, lo, hi
+def proc_est(r: pd.Series, name: str) -> stats.Est:
+    return stats.Est.of(procs(r, name))
+
+
+def judge_scalar(a: pd.Series, b: pd.Series, name: str, what: str, fam: stats.Family) -> stats.Judgement:
+    """a's per-process scalar `name` against b's, by the report's family."""
+    return fam.judge(f"{what}|{name}|{a['case']}|{b['case']}", proc_est(a, name), proc_est(b, name),
+                     (a["case"], b["case"]))
 
 
 def _times(r: pd.Series) -> str:
     return stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]) if finite(r.get("median_s")) else ""
 
 
-def _range(vals: tuple[float, ...]) -> str:
-    if not vals:
+def _range(vals: dict[str, float]) -> str:
+    """The geometric mean over processes with its 95% t interval ('one process' below two)."""
+    e = stats.Est.of(vals)
+    if not e.n:
         return ""
-    m = stats.fmt_seconds(float(np.median(vals)))
-    return m if len(vals) < 2 else f"{m} [{stats.fmt_seconds(min(vals))}, {stats.fmt_seconds(max(vals))}]"
+    if e.n < 2:
+        return stats.fmt_seconds(e.value) + " (one process)"
+    return stats.fmt_time_ci(e.value, *e.interval())
 
 
 # ----------------------------------------------------------------------------- dynamic shapes
@@ -150,7 +153,7 @@ def dynamic_table(d: pd.DataFrame) -> pd.DataFrame:
                                         + (f" + {r['xla_compilations_cold']:.0f} XLA"
                                            if timed and finite(r.get("xla_compilations_cold")) else ""),
             "cold-pass caches": r.get("stream_cold_cache") if isinstance(r.get("stream_cold_cache"), str) else "",
-            "cold stream [process range]": _range(procs(r, "stream_cold_s")) if timed else "",
+            "cold stream [95% CI]": _range(procs(r, "stream_cold_s")) if timed else "",
             "warm stream [95% CI]": _times(r) if timed else "",
             "new-shape request": stats.fmt_seconds(r.get("new_shape_latency_s")) if timed else "",
             "seen-shape request": stats.fmt_seconds(r.get("seen_shape_latency_s")) if timed else "",
@@ -164,21 +167,21 @@ def _stream(r: pd.Series) -> str:
     return r["stream"] if isinstance(r.get("stream"), str) else str(r["task"])
 
 
-def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
-    """Sentences by the report's rule (see the module docstring)."""
+def dynamic_findings(d: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """Sentences with the report's verdicts (see the module docstring)."""
     out: list[str] = []
     t = d[d["status"].isin(TIMED)]
     if has(t, "new_shape_latency_s", "seen_shape_latency_s"):
         for _, r in t[t["mode"] != "eager"].iterrows():
             if not (r["framework"] == "tensorflow" and r["strategy"] == "input_signature"):
                 continue
-            out.append(_new_vs_seen(r, me))
-        slower = [case_label(r) + f" ({_stream(r)})" for _, r in t[t["mode"] != "eager"].iterrows()
-                  if _new_seen_decided(r, me) == "slower"]
-        n = int((t["mode"] != "eager").sum())
-        out.append(f"{len(slower)} of {n} non-eager stream cases take decidedly longer on a request of a new shape "
-                   f"than on a seen one (per-process ratio of the medians; interval over processes above 1 and at "
-                   f"least {100 * me:.0f}%): they compile per shape"
+            out.append(_new_vs_seen(r, fam))
+        nonee = t[t["mode"] != "eager"]
+        js = {i: _new_seen(r, fam) for i, r in nonee.iterrows()}
+        slower = [case_label(nonee.loc[i]) + f" ({_stream(nonee.loc[i])})" for i, j in js.items()
+                  if j is not None and stats.coarse(j.verdict) == stats.SLOWER]
+        out.append(f"{len(slower)} of {len(nonee)} non-eager stream cases are slower on a request of a new shape than "
+                   "on a seen one (per-process ratio of the medians, tested over processes): they compile per shape"
                    + (": " + ", ".join(slower) if slower else "") + ".")
     if "recompile_limit_hit" in t.columns:
         for _, r in d.iterrows():
@@ -189,56 +192,45 @@ def dynamic_findings(d: pd.DataFrame, me: float) -> list[str]:
                            + ("it hit the recompile limit and ran the remaining new shapes eagerly (only a warning "
                               "says so)." if hit_limit(r) else "the recompile limit was not hit."))
     if has(t, "stream_cold_s"):
-        out += _bucketed_findings(t, me)
+        out += _bucketed_findings(t, fam)
         for (s, *_), g in t.groupby([t.apply(_stream, axis=1), "preset", "device"]):
             best = _best_per_framework(g)
             if len(best) >= 2:
                 a, b = best.iloc[0], best.iloc[1]
                 out.append(_versus(a, b, "stream_cold_s", f"fastest cold {s} stream (each framework's best strategy)",
-                                   me))
+                                   fam))
     return out
 
 
-def undecided(x: float, lo: float, hi: float, me: float) -> str:
-    """Why a ratio is no finding: one process, or the rule (interval and minimum effect)."""
-    if not finite(lo):
-        return f"{stats.fmt_ratio(x, lo, hi)} from one process; a finding needs two processes or more"
-    return (f"{stats.fmt_ratio(x, lo, hi)}; a finding needs the interval to exclude 1 and at least "
-            f"{100 * me:.0f}%")
-
-
-def _new_seen(r: pd.Series) -> tuple[float, float, float]:
+def _new_seen(r: pd.Series, fam: stats.Family) -> stats.Judgement | None:
+    """A new-shape request's latency over a seen-shape one's, per process, tested against 1."""
     new, seen = procs(r, "new_shape_latency_s"), procs(r, "seen_shape_latency_s")
-    if not new or len(new) != len(seen):
-        return math.nan, math.nan, math.nan
-    ratio = [a / b for a, b in zip(new, seen) if b > 0]
-    lo, hi = stats.interval(stats.process_boot(ratio, f"newseen|{r['case']}"))
-    return float(np.median(ratio)), lo, hi
+    ratio = {k: new[k] / seen[k] for k in new if k in seen and seen[k] > 0 and new[k] > 0}
+    if not ratio:
+        return None
+    return fam.judge(f"new vs seen|{r['case']}", stats.Est.of(ratio), None, (r["case"],))
 
 
-def _new_seen_decided(r: pd.Series, me: float) -> str:
-    x, lo, hi = _new_seen(r)
-    return "no" if not finite(x) else {"slower": "slower", "faster": "faster"}.get(stats.verdict(x, lo, hi, me), "no")
-
-
-def _new_vs_seen(r: pd.Series, me: float) -> str:
-    x, lo, hi = _new_seen(r)
+def _new_vs_seen(r: pd.Series, fam: stats.Family) -> str:
+    j = _new_seen(r, fam)
     xla = (f" and {r['xla_compilations_cold']:.0f} XLA compile(s)" if finite(r.get("xla_compilations_cold"))
            else "")
     head = (f"{case_label(r)} ({_stream(r)}): {r['compilations_cold']:.0f} trace(s){xla} for "
             f"{r['distinct_shapes']:.0f} distinct shapes; " if finite(r.get("compilations_cold"))
             and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({_stream(r)}): ")
-    if not finite(x):
+    if j is None:
         return head + "new- vs seen-shape latency not measured."
     cost = ""
     if finite(r.get("stream_cold_s")) and finite(r.get("median_s")):
         cost = (f"; the cold stream took {stats.fmt_seconds(r['stream_cold_s'])} against "
                 f"{stats.fmt_seconds(r['median_s'])} for a warm pass")
-    if stats.decided(x, lo, hi, me) and x > 1:
+    said = stats.sentence(j, "a request of a new shape", "one of a seen shape", fam.margin, label="latency ratio",
+                          speed=False, flags=fam.key_flags.get(j.key, ()))
+    if stats.coarse(j.verdict) == stats.SLOWER:
         why = ("XLA still compiles per concrete shape" if r["mode"] == "compiled" else
                "a new concrete shape still costs extra under one trace (no XLA here: graph-level work per shape)")
-        return head + f"a request of a new shape takes {stats.fmt_ratio(x, lo, hi)} a seen one's time, so {why}{cost}."
-    return head + f"no significant difference between new- and seen-shape requests ({undecided(x, lo, hi, me)}){cost}."
+        return head + f"{said}, so {why}{cost}."
+    return head + said + cost + "."
 
 
 def _best_per_framework(g: pd.DataFrame, col: str = "stream_cold_s") -> pd.DataFrame:
@@ -249,16 +241,14 @@ def _best_per_framework(g: pd.DataFrame, col: str = "stream_cold_s") -> pd.DataF
     return ok.sort_values(col).drop_duplicates("framework")
 
 
-def _versus(a: pd.Series, b: pd.Series, col: str, what: str, me: float) -> str:
-    """'what: a takes 0.41x [..] the time of b' by the report's rule, over processes."""
-    r, lo, hi = process_ratio(a, b, col, what)
-    if stats.decided(r, lo, hi, me):
-        return f"{what}: {case_label(a)} takes {stats.fmt_ratio(r, lo, hi)} the time of {case_label(b)}."
-    return (f"{what}: no significant difference between {case_label(a)} and {case_label(b)} "
-            f"({undecided(r, lo, hi, me)}).")
+def _versus(a: pd.Series, b: pd.Series, col: str, what: str, fam: stats.Family) -> str:
+    """'what: a is faster than b ...' for a per-process scalar, by the report's family."""
+    j = judge_scalar(a, b, col, what, fam)
+    return f"{what}: " + stats.sentence(j, case_label(a), case_label(b), fam.margin,
+                                        flags=fam.key_flags.get(j.key, ())) + "."
 
 
-def _bucketed_findings(t: pd.DataFrame, me: float) -> list[str]:
+def _bucketed_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     out = []
     nonbucket = t[(t["strategy"] != "bucketed") & (t["mode"] != "eager")]
     b = t[t["strategy"] == "bucketed"]
@@ -269,7 +259,7 @@ def _bucketed_findings(t: pd.DataFrame, me: float) -> list[str]:
         if best.empty:
             continue
         out.append(_versus(g.iloc[0], best.iloc[0], "stream_cold_s",
-                           f"bucketed vs the best unpadded strategy, {fw} {mode}, cold {s} stream", me))
+                           f"bucketed vs the best unpadded strategy, {fw} {mode}, cold {s} stream", fam))
     return out
 
 
@@ -393,7 +383,9 @@ def derivatives_capability(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd
 
 
 def _vs_loop(d: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a `loop` baseline in the same framework, mode and task: speedup over it."""
+    """Rows with a `loop` baseline in the same framework, mode and task: speedup over it
+    (the loop's time over the transform's, paired over the processes both ran in), with its
+    95% interval, and the baseline's case (`loop_case`) for the report's verdict."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     base = t[t["strategy"] == BASELINE_STRATEGY].set_index(["framework", "mode", "task"])
     rows = []
@@ -403,44 +395,45 @@ def _vs_loop(d: pd.DataFrame) -> pd.DataFrame:
             continue
         b = base.loc[k]
         b = b.iloc[0] if isinstance(b, pd.DataFrame) else b
-        lo, hi = stats.ratio_interval(b["boot"], r["boot"])
-        rows.append({**r.to_dict(), "vs_loop": b["median_s"] / r["median_s"], "vs_loop_lo": lo, "vs_loop_hi": hi})
+        x = stats.ratio(b["est"], r["est"]) if isinstance(b["est"], stats.Est) else None
+        lo, hi = x.interval() if x is not None else (math.nan, math.nan)
+        rows.append({**r.to_dict(), "vs_loop": b["median_s"] / r["median_s"], "vs_loop_lo": lo, "vs_loop_hi": hi,
+                     "loop_est": b["est"], "loop_case": b["case"]})
     return pd.DataFrame(rows)
 
 
-def derivatives_findings(d: pd.DataFrame, me: float) -> list[str]:
+def derivatives_findings(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     out = []
     v = _vs_loop(d)
     same = []
     for _, r in v.iterrows():
-        ratio = stats.fmt_ratio(r["vs_loop"], r["vs_loop_lo"], r["vs_loop_hi"])
-        if stats.decided(r["vs_loop"], r["vs_loop_lo"], r["vs_loop_hi"], me):
-            word = "faster" if r["vs_loop"] > 1 else "slower"
-            out.append(f"{r['task']}: {case_label(r)} is {word} than the loop over examples: {ratio}.")
+        j = fam.judge(f"vs loop|{r['case']}", r["est"], r["loop_est"], (r["case"], r["loop_case"]))
+        if j.decided:
+            out.append(f"{r['task']}: " + stats.sentence(j, case_label(r), "the loop over examples", fam.margin,
+                                                          flags=fam.key_flags.get(j.key, ())) + ".")
         else:
-            same.append(f"{r['task']} {case_label(r)} ({ratio})")
+            same.append(f"{r['task']} {case_label(r)}: {stats.words(j.verdict, fam.margin)} ({j.interval_text()})")
     if same:
-        out.append(f"No significant difference from the loop over examples (interval includes 1 or under "
-                   f"{100 * me:.0f}%): " + "; ".join(same) + ".")
+        out.append("Against the loop over examples, no stated difference: " + "; ".join(same) + ".")
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
-    out += _crossover(t, me)
-    out += _memory_findings(t, me)
+    out += _crossover(t, fam)
+    out += _memory_findings(t, fam)
     from reports.findings import versus          # one rule for a ratio of step times
     for task, g in t.groupby("task", sort=True):
         best = g.sort_values("median_s").drop_duplicates("framework")
         if len(best) >= 2:
             out.append(versus(best.iloc[0], best.iloc[1], f"fastest {task} (each framework's best transform and mode)",
-                              me))
+                              fam))
     return out
 
 
 CROSSOVER = ("jacfwd", "jacrev")       # the Jacobian's two modes, compared per shape
 
 
-def _crossover(t: pd.DataFrame, me: float) -> list[str]:
+def _crossover(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Per framework and mode: at which Jacobian shapes (n -> m) forward mode beats reverse
-    mode and the other way round, by the report's rule."""
-    from reports.findings import compare_rows
+    mode and the other way round, by the report's verdicts."""
+    from reports.findings import judge
     out = []
     j = t[t["task"].map(problem) == "jacobian"]
     for (f, m), g in j.groupby(["framework", "mode"], sort=False):
@@ -449,21 +442,20 @@ def _crossover(t: pd.DataFrame, me: float) -> list[str]:
             a, b = (h[h["strategy"] == s] for s in CROSSOVER)
             if a.empty or b.empty:
                 continue
-            x, lo, hi = compare_rows(a.iloc[0], b.iloc[0])        # how many times faster jacfwd is
+            jj = judge(a.iloc[0], b.iloc[0], fam)
             shape = _size_axis(h)[1][0]
-            if stats.decided(x, lo, hi, me):
-                parts.append(f"{shape}: {'jacfwd' if x > 1 else 'jacrev'} faster ({stats.fmt_ratio(x, lo, hi)} "
-                             "jacfwd's speed over jacrev's)")
-            else:
-                parts.append(f"{shape}: no significant difference ({stats.fmt_ratio(x, lo, hi)})")
+            v = stats.coarse(jj.verdict)
+            head = {stats.FASTER: "jacfwd faster", stats.SLOWER: "jacrev faster"}.get(v, stats.words(jj.verdict,
+                                                                                               fam.margin))
+            parts.append(f"{shape}: {head} (jacfwd's {jj.interval_text()} over jacrev's)")
         if parts:
             out.append(f"Jacobian (n -> m), {f} {m}, forward vs reverse mode: " + "; ".join(parts) + ".")
     return out
 
 
-def _memory_findings(t: pd.DataFrame, me: float) -> list[str]:
+def _memory_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Per HVP task, framework and mode: the variants' peak memory against each other (a
-    per-process measurement: the interval is over processes), with what measured it."""
+    per-process measurement, paired over the processes both ran in), with what measured it."""
     out = []
     if not has(t, "peak_memory_bytes"):
         return out
@@ -473,11 +465,12 @@ def _memory_findings(t: pd.DataFrame, me: float) -> list[str]:
         if len(g) < 2:
             continue
         a, b = g.iloc[0], g.iloc[-1]
-        x, lo, hi = process_ratio(a, b, "peak_memory_bytes", "memory")
+        j = judge_scalar(a, b, "peak_memory_bytes", "memory", fam)
         mib = {k: f"{v['strategy']} {v['peak_memory_bytes'] / 2 ** 20:.1f} MiB" for k, v in (("a", a), ("b", b))}
-        what = f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {mib['a']}, {mib['b']}"
-        out.append(what + (f": {stats.fmt_ratio(x, lo, hi)}." if stats.decided(x, lo, hi, me)
-                           else f"; no significant difference ({undecided(x, lo, hi, me)})."))
+        what = f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {mib['a']}, {mib['b']}: "
+        out.append(what + stats.sentence(j, str(a["strategy"]), str(b["strategy"]), fam.margin, label="memory ratio",
+                                         speed=False, faster="smaller", slower="larger",
+                                         flags=fam.key_flags.get(j.key, ())) + ".")
     return out
 
 

@@ -26,6 +26,7 @@ QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interv
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
 RUN_REPEATS = 3               # processes per framework in a full run: the unit of replication
+RUN_COLD, RUN_WARM, RUN_ROUNDS = 2, 5, 6   # the full run's allocation (docs/ARCHITECTURE.md, "Allocation")
 QUICK_REPEATS = 2             # the fewest that still give a cold and a warm process
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the axes workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
@@ -73,6 +74,22 @@ def _positive(kind: type, zero: bool = False) -> Any:
     return parse
 
 
+MARGIN_HELP = ("equivalence margin of the verdicts, as a fraction (default 0.10 = 10%%): a ratio whose interval lies "
+               "inside [1/(1+m), 1+m] is 'equivalent within +-m', one beyond it 'faster/slower by at least the "
+               "margin'")
+
+
+def _margin(text: str) -> float:
+    """--margin: a fraction above 0 and below 1 (0.10 = 10%)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and below 1 (0.10 = 10%), got {text!r}") from None
+    if not (math.isfinite(v) and 0 < v < 1):
+        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and below 1 (0.10 = 10%), got {text!r}")
+    return v
+
+
 def make_parser() -> Parser:
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
@@ -112,21 +129,21 @@ def make_parser() -> Parser:
     rep.add_argument("-o", "--out", type=Path, default=Path("fwbench-out/report"),
                      help="output folder (default: ./fwbench-out/report)")
     rep.add_argument("--weights", help=WEIGHTS_HELP)
+    rep.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
 
     c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
                        description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "
-                                   "preset and device; print new/old median ratios with 95% bootstrap intervals "
-                                   "and a verdict: faster or slower when the interval excludes 1 and the change "
-                                   "exceeds --min-effect, else no significant change.",
+                                   "preset and device; print new/old time ratios (warm processes, Welch t "
+                                   "intervals at each comparison's Holm level, so the chance of any false "
+                                   "faster/slower in the table is 5%) and a verdict: faster or slower (by at "
+                                   "least the margin or not), equivalent within the margin, inconclusive, or not "
+                                   "tested (one process).",
                        epilog=f"exit codes: 0 compared; {EXIT_USAGE} a usage error or an unwritable --csv; "
                               f"{EXIT_NO_RECORDS} OLD or NEW has no readable record (missing, empty or "
                               f"unreadable); {EXIT_SLOWER} with --fail-on-slower, some case got slower")
     c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
     c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
-    c.add_argument("--min-effect", type=_positive(float, zero=True), default=None,
-                   help="smallest relative change called faster/slower (default 0.15 = 15%%, the spread measured "
-                        "between processes on the development machine; raised to the spread observed between "
-                        "processes of one case where that is larger)")
+    c.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
     c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
     c.add_argument("--fail-on-slower", action="store_true",
                    help=f"exit {EXIT_SLOWER} when any case got slower (a CI gate)")
@@ -157,7 +174,8 @@ def _warn(cmd: str, problems: list[str]) -> None:
         print(f"fwbench {cmd}: warning: {p}", file=sys.stderr)
 
 
-def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str) -> int:
+def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
+            margin: float | None = None) -> int:
     from reports import data, document, findings
     from reports.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
@@ -167,13 +185,13 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str) 
                                                      "no fwbench records in " + ", ".join(map(str, results))))
     _warn(cmd, df.attrs["problems"])
     with safe_write(out, "the report into"):
-        paths = document.render(df, out, weights)
+        paths = document.render(df, out, weights, margin)
     print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  ({len(df)} records)")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _render(args.results, args.out, args.weights, "report")
+    return _render(args.results, args.out, args.weights, "report", args.margin)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -212,7 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from reports import compare, escape, stats
     from reports.atomic import safe_write
-    t = compare.compare(args.old, args.new, stats.MIN_EFFECT if args.min_effect is None else args.min_effect)
+    t = compare.compare(args.old, args.new, stats.MARGIN if args.margin is None else args.margin)
     empty = [side for side, n in t.attrs["records"].items() if n == 0]
     if empty:       # one line: what each empty side's problems were
         paths = {"OLD": args.old, "NEW": args.new}
@@ -226,7 +244,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.csv:
         with safe_write(args.csv, "--csv"):
             escape.csv_frame(t).to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
-    slower = int((t["verdict"] == "slower").sum())
+    slower = compare.slower(t)
     if args.fail_on_slower and slower:
         print(f"fwbench compare: {slower} case(s) slower (--fail-on-slower, exit {EXIT_SLOWER})", file=sys.stderr)
         return EXIT_SLOWER

@@ -20,7 +20,8 @@ Derived columns (per row, from the same run file):
                         every framework, not each process's own measurement, which a busy
                         moment on a shared machine lowers; run_gemm_flops keeps the run's own
     median_lo/hi_s    = order-statistic 95% interval of the process's median (stats.order_interval)
-    speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...)
+    speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...;
+                        interval from the two cases' rounds in this process: round noise only)
     compile_latency_s = first_call_s - median_s                 (the same mode's step, DESIGN.md: eager's
                         first call is no baseline where eager compiles op by op, as JAX's does)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
@@ -242,7 +243,6 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
             df[c] = pd.Series(dtype=float)
         return df
     # positional arrays throughout: per-row .loc access made 10,000 rows take minutes
-    boots = [stats.boot_medians(t, f"{f}|{c}") for t, f, c in zip(df["times"], df["run_file"], df["case"])]
     ci = [stats.order_interval(t) for t in df["times"]]
     df["median_lo_s"] = [c[0] for c in ci]
     df["median_hi_s"] = [c[1] for c in ci]
@@ -266,7 +266,7 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
         if q is None or math.isnan(m[p]):
             continue
         out["speedup_vs_eager"][p] = m[q] / m[p]
-        out["speedup_lo"][p], out["speedup_hi"][p] = stats.ratio_interval(boots[q], boots[p])
+        out["speedup_lo"][p], out["speedup_hi"][p] = stats.rounds_ratio(df["times"].iat[q], df["times"].iat[p])
         if p != q and math.isfinite(first[q]) and math.isfinite(first[p]):
             out["break_even_steps"][p] = break_even(first[p], m[p], first[q], m[q])
     for c, v in out.items():

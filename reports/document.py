@@ -152,31 +152,53 @@ def _counter(r: pd.Series) -> str:
 
 
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
+    """A row per case: steady step over warm processes, throughput, speedup over eager
+    (paired), first call (cold), compile latency and break-even with their intervals, the
+    compile counter, and the case's flags (reports.findings.annotate) where a report added them."""
     rows = []
     lacking = figures.lacking_modes(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
+        nonee = r["mode"] != "eager"
         rows.append({
             "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
             "framework": r["framework"], "mode": r["mode"],
             "status": "n/a" if (r["framework"], r["mode"]) in lacking else r["status"],
-            "processes": f"{n:.0f}" if timed else "",
-            "median step [95% CI]": (stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"])
-                                     + ("*" if n == 1 else "")) if timed else "",
+            "processes (cold+warm)": f"{_n(r, 'n_cold')}+{_n(r, 'n_warm')}" if timed else "",
+            "step [95% CI]": (stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"])
+                              + ("*" if n == 1 else "")) if timed else "",
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
-            "vs eager": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
-                         + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
-                         if timed and r["mode"] != "eager" and finite(r["speedup_vs_eager"]) else ""),
-            "first call": stats.fmt_seconds(r["first_call_s"]) if finite(r["first_call_s"]) else "",
-            "compile latency": stats.fmt_seconds(r["compile_latency_s"]) if timed and finite(r["compile_latency_s"]) else "",
-            "break-even": _steps(r["break_even_steps"]) if r["mode"] != "eager" and timed else "",
+            "vs eager [95% CI]": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
+                                  + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
+                                  if timed and nonee and finite(r["speedup_vs_eager"]) else ""),
+            "first call (cold)": _first(r, "cold") if timed else "",
+            "compile latency": stats.fmt_time_ci(r["compile_latency_s"], r.get("compile_latency_lo_s"),
+                                                 r.get("compile_latency_hi_s"))
+                               if timed and nonee and finite(r["compile_latency_s"]) else "",
+            "break-even": _steps(r.get("break_even_steps"), r.get("break_even_lo"), r.get("break_even_hi"))
+                          if nonee and timed else "",
             "compilations (counter)": f"{int(r['compilations'])} ({_counter(r)})"
                                       if timed and not pd.isna(r["compilations"]) else "",
             "in timed rounds": _timed_compiles(r) if timed else "",
-            "stable": ("no: " + r["unstable_why"]) if timed and r.get("unstable") is True else ("yes" if timed else ""),
+            "flags": (r.get("flags") or "none") if timed and isinstance(r.get("flags"), str) else "",
         })
     return pd.DataFrame(rows)
+
+
+def _n(r: pd.Series, col: str) -> str:
+    return f"{r[col]:.0f}" if finite(r.get(col)) else "0"
+
+
+def _first(r: pd.Series, role: str) -> str:
+    """'2.95 s [2.7, 3.2] (n=2)' for a role's first calls; '-' where none was measured."""
+    m = r.get(f"first_call_{role}_s")
+    if not finite(m):
+        return "-"
+    e = r.get(f"est_first_{role}")
+    n = e.n if isinstance(e, stats.Est) else None
+    return stats.fmt_time_ci(m, r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")) + \
+        (f" (n={n})" if n else "")
 
 
 def _timed_compiles(r: pd.Series) -> str:
@@ -189,48 +211,72 @@ def _timed_compiles(r: pd.Series) -> str:
 
 
 def compile_table(d: pd.DataFrame) -> pd.DataFrame:
-    """Cold and warm first calls side by side per timed case, with the framework's own
-    compile timer and the compile latency (first call minus the same mode's median step)."""
+    """First calls by role per timed case (cold: every cache empty for the case; warm: the
+    run's cache filled by the cold processes; each with its t interval and n), the
+    framework's compile timer, compile latency (non-eager: cold first call minus the same
+    mode's steady step) and the cold processes' steady state over the warm ones'."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     return pd.DataFrame([{
         "case": f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
         "framework": r["framework"], "mode": r["mode"],
-        "first call, cold cache": stats.fmt_seconds(r["first_call_cold_s"]) if finite(r["first_call_cold_s"]) else "-",
-        "first call, warm cache": stats.fmt_seconds(r["first_call_warm_s"]) if finite(r["first_call_warm_s"]) else "-",
+        "first call, cold": _first(r, "cold"),
+        "first call, warm": _first(r, "warm"),
+        "invalid first calls": f"{r['first_call_invalid']:.0f}" if finite(r.get("first_call_invalid"))
+                               and r["first_call_invalid"] > 0 else "",
         "compile timer": stats.fmt_seconds(r["compile_s"]) if finite(r["compile_s"]) else "-",
-        "median step": stats.fmt_seconds(r["median_s"]),
-        "compile latency": stats.fmt_seconds(r["compile_latency_s"]),
+        "steady step": stats.fmt_seconds(r["median_s"]),
+        "compile latency": stats.fmt_time_ci(r["compile_latency_s"], r.get("compile_latency_lo_s"),
+                                             r.get("compile_latency_hi_s")) if finite(r["compile_latency_s"]) else "-",
+        "cold/warm step": stats.fmt_ratio(r["cold_over_warm"], r["cold_over_warm_lo"], r["cold_over_warm_hi"])
+                          if finite(r.get("cold_over_warm")) else "-",
     } for _, r in t.iterrows()])
 
 
-def stability_lines(d: pd.DataFrame) -> list[str]:
-    """Replication and drift, as the reader needs them before trusting a finding."""
+def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[str]:
+    """Replication, the spread between warm processes, the cold processes, the machine's
+    state and what the flags found, as the reader needs them before trusting a verdict."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     if t.empty:
         return []
+    margin = fam.margin if fam is not None else stats.MARGIN
     one = int((t["n_processes"] == 1).sum())
-    spread, me = d.attrs.get("observed_spread", math.nan), d.attrs.get("min_effect", stats.MIN_EFFECT)
-    lines = [f"{len(t) - one} of {len(t)} timed cases were measured by two processes or more; "
-             + (f"{one} by one process ({replicates.ONE_PROCESS}, not the variation between processes; marked * "
-                "in the results)." if one else "every interval covers process-to-process variation.")]
-    lines.append((f"Observed spread between processes of the same case (median of largest / smallest process "
-                  f"median - 1): {100 * spread:.1f}%. " if finite(spread) else
-                  "No case has two processes, so the spread between processes is not observed in these data. ")
-                 + f"Minimum effect in force: {100 * me:.0f}% (the larger of the documented {100 * stats.MIN_EFFECT:.0f}% "
-                 "and the observed spread).")
+    lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state processes or more"
+             + (f"; {one} have one ({stats.ONE_PROCESS} for anything between processes: its interval covers "
+                "round-to-round noise only and is marked * in the results)." if one else ".")]
+    sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
+    if finite(sd):
+        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (median over cases of the SD of the "
+                     f"process medians; largest over smallest {100 * spread:.1f}% in median)."
+                     + (f" WARNING: that spread exceeds the {100 * margin:.0f}% margin: no comparison can be "
+                        "called equivalent, and differences near the margin stay inconclusive; measure on a quieter "
+                        "machine or with more processes." if spread > margin else ""))
     cold = d.attrs.get("cold_over_warm", math.nan)
     if finite(cold):
-        lines.append(f"Steady-state step of the cold-cache process over the warm ones' (median over cases): {cold:.3f}x. "
-                     "The cold process of each framework runs in the run's first round, so this mixes the cache "
-                     "state with the machine's drift over time; either way it is inside every interval.")
-    ac = t["lag1_autocorr"].dropna()
-    unstable = t[t["unstable"] == True]   # noqa: E712 (a column of bools and None)
-    lines.append(f"{len(unstable)} of {len(t)} timed cases are unstable (trend or step change in a process's rounds, "
-                 f"tested at {100 * stats.UNSTABLE_ALPHA:.0f}% per case, or processes more than "
-                 f"{100 * stats.MIN_EFFECT:.0f}% apart)"
-                 + (f"; the median lag-1 autocorrelation of round times is {ac.median():.2f}." if len(ac) else "."))
-    lines += [f"unstable: {_case_name(r)}: {r['unstable_why']}" for _, r in unstable.iterrows()]
+        lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
+                     "in the compile table. The cold processes measure first calls and this ratio only: every "
+                     "steady-state number, interval and verdict comes from warm processes.")
+    busy = t[t["busy"] == True]    # noqa: E712 (bools and None)
+    recorded = t["busy"].notna().sum() if "busy" in t.columns else 0
+    lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
+                 "CPU or the hypervisor stole time (flagged)." if recorded else
+                 "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
+    if fam is not None:
+        lines.append(f"{fam.m} comparisons share one error rate (Holm): the chance of any false 'faster' or 'slower' "
+                     f"in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
     return lines
+
+
+def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
+    """One row per flag reason: how many cases and comparisons it touches, and what it means."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    rows = []
+    for why, meaning in findings.FLAG_MEANING.items():
+        n = int(sum(why in str(f) for f in t.get("flags", pd.Series(dtype=str)).fillna("")))
+        keys = {k for c in fam.flags.values() for k in c.get(why, ())}
+        if n:
+            rows.append({"flag": why, "cases": n, "verdicts it could change": len(keys) if keys else "-",
+                         "what it means": meaning})
+    return pd.DataFrame(rows)
 
 
 def _case_name(r: pd.Series) -> str:
@@ -297,7 +343,7 @@ METHOD_AXES = {
 }
 
 
-def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: float) -> list[Block]:
+def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam: stats.Family) -> list[Block]:
     """The dynamic-shapes, interop and derivatives sections (reports.axes), each only where
     its workload has records; a table or figure without its fields is a one-line note."""
     b: list[Block] = []
@@ -308,7 +354,7 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
         if axes.has(d, "stream_cold_s") or axes.has(d, "distinct_shapes"):
             b.append(("table", axes.dynamic_table(d), "Per stream, framework, mode and strategy: distinct shapes, "
                       "compilations during the cold pass (each framework's own counter), the cold pass's total time "
-                      "(median over processes, [range over processes]), one warm pass (median, 95% interval), the "
+                      "(geometric mean over processes [95% t interval]), one warm pass (median, 95% interval), the "
                       "median request whose shape was new / seen, padding waste, and whether a recompile limit was "
                       "hit.", "dynamic"))
         else:
@@ -316,7 +362,7 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
                                               "not shown")))
         for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
             b += _figure(figs, name)
-        b.append(("ul", axes.dynamic_findings(d, me) or ["Nothing to compare: no timed stream case."]))
+        b.append(("ul", axes.dynamic_findings(d, fam) or ["Nothing to compare: no timed stream case."]))
     d = df[df["workload"] == axes.INTEROP]
     if not d.empty:
         b.append(("h", 2, "What could not be compiled (Python interop)"))
@@ -337,33 +383,47 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], me: 
                       "derivatives-capability"))
         for name in ("der_time", "der_vmap", "der_order", "der_memory"):
             b += _figure(figs, name)
-        b.append(("ul", axes.derivatives_findings(d, me) or [
+        b.append(("ul", axes.derivatives_findings(d, fam) or [
             "Nothing to compare: no task has two frameworks, or a transform and its loop baseline, timed."]))
     return b
 
 
-def _steps(n: float) -> str:
+def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    """'848 [630, 950]', 'never', '' (no break-even: the steps do not differ by the verdicts)."""
     if n is None or pd.isna(n):
         return ""
-    return "never" if math.isinf(n) else f"{n:,.0f}"
+    if math.isinf(n):
+        return "never"
+    one = lambda x: "never" if math.isinf(x) else f"{x:,.0f}"   # noqa: E731
+    return f"{n:,.0f}" + (f" [{one(lo)}, {one(hi)}]" if lo is not None and not pd.isna(lo) else "")
 
 
 # ----------------------------------------------------------------------------- blocks
 
 def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str, float],
-          notes: list[str]) -> list[Block]:
-    """The document's blocks from replicates.cases (records are aggregated first)."""
+          notes: list[str], margin: float = stats.MARGIN) -> list[Block]:
+    """The document's blocks from replicates.cases (records are aggregated first). The
+    report's comparisons are judged first, as one family (findings.report_family); the
+    verdict-dependent columns (break-even, flags) are added to the frame in place."""
     df = replicates.cases(df)
+    fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
     fws = figures.framework_order(df["framework"])
-    me = df.attrs.get("min_effect", stats.MIN_EFFECT)
+    m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")]
     b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
-                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} process(es) each. "
-                   "A case's time is the median of its processes' median round times; 95% intervals by "
-                   "hierarchical bootstrap (processes, then rounds), or, for a case of one process, the "
-                   "order-statistic interval of its rounds. A difference is stated only when the interval of the "
-                   f"ratio excludes 1 and the ratio exceeds the minimum effect ({100 * me:.0f}%)."))
+                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} steady-state "
+                   "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
+                   "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
+                   "case) give the first calls. Each comparison reads faster or slower (by at least the "
+                   f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested (one process); "
+                   f"the {fam.m} comparisons of this report share one 5% chance of any false faster/slower (Holm), "
+                   "so each verdict's interval is shown at its own level."))
+    if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
+        b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
+                       "measures), so no comparison between processes is tested and no framework is found faster "
+                       "than another; the intervals cover round-to-round noise only. Run without --quick for "
+                       "findings."))
     if missing:
         b.append(("p", "Not measured (not installed or not loadable): " +
                        "; ".join(f"{n}: {why}" for n, why in missing.items())))
@@ -377,28 +437,35 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b.append(("h", 2, "Results"))
     for wl, w in df.groupby("workload", sort=True):
         b.append(("h", 3, f"Workload {wl}"))
-        b.append(("table", results_table(w), f"{wl}: median step time over processes (* one process: the interval "
+        b.append(("table", results_table(w), f"{wl}: step time over warm processes (* one process: the interval "
                   "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
-                  "(op-by-op: JAX's and TensorFlow's eager), first call, compile latency (first call minus the same "
-                  "mode's median step), break-even steps, compilations by each framework's own counter, "
-                  "compilations during the timed rounds, and whether the rounds were stable.", f"results-{wl}"))
+                  "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold first call (n = cold "
+                  "processes), compile latency (cold first call minus the same mode's step), break-even steps, "
+                  "compilations by each framework's own counter, compilations during the timed rounds, and the "
+                  "case's flags (see Replication and stability).", f"results-{wl}"))
     for name in ("throughput", "speedup", "first_call", "utilisation"):
         b += _figure(figs, name)
 
     b.append(("h", 2, "Replication and stability"))
-    b.append(("ul", stability_lines(df) or ["No timed cases."]))
+    b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
+    ft = flag_table(df, fam)
+    if not ft.empty:
+        b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
+                  "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
 
     b.append(("h", 2, "Compilation: cold and warm first calls"))
     ct = compile_table(df)
     if ct.empty:
         b.append(("p", "No timed cases."))
     else:
-        b.append(("table", ct, "First call with the run's compile cache empty (cold: the first process of a "
-                  "framework) and filled (warm: later processes), the framework's own compile timer, and compile "
-                  "latency = first call - the same mode's median step.", "compile"))
+        b.append(("table", ct, "First call with every compile cache empty for the case (cold processes) and with "
+                  "the run's cache filled by them (warm processes), geometric mean [95% t interval] over processes "
+                  "(n), first calls that compiled nothing left out and counted, the framework's own compile timer, "
+                  "compile latency = cold first call - the same mode's steady step (non-eager modes), and the cold "
+                  "processes' steady step over the warm ones'.", "compile"))
     b += _figure(figs, "cold_warm")
 
-    b += axes_blocks(df, figs, me)
+    b += axes_blocks(df, figs, fam)
 
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
@@ -445,38 +512,59 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("h", 2, "Input problems"))
         b.append(("ul", list(df.attrs.get("problems", [])) + notes))
     b.append(("h", 2, "Method"))
-    b.append(("ul", [
-        "Each framework ran in its own process with the same intra-op thread count; timed callables "
-        "synchronise with the device; warm-up rounds precede the timed rounds; inputs rotate between rounds.",
-        "Replication: the process is the unit. A case's time is the median of its processes' medians; its 95% "
-        f"interval is a hierarchical bootstrap ({stats.N_BOOT} draws with fixed seeds: processes with replacement, "
-        "then each drawn process's rounds), so process-to-process variation is inside every interval. A case of "
-        "one process gets the order-statistic interval of its rounds (distribution-free, at least 95% coverage "
-        "from 6 rounds; the min-max with its actual coverage below), which covers round-to-round noise only.",
-        f"Findings, break-even and 'never pays back' need the ratio's interval to exclude 1 and the ratio to "
-        f"exceed the minimum effect: {100 * stats.MIN_EFFECT:.0f}% (at least the spread measured between processes "
-        "of the same code on the benchmark machine), or the spread observed between this report's processes when "
-        f"that is larger; here {100 * me:.0f}%. `fwbench compare` uses the same rule and intervals.",
-        f"Stability: each process's rounds are tested for a monotone trend (Spearman's rank correlation with the "
-        f"round index) and a step change (largest Mann-Whitney statistic over the splits), with p-values from "
-        f"{stats.NULL_PERMUTATIONS} random permutations per round count; a case is unstable when a test rejects at "
-        f"{100 * stats.UNSTABLE_ALPHA:.0f}% (Bonferroni over both tests and the processes) or its processes are "
-        f"more than {100 * stats.MIN_EFFECT:.0f}% apart.",
-        "first call = wall time of the first call (trace + compile + run), cold when the run's compile cache was "
-        "empty, warm when an earlier process had filled it; compile latency = a mode's first call minus the same "
-        "mode's median step (eager's first call is no baseline: JAX's eager compiles op by op); break-even = the "
-        "first step count n at which first call + (n-1) x median step is below eager's.",
-        "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
-        + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
-        *[f"{k}: {v}" for k, v in METHOD.items()],
-        *[t for wl, texts in METHOD_AXES.items() if (df["workload"] == wl).any() for t in texts],
-        "utilisation = model FLOPs per step / median step time / the machine's fp32 GEMM rate (measured with "
-        "numpy on the CPU, with a framework on an accelerator).",
-    ]))
+    b.append(("ul", method_lines(df, fam)))
     if appendix:
         b.append(("h", 2, "Appendix: full reasons"))
         b.append(("ul", appendix))
     return b
+
+
+def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """The Method section: how every number of the report was made."""
+    m = f"{100 * fam.margin:.0f}%"
+    return [
+        "Each framework ran in its own processes with the same intra-op thread count; timed callables "
+        "synchronise with the device and with everything the step changed; Python's garbage collector is "
+        "collected and switched off before the warm-up calls and stays off through the timed rounds; inputs "
+        "rotate between rounds.",
+        "Processes: each framework ran cold processes (every case starts from a fresh in-process compile state and, "
+        "in torch and JAX, an empty cache folder of its own, so a first call compiles everything whatever ran "
+        "before it; their caches are then merged into the run's) and warm processes (fresh in-process state, the "
+        "run's filled cache). Steady state comes from warm processes only; cold processes give cold first calls "
+        "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
+        "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
+        "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
+        "the log process medians (df = processes - 1); ratios between processes use Welch's t on the two log "
+        "means, contrasts within the same processes (a mode against eager, a transform against its loop, a new- "
+        "against a seen-shape request) a t interval on the per-process log ratios. Coverage was checked by "
+        "simulation at the default allocation with the variance components measured on the development machine "
+        "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
+        "(round noise only) and is not tested against anything.",
+        f"Verdicts against a margin of {m} (--margin): faster or slower by at least the margin (the whole interval "
+        f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
+        f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
+        "reaches beyond the margin), not tested (one process on a side). `fwbench compare` uses the same.",
+        f"One error rate: the report's {fam.m} tested comparisons form one family under Holm's step-down procedure "
+        f"at 5%: the chance that any 'faster' or 'slower' of this report is false is at most 5%, whatever the other "
+        "comparisons' truth. Each interval is shown at the level of its Holm step (1 - 0.05 / (m - j + 1) for the "
+        "j-th smallest p-value; those Holm keeps at the level where it stopped), so it excludes 1 exactly when a "
+        "difference is stated. Tables show plain 95% intervals.",
+        "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
+        "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
+        "class, where the machine was busy during its timed rounds (other processes' CPU use or steal time, recorded "
+        "per case), where it recompiled during the timed rounds, or where a first call compiled nothing.",
+        "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
+        "a non-eager first call that compiled nothing reused code and is left out. compile latency = a non-eager "
+        "mode's cold first call minus the same mode's steady step (eager modes have none); break-even = the first "
+        "step count n at which first call + (n-1) x step is below eager's, stated when the steps are faster by the "
+        "verdicts ('never' when slower); their intervals come from draws of the same t distributions.",
+        "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
+        + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
+        *[f"{k}: {v}" for k, v in METHOD.items()],
+        *[t for wl, texts in METHOD_AXES.items() if (df["workload"] == wl).any() for t in texts],
+        "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
+        "numpy on the CPU, with a framework on an accelerator).",
+    ]
 
 
 def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
@@ -576,22 +664,24 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
     escape.csv_frame(df.drop(columns=["times"])).to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
 
 
-def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None) -> dict[str, Path]:
+def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
+           margin: float | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
     first into a hidden staging folder there, then moved into place together (reports.atomic),
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
     with atomic.staged(final) as staging:
-        paths = _render(df, staging, weights)
+        paths = _render(df, staging, weights, stats.MARGIN if margin is None else margin)
         return {k: final / p.relative_to(staging) for k, p in paths.items()}
 
 
-def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None) -> dict[str, Path]:
+def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, margin: float) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
+    findings.prepare(cases, margin)              # verdicts first: figures show break-even and flags
     figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
     figs.update(axes.draw(cases, out_dir / "figures"))
-    blocks = build(cases, figs, weights, cases.attrs["notes"])
+    blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")

@@ -157,7 +157,8 @@ def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[st
             ax.bar(pos, height, width * 0.92, color=col[fw], edgecolor="black", linewidth=0.4, hatch=hatch)
             values.append(height)
             if finite(r[lo]) and finite(r[hi]):
-                ax.errorbar(pos, height, yerr=[[height - r[lo] * scale], [r[hi] * scale - height]],
+                # max(0, .): a point on its interval's end may differ from it by rounding
+                ax.errorbar(pos, height, yerr=[[max(0.0, height - r[lo] * scale)], [max(0.0, r[hi] * scale - height)]],
                             fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
                 values += [r[lo] * scale, r[hi] * scale]
     ax.set_xticks(range(len(xs)), xs)
@@ -392,7 +393,9 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
         return None
     t = _timed(df)
     t = t[t["mode"] != "eager"]
-    long = pd.concat([t.assign(first=t[f"first_call_{c}_s"], cache=c, nan=math.nan) for c in ("cold", "warm")])
+    long = pd.concat([t.assign(first=t[f"first_call_{c}_s"], cache=c,
+                               first_lo=t.get(f"first_call_{c}_lo_s", math.nan),
+                               first_hi=t.get(f"first_call_{c}_hi_s", math.nan)) for c in ("cold", "warm")])
     long = long[long["first"].notna()]
     if long.empty:
         return None
@@ -409,7 +412,7 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
             many = len({label(r) for _, r in sub.iterrows()}) > 4   # variants: torch's train-step recipes
             lab = one_line if many else label
             xs = sorted({lab(r) for _, r in sub.iterrows()})
-            _log_if_wide(ax, _bars(ax, sub, lab, xs, fws, "first", "nan", "nan", col))
+            _log_if_wide(ax, _bars(ax, sub, lab, xs, fws, "first", "first_lo", "first_hi", col))
             if many:                 # one slanted line per bar group
                 for tick in ax.get_xticklabels():
                     tick.set_rotation(35)
@@ -422,10 +425,11 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
 
 
 FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
-    "throughput": (throughput, "Throughput per task by framework and mode (median of process medians; whiskers: "
-                               "95% interval). JAX's and TensorFlow's eager modes run op by op."),
+    "throughput": (throughput, "Throughput per task by framework and mode (from the geometric mean of the warm "
+                               "processes' median steps; whiskers: 95% t interval over processes). JAX's and "
+                               "TensorFlow's eager modes run op by op."),
     "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
-                         "(ratio of medians; whiskers: 95% interval). JAX's and TensorFlow's eager modes run op "
+                         "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's eager modes run op "
                          "by op. Solid line: no change; dashed: the \"up to 40%\" claim (1.4x), made for "
                          "torch.compile over torch eager."),
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
@@ -433,8 +437,9 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
                                "cost less total time than eager."),
     "utilisation": (utilisation, "Achieved model FLOP/s as a share of the machine's fp32 matrix-multiply rate "
                                  "(dashed line: 100%)."),
-    "cold_warm": (cold_warm, "First call of each non-eager case with the run's compile cache empty (cold: the "
-                             "first process of a framework) and filled by an earlier process (warm)."),
+    "cold_warm": (cold_warm, "First call of each non-eager case with every compile cache empty for the case "
+                             "(cold processes) and with the run's cache filled by them (warm processes): geometric "
+                             "mean over processes, whiskers: 95% t interval (two processes or more)."),
     "capability": (capability, "Status of every case, from the records: ok, fallback (ran with parts in eager), "
                                "unsupported (the framework's reason), failed, missing (framework not installed)."),
 }

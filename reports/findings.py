@@ -1,13 +1,14 @@
 """Findings written from the data, and the framework-choice ranking.
 
 Findings, break-even and "never pays back" work on reports.replicates.cases (one row per
-case, its processes pooled) and follow the rule of `fwbench compare` (stats.decided): a
-winner is named only when the 95% interval of the ratio of medians (hierarchical bootstrap
-over processes, then rounds) excludes 1 and the ratio exceeds the minimum effect in force
-(stats.MIN_EFFECT, or the larger spread between processes observed in the data); otherwise
-the finding says there is no significant difference. Cases of different processes where
-one was timed in a single process state no difference at all (one_process_apart): their
-ratio carries the drift between processes, which one process cannot measure.
+case, its processes pooled) and state a verdict for every comparison (stats.verdict, against
+the report's margin): faster or slower by at least the margin, faster or slower, equivalent
+within the margin, inconclusive, or not tested (one process). Every comparison of a report,
+here and in reports.axes, belongs to one stats.Family, which holds the chance of any false
+"faster"/"slower" in the report at 5% (Holm) and flags verdicts that change on the second
+half of the rounds or without one process (`report_family`). Ratios between frameworks
+compare warm processes (Welch); a framework's modes and strategies, measured in the same
+processes, are compared process by process (paired).
 
 The "up to 40%" claim is made for torch.compile against PyTorch's eager mode, so it is
 tested on torch's compiled cases only; JAX's and TensorFlow's eager modes run op by op
@@ -102,54 +103,82 @@ def _case(r: pd.Series) -> str:
     return f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else "")
 
 
-def _group_key(r: pd.Series) -> tuple[str, ...]:
-    return tuple("-" if pd.isna(r[k]) else str(r[k]) for k in GROUP)
-
-
 def _vs_eager(r: pd.Series) -> str:
     """'vs eager', or 'vs op-by-op eager' for frameworks whose eager mode runs op by op."""
     return "op-by-op eager" if r["framework"] in OP_BY_OP_EAGER else "eager"
 
 
-def one_process_apart(a: pd.Series, b: pd.Series) -> bool:
-    """Cases timed in different processes, one of them in a single process: their ratio
-    carries the drift between processes, which one process cannot measure, so no finding
-    rests on it (the process is the unit of replication). Cases of the same process (one
-    framework's modes and strategies) are compared by their rounds."""
-    return min(a["n_processes"], b["n_processes"]) < 2 and a["run_file"] != b["run_file"]
+# ----------------------------------------------------------------------------- the report's family
+
+def report_family(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Family:
+    """Every comparison the report states (findings here, reports.axes' findings, each
+    non-eager case against its eager), under one error rate: pass 1 collects the p-values,
+    Holm sets the levels, pass 2 words the verdicts and runs the stability checks. The
+    family is kept in the cases frame's attrs, so every later call states the same."""
+    df = replicates.cases(df)
+    fam = stats.Family(margin=margin)
+    for _ in range(2):
+        _statements(df, fam)
+        if not fam.closed:
+            fam.close()
+    df.attrs["family"] = replicates.SharedObject(fam)
+    return fam
 
 
-def compare_rows(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
-    """How many times faster case a is than case b: median_b / median_a, with its 95%
-    interval from the two cases' bootstrap draws (replicates.cases); no interval (nan)
-    where one_process_apart."""
-    if one_process_apart(a, b):
-        return b["median_s"] / a["median_s"], math.nan, math.nan
-    lo, hi = stats.ratio_interval(b["boot"], a["boot"])
-    return b["median_s"] / a["median_s"], lo, hi
+def prepare(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Family:
+    """The cases frame's family for `margin` (report_family), made and the frame annotated
+    (annotate) once."""
+    f = df.attrs.get("family")
+    if isinstance(f, replicates.SharedObject) and f.obj.margin == margin and "flags" in df.columns:
+        return f.obj
+    fam = report_family(df, margin)
+    annotate(df, fam)
+    return fam
 
 
-def versus(a: pd.Series, b: pd.Series, what: str, min_effect: float = stats.MIN_EFFECT) -> str:
-    """'jax compiled runs at 1.31x [1.25, 1.37] the speed of torch compiled' (speed = 1 / median
-    time), or 'no significant difference' unless the interval excludes 1 and the ratio
-    exceeds the minimum effect."""
-    r, lo, hi = compare_rows(a, b)
-    if one_process_apart(a, b):
-        return (f"{what}: no finding between {_name(a)} and {_name(b)} ({r:.2f}x from one process; a "
-                f"difference between processes needs two processes or more)")
-    if stats.decided(r, lo, hi, min_effect):
-        return f"{what}: {_name(a)} runs at {stats.fmt_ratio(r, lo, hi)} the speed of {_name(b)}"
-    return (f"{what}: no significant difference between {_name(a)} and {_name(b)} "
-            f"({stats.fmt_ratio(r, lo, hi)}; a finding needs the interval to exclude 1 and at least "
-            f"{100 * min_effect:.0f}%)")
+def family_of(df: pd.DataFrame) -> stats.Family:
+    """The frame's family (report_family), made now with the default margin if it has none."""
+    f = df.attrs.get("family")
+    return f.obj if isinstance(f, replicates.SharedObject) else report_family(df)
+
+
+def _statements(df: pd.DataFrame, fam: stats.Family) -> None:
+    _findings(df, fam)
+    axes.dynamic_findings(df[df["workload"] == axes.DYNAMIC], fam)
+    axes.derivatives_findings(df[df["workload"] == axes.DERIVATIVES], fam)
+
+
+def judge(a: pd.Series, b: pd.Series, fam: stats.Family) -> stats.Judgement:
+    """Case a's time against case b's (steady state), by the family: the same two cases are
+    one comparison wherever the report states it."""
+    return fam.judge(f"step|{a['case']}|{b['case']}", a["est"], b["est"], (a["case"], b["case"]))
+
+
+def versus(a: pd.Series, b: pd.Series, what: str, fam: stats.Family) -> str:
+    """'what: jax compiled is faster than torch compiled by at least the 10% margin (speed
+    1.31x [1.20, 1.43], 99.8% interval)', or another verdict (stats.sentence)."""
+    j = judge(a, b, fam)
+    return f"{what}: " + stats.sentence(j, _name(a), _name(b), fam.margin, flags=fam.key_flags.get(j.key, ()))
+
+
+def speedup_judgement(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> stats.Judgement | None:
+    """A non-eager case's time against its eager case's (paired over their processes)."""
+    e = replicates.eager_of(df, r)
+    if e is None or not isinstance(r.get("est"), stats.Est) or not isinstance(e.get("est"), stats.Est):
+        return None
+    return fam.judge(f"vs eager|{r['case']}", r["est"], e["est"], (r["case"], e["case"]))
 
 
 def findings(df: pd.DataFrame) -> dict[str, list[str]]:
     """Findings per workload, as sentences (from records or from replicates.cases)."""
     df = replicates.cases(df)
-    me = df.attrs.get("min_effect", stats.MIN_EFFECT)
+    return _findings(df, family_of(df))
+
+
+def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
+    t = t[~t["workload"].isin([axes.DYNAMIC, axes.DERIVATIVES])]     # their sections state their own
     for wl, w in t.groupby("workload", sort=True):
         lines: list[str] = []
         for _, g in w.groupby(GROUP, sort=False, dropna=False):
@@ -159,14 +188,15 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
             best = g.sort_values("median_s").drop_duplicates("framework")
             if len(best) >= 2:
                 a, b = best.iloc[0], best.iloc[1]
-                lines.append(versus(a, b, f"fastest {case}", me) + f" ({stats.fmt_count(a['throughput'])} {a['unit']}/s)")
+                lines.append(versus(a, b, f"fastest {case}", fam) + f"; {stats.fmt_count(a['throughput'])} "
+                             f"{a['unit']}/s")
             # each mode, frameworks against each other
             for mode, m in g.groupby("mode", sort=False):
                 if m["framework"].nunique() < 2:
                     continue
                 m = m.sort_values("median_s")
-                lines.append(versus(m.iloc[0], m.iloc[1], f"{case}, {mode}", me))
-        lines += _compile_findings(w, me)
+                lines.append(versus(m.iloc[0], m.iloc[1], f"{case}, {mode}", fam))
+        lines += _compile_findings(df, w, fam)
         u = w[w["utilisation"].notna()]
         if not u.empty:
             top = u.loc[u["utilisation"].idxmax()]
@@ -177,43 +207,143 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
     return out
 
 
-def _compile_findings(w: pd.DataFrame, me: float) -> list[str]:
+def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> list[str]:
     c = w[(w["mode"] != "eager") & w["speedup_vs_eager"].notna()]
     if c.empty:
         return []
-    lines = []
-    won = c.apply(lambda r: stats.decided(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"], me), axis=1)
-    faster, slower = c[won & (c["speedup_vs_eager"] > 1)], c[won & (c["speedup_vs_eager"] < 1)]
-    lines.append(f"{len(faster)} of {len(c)} non-eager cases are faster than their framework's eager by the report's "
-                 f"rule (interval above 1, at least {100 * me:.0f}%), {len(slower)} slower; JAX's and TensorFlow's "
-                 "eager modes run op by op, so their speedups are over op-by-op execution, not over a fast eager mode.")
+    js = {i: speedup_judgement(df, r, fam) for i, r in c.iterrows()}
+    js = {i: j for i, j in js.items() if j is not None}
+    count = {v: sum(coarse == v for coarse in (stats.coarse(j.verdict) for j in js.values()))
+             for v in (stats.FASTER, stats.SLOWER, stats.EQUIVALENT, stats.INCONCLUSIVE, stats.NOT_TESTED)}
+    me = f"{100 * fam.margin:.0f}%"
+    lines = [f"Against their framework's eager mode (paired over the processes both ran in), of {len(js)} non-eager "
+             f"cases {count[stats.FASTER]} are faster, {count[stats.SLOWER]} slower, {count[stats.EQUIVALENT]} "
+             f"equivalent within +-{me}, {count[stats.INCONCLUSIVE]} inconclusive"
+             + (f", {count[stats.NOT_TESTED]} not tested (one process)" if count[stats.NOT_TESTED] else "")
+             + "; JAX's and TensorFlow's eager modes run op by op, so their speedups are over op-by-op execution, "
+             "not over a fast eager mode."]
     torch_c = c[(c["framework"] == CLAIM_FRAMEWORK) & (c["mode"] == "compiled")]
     if not torch_c.empty:
-        claim = torch_c[torch_c["speedup_lo"] >= CLAIM]
-        lines.append(f"The \"up to 40%\" claim is about torch.compile: {len(claim)} of {len(torch_c)} torch compiled "
-                     f"cases reach 1.4x over torch eager with their whole interval.")
-    for _, r in slower.iterrows():
-        s = stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
-        lines.append(f"{_name(r)} {_case(r)} is slower than {_vs_eager(r)}: {s}.")
+        reach = [i for i in torch_c.index if i in js and js[i].decided and js[i].speed()[1] >= CLAIM]
+        lines.append(f"The \"up to 40%\" claim is about torch.compile: {len(reach)} of {len(torch_c)} torch compiled "
+                     "cases reach 1.4x over torch eager with their whole interval.")
+    for i, j in js.items():
+        r = c.loc[i]
+        if stats.coarse(j.verdict) == stats.SLOWER:
+            lines.append(f"{_name(r)} {_case(r)} is slower than {_vs_eager(r)}: "
+                         + stats.sentence(j, _name(r), _vs_eager(r), fam.margin,
+                                          flags=fam.key_flags.get(j.key, ())) + ".")
     lat = c[c["compile_latency_s"].notna()]
     if not lat.empty:
         lo, hi = lat.loc[lat["compile_latency_s"].idxmin()], lat.loc[lat["compile_latency_s"].idxmax()]
-        lines.append(f"Compile latency (a mode's first call minus its own median step) ranges from "
-                     f"{stats.fmt_seconds(lo['compile_latency_s'])} ({_name(lo)}, {_case(lo)}) to "
-                     f"{stats.fmt_seconds(hi['compile_latency_s'])} ({_name(hi)}, {_case(hi)}).")
-    for _, r in c[np.isinf(c["break_even_steps"])].iterrows():
-        lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are slower than "
-                     f"{_vs_eager(r)} by the report's rule.")
-    fin = c[np.isfinite(c["break_even_steps"])]
-    if not fin.empty:
-        hi = fin.loc[fin["break_even_steps"].idxmax()]
-        lines.append(f"The slowest to pay back compilation is {_name(hi)} {_case(hi)}: "
-                     f"{hi['break_even_steps']:,.0f} steps before it has cost less total time than {_vs_eager(hi)}.")
-    undecided = c[c["break_even_steps"].isna()]
-    if not undecided.empty:
-        lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps do not differ from eager's "
-                     "by the report's rule.")
+        lines.append(f"Compile latency (a mode's cold first call minus its own steady step) ranges from "
+                     f"{_latency(lo)} ({_name(lo)}, {_case(lo)}) to {_latency(hi)} ({_name(hi)}, {_case(hi)}).")
+    be = {i: break_even(df, c.loc[i], fam) for i in js}
+    for i, (n, _, _) in be.items():
+        if math.isinf(n):
+            r = c.loc[i]
+            lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are slower than "
+                         f"{_vs_eager(r)} (the verdict above).")
+    fin = {i: v for i, v in be.items() if math.isfinite(v[0])}
+    if fin:
+        i = max(fin, key=lambda k: fin[k][0])
+        r, (n, lo, hi) = c.loc[i], fin[i]
+        lines.append(f"The slowest to pay back compilation is {_name(r)} {_case(r)}: {_steps_ci(n, lo, hi)} "
+                     f"step{'s' if n != 1 else ''} before it has cost less total time than {_vs_eager(r)}.")
+    undecided = [i for i, v in be.items() if math.isnan(v[0])]
+    if undecided:
+        lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps are not faster or slower "
+                     "than eager's by the verdicts (equivalent, inconclusive, or not tested).")
     return lines
+
+
+def _latency(r: pd.Series) -> str:
+    return stats.fmt_time_ci(r["compile_latency_s"], r["compile_latency_lo_s"], r["compile_latency_hi_s"])
+
+
+def _steps_ci(n: float, lo: float, hi: float) -> str:
+    def one(x: float) -> str:
+        return "never" if math.isinf(x) else f"{x:,.0f}"
+    return one(n) + (f" [{one(lo)}, {one(hi)}]" if finite(lo) or (isinstance(lo, float) and math.isinf(lo)) else "")
+
+
+def break_even(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> tuple[float, float, float]:
+    """(steps, lo, hi): the first n at which first call + (n-1) x step is below eager's, when
+    the case is faster than its eager by the family's verdict; inf when slower ("never pays
+    back"); nan otherwise. The interval (95%) from draws of the first calls' and the steps'
+    t distributions (the step ratio paired over processes); nan below two processes."""
+    j = speedup_judgement(df, r, fam) if r["mode"] != "eager" else None
+    if j is None:
+        return math.nan, math.nan, math.nan
+    v = stats.coarse(j.verdict)
+    if v == stats.SLOWER:
+        return math.inf, math.inf, math.inf
+    e = replicates.eager_of(df, r)
+    if v != stats.FASTER or not (finite(r["first_call_s"]) and finite(e["first_call_s"])):
+        return math.nan, math.nan, math.nan
+    from reports.data import break_even as point
+    n = point(r["first_call_s"], r["median_s"], e["first_call_s"], e["median_s"])
+    fc, fe = (_first_est(x).draws(f"first|{x['case']}") for x in (r, e))
+    sc = r["est"].draws(f"step|{r['case']}")
+    d = stats.ratio(e["est"], r["est"]).draws(f"speedup|{r['case']}")
+    if any(x is None for x in (fc, fe, sc, d)):
+        return n, math.nan, math.nan
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):   # heavy-tailed t draws
+        step_c = np.exp(sc)
+        gain, extra = step_c * (np.exp(d) - 1.0), np.exp(fc) - np.exp(fe)
+        steps = np.where(gain <= 0, np.inf, np.where(extra < 0, 1.0, np.floor(extra / gain) + 2))
+    lo, hi = np.quantile(steps, [(1 - stats.LEVEL) / 2, (1 + stats.LEVEL) / 2])
+    return n, float(lo), float(hi)
+
+
+def _first_est(r: pd.Series) -> stats.Est:
+    """The Est behind a case's first_call_s (cold where measured, else warm)."""
+    cold = r.get("est_first_cold")
+    return cold if isinstance(cold, stats.Est) and cold.n else r.get("est_first_warm") or stats.Est({})
+
+
+def annotate(df: pd.DataFrame, fam: stats.Family) -> None:
+    """Columns that need the report's family, added in place: vs_eager_verdict, break-even
+    (break_even_steps, _lo, _hi) and the stability flags (flags: reason, in words)."""
+    verdicts, be, flags = [], [], []
+    for _, r in df.iterrows():
+        j = speedup_judgement(df, r, fam) if r["mode"] != "eager" and r["status"] in TIMED else None
+        verdicts.append(stats.words(j.verdict, fam.margin) if j is not None else None)
+        be.append(break_even(df, r, fam) if j is not None else (math.nan,) * 3)
+        flags.append(case_flags(r, fam))
+    df["vs_eager_verdict"] = verdicts
+    df["break_even_steps"], df["break_even_lo"], df["break_even_hi"] = (list(x) for x in zip(*be)) if be else ([],) * 3
+    df["flags"] = flags
+
+
+def case_flags(r: pd.Series, fam: stats.Family) -> str:
+    """A case's flags in words: the verdicts its instability could change, a busy machine, a
+    recompilation during the timed rounds, an invalid first call."""
+    out = [f"{why} ({len(keys)} comparison{'s' if len(keys) > 1 else ''})"
+           for why, keys in sorted(fam.flags.get(r["case"], {}).items())]
+    if r.get("busy") is True:
+        out.append(BUSY)
+    if r.get("recompiled_during_timing") is True:
+        out.append(RECOMPILED)
+    if finite(r.get("first_call_invalid")) and r["first_call_invalid"] > 0:
+        out.append(INVALID_FIRST)
+    return "; ".join(out)
+
+
+BUSY = "machine busy during its timed rounds"
+RECOMPILED = "recompiled during the timed rounds"
+INVALID_FIRST = "a first call that compiled nothing (left out)"
+# What each flag means, for the report's summary table.
+FLAG_MEANING = {
+    stats.HALF: "the rounds were still settling: on the second half of every process's rounds a verdict it is part "
+                "of changes class (faster, slower, equivalent, inconclusive)",
+    stats.ONE_CARRIES: "one process carries a verdict: with the most deviant process replaced by the others' median, "
+                       "the verdict changes class",
+    BUSY: "another process used CPU (or the hypervisor stole it) while the case was timed; its time may be inflated",
+    RECOMPILED: "the framework compiled during the timed rounds: the steady state was not steady",
+    INVALID_FIRST: "a compiled mode's first call compiled nothing (it reused code compiled earlier in the process): "
+                   "not a cold first call, left out of the first-call statistics",
+}
 
 
 # ----------------------------------------------------------------------------- ranking

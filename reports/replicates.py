@@ -2,54 +2,70 @@
 
 reports.load keeps one row per record, that is per process. `cases(df)` gives one row per
 case (record.CASE_KEYS), pooling every process of the same run configuration (the case plus
-threads, shape, dtype and machine set-up: the `repeat`s of one `fwbench run`, and the files
+threads, shape, dtype and machine set-up: the processes of one `fwbench run`, and the files
 of several runs of the same configuration). Where one case was measured under several
 configurations, the most recent configuration is kept and the others are named in
 `attrs["notes"]`.
 
+Processes have a role (the record's `compile_cache`): `cold` processes started every case
+from empty compile caches and measure first calls; `warm` processes found the run's cache
+filled by the cold ones. **Steady state comes from warm processes only** (the cold process
+was slower in 39 of 46 cases of the earlier example, +9% in median, and made up most of the
+variance between processes); cold processes measure first calls and the cold/warm ratio of
+the steady state, a quantity of its own. Caches off (`off`) or unknown: every process
+counts for both. Files from before roles (`empty` = cold).
+
 Columns (besides the record's fields, taken from the case's first process):
 
-    n_processes        timed processes (records) of the case
-    median_s           median of the process medians: each process weighs the same whatever
-                       its round count (the process is the unit, DESIGN.md), and one odd
-                       process cannot move it far, as it would a mean or a pooled median of
-                       unequal round counts
-    median_lo_s/hi_s   95% interval: hierarchical bootstrap with two processes or more;
-                       with one, the order-statistic interval of its rounds (stats)
-    interval_note      what the interval covers ("one process: ...")
-    process_cv         between-process coefficient of variation of the process medians
-    process_spread     largest / smallest process median - 1
-    trend_p, step_p    smallest p over the processes of the trend and step tests (stats)
-    lag1_autocorr      median over processes of the rounds' lag-1 autocorrelation
-    unstable, unstable_why
-                       flagged when a process's rounds drift (trend or step change at
-                       UNSTABLE_ALPHA, Bonferroni over both tests and the processes) or the
-                       processes disagree by more than MIN_EFFECT
-    first_call_cold_s  median first call of processes that found the compile cache empty
-    first_call_warm_s  the same for processes that found it filled
-    first_call_s       the cold one where measured, else the median over all processes
-    compile_s          median of the framework's own compile timers
-    compile_latency_s  first_call_s - median_s: a mode's first call minus the same mode's
-                       median step (DESIGN.md), never eager's first call
-    speedup_vs_eager   eager's median / this median, with its interval (_lo, _hi) from the
-                       two cases' bootstrap draws
-    break_even_steps   first n at which first call + (n-1) x step is below eager's, when the
-                       steps differ by the report's rule (interval excludes 1 and the ratio
-                       exceeds the minimum effect); inf where the compiled step is slower by
-                       that rule ("never pays back"); nan where the steps do not differ
+    n_processes        steady-state processes (warm ones where there are any)
+    n_cold, n_warm     processes of each role that timed the case
+    steady_from        which processes the steady state comes from, in words
+    median_s           geometric mean of the steady-state processes' median round times
+                       (the location of stats.Est: its log values are what the intervals use)
+    median_lo_s/hi_s   95% t interval over those processes; one process: the order-statistic
+                       interval of its rounds (round noise only: interval_note says so)
+    interval_note      what the interval covers
+    warm_spread        largest / smallest steady-state process median - 1
+    warm_sd            SD of the log process medians (about the relative SD between processes)
+    cold_over_warm(_lo/_hi)
+                       the cold processes' steady state over the warm ones' (Welch t interval;
+                       nan unless both roles timed it, the interval needs two of each)
+    first_call_cold_s(_lo/_hi), first_call_warm_s(_lo/_hi)
+                       geometric mean over the cold (warm) processes' first calls, with a t
+                       interval from two processes up; a first call the record marks invalid
+                       (a compiled mode whose first call compiled nothing: it reused code an
+                       earlier case compiled) is left out and counted in first_call_invalid
+    n_first_cold       valid cold first calls behind first_call_cold_s
+    first_call_s       the cold one where measured, else the warm one
+    compile_s          median of the framework's own compile timers over the cold processes
+                       (all processes where none is cold)
+    compile_latency_s(_lo/_hi)
+                       non-eager modes only: the cold first call minus the same mode's steady
+                       step (never eager's first call); interval from draws of both t
+                       distributions. Eager modes have none (nan)
+    speedup_vs_eager(_lo/_hi)
+                       eager's time / this case's: paired over the processes both ran in (a
+                       t interval on per-process ratios), Welch otherwise
     throughput(_lo/_hi), utilisation, compilations (max), compilations_timed (max),
     recompiled_during_timing (any process)
-    boot               the case's bootstrap draws of its median (for ratios; not in CSVs)
+    busy, busy_note    a process timed the case while the machine was busy (other processes'
+                       CPU use or steal time above the harness's limits: record `busy`)
+    est, est_first_cold, est_first_warm, est_cold
+                       stats.Est objects (not in CSVs) for ratios, verdicts and draws
     extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
                        from the case's first timed process (its first record if none ran);
-                       PER_PROCESS fields are the median over timed processes instead, with
-                       every process's value kept in `procs_<field>` (a tuple, not in CSVs)
-                       for intervals over processes (stats.process_boot); SERIES fields
+                       PER_PROCESS fields are the geometric mean over timed processes instead,
+                       with every process's value kept in `procs_<field>` ({process: value},
+                       not in CSVs) for intervals over processes; SERIES fields
                        (comma-separated per-request values) the element-wise median
 
-`attrs["observed_spread"]` is the median process_spread over the cases with two processes
-or more (nan without such cases), `attrs["min_effect"]` the minimum effect in force:
-stats.effective_min_effect(observed spread).
+Break-even and the stability flags depend on the report's comparisons (its error rate over
+all of them) and are added by reports.findings (break_even, flag columns) when a report is
+built.
+
+`attrs`: `warm_spread` (median over cases with two steady-state processes or more of
+warm_spread), `warm_sd` (the same of warm_sd), `cold_over_warm` (median over cases),
+`max_processes`, `notes`.
 """
 from __future__ import annotations
 
@@ -61,27 +77,30 @@ import pandas as pd
 
 from reports import data as rdata
 from reports import stats
-from reports.data import TIMED, _joined, _sort_key, break_even, finite
+from reports.data import TIMED, _joined, _sort_key, finite
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
 CONFIG_KEYS = ("case", "threads", "shape", "dtype", "cpu", "accelerator", "matmul_precision")
 BASELINE = ("framework", "workload", "task", "strategy", "preset", "device")
 COLD = ("cold", "empty")
-ONE_PROCESS = "one process: interval covers round-to-round noise only"
+WARM = ("warm",)
 CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "flops", "compile_counter",
            "matmul_precision", "cpu", "accelerator", "memory_note", "peak_memory_bytes", "peak_memory_source",
            "compile_s_source")
-AGGREGATE = ("n_processes", "median_s", "median_lo_s", "median_hi_s", "interval_note", "process_cv",
-             "process_spread", "trend_p", "step_p", "lag1_autocorr", "unstable", "unstable_why",
-             "first_call_cold_s", "first_call_warm_s", "first_call_s", "compile_s", "compile_latency_s",
-             "speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps", "throughput", "throughput_lo",
-             "throughput_hi", "utilisation", "gemm_flops", "compilations", "compilations_timed",
-             "recompiled_during_timing", "compile_cache", "run_file", "date")
+AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "median_lo_s", "median_hi_s",
+             "interval_note", "warm_spread", "warm_sd", "cold_over_warm", "cold_over_warm_lo", "cold_over_warm_hi",
+             "first_call_cold_s", "first_call_cold_lo_s", "first_call_cold_hi_s", "n_first_cold",
+             "first_call_warm_s", "first_call_warm_lo_s", "first_call_warm_hi_s", "first_call_invalid",
+             "first_call_s", "compile_s", "compile_latency_s", "compile_latency_lo_s", "compile_latency_hi_s",
+             "speedup_vs_eager", "speedup_lo", "speedup_hi", "throughput", "throughput_lo", "throughput_hi",
+             "utilisation", "gemm_flops", "compilations", "compilations_timed", "recompiled_during_timing",
+             "busy", "busy_note", "compile_cache", "run_file", "date")
+OBJECTS = ("est", "est_first_cold", "est_first_warm", "est_cold")
 
 
 # Per-process scalars of a workload whose replication matters (one value per process, no
-# rounds): the case holds their median and the tuple of process values (procs_<field>).
+# rounds): the case holds their geometric mean and every process's value (procs_<field>).
 PER_PROCESS = ("stream_cold_s", "new_shape_latency_s", "seen_shape_latency_s", "compilations_cold",
                "xla_compilations_cold", "peak_memory_bytes")
 # Comma-separated per-request series (the dynamic workload's cold pass): element-wise median.
@@ -96,28 +115,9 @@ def _med(values: Any) -> float:
     return float(np.median(v)) if v else math.nan
 
 
-def _process_boot(r: Rec, salt: str) -> np.ndarray | None:
-    rep = "" if not finite(r["repeat"]) else f"|r{int(r['repeat'])}"
-    return stats.boot_medians(r["times"], f"{salt}{r['run_file']}|{r['case']}{rep}")
-
-
-def _drift(timed: list[Rec], meds: np.ndarray) -> dict[str, Any]:
-    """Trend, step and disagreement flags of one case's timed processes."""
-    p = np.array([stats.drift_pvalues(r["times"]) for r in timed], dtype=float).reshape(-1, 2)
-    alpha = stats.UNSTABLE_ALPHA / (2 * len(timed))
-    trend_p, step_p = (float(np.nanmin(p[:, i])) if np.isfinite(p[:, i]).any() else math.nan for i in (0, 1))
-    why = []
-    if trend_p < alpha:
-        why.append(f"trend over the rounds (p={trend_p:.2g})")
-    if step_p < alpha:
-        why.append(f"step change within the rounds (p={step_p:.2g})")
-    spread = float(meds.max() / meds.min() - 1) if len(meds) > 1 else math.nan
-    if spread > stats.MIN_EFFECT:
-        why.append(f"processes disagree (medians {100 * spread:.0f}% apart)")
-    return {"trend_p": trend_p, "step_p": step_p, "process_spread": spread,
-            "process_cv": float(np.std(meds, ddof=1) / np.mean(meds)) if len(meds) > 1 else math.nan,
-            "lag1_autocorr": _med(stats.lag1_autocorrelation(r["times"]) for r in timed),
-            "unstable": bool(why), "unstable_why": "; ".join(why)}
+def proc_key(r: Rec) -> str:
+    """The process a record came from: its result file (one JSON per process)."""
+    return str(r["run_file"])
 
 
 def _series_median(texts: list[Any]) -> str | None:
@@ -141,15 +141,74 @@ def _extras(row: dict[str, Any], g: list[Rec], timed: list[Rec], extra: list[str
         row[k] = src.get(k)
     for k in PER_PROCESS:
         if k in extra or k in row:
-            vals = tuple(float(r[k]) for r in timed if finite(r.get(k)))
+            vals = {proc_key(r): float(r[k]) for r in timed if finite(r.get(k))}
             row[f"procs_{k}"] = vals
-            row[k] = float(np.median(vals)) if vals else (row.get(k) if not timed else None)
+            pos = [v for v in vals.values() if v > 0]
+            row[k] = (stats.geomean(pos) if len(pos) == len(vals) and vals else _med(vals.values())) if vals \
+                else (row.get(k) if not timed else None)
     for k in SERIES:
         if k in extra:
             row[k] = _series_median([r[k] for r in timed if isinstance(r.get(k), str)]) if timed else None
 
 
-def _one_case(g: list[Rec], salt: str, extra: list[str] = ()) -> dict[str, Any]:
+def roles(timed: list[Rec]) -> tuple[list[Rec], list[Rec], list[Rec], str]:
+    """(steady-state, cold, warm processes, in words where the steady state comes from)."""
+    cold = [r for r in timed if r["compile_cache"] in COLD]
+    warm = [r for r in timed if r["compile_cache"] in WARM]
+    other = [r for r in timed if r["compile_cache"] not in COLD + WARM]
+    if warm:
+        return warm, cold, warm, "warm processes"
+    if other:
+        return other, cold + other, warm, "every process (no cold/warm roles: caches off or not recorded)"
+    return cold, cold, warm, "cold processes (no warm process timed it)"
+
+
+def _est(recs: list[Rec], col: str = "median_s") -> stats.Est:
+    """An Est over processes of a record column; for step times also each process's second
+    half of rounds (stability) and, with one process, its rounds."""
+    values = {proc_key(r): r[col] for r in recs if finite(r.get(col))}
+    if col != "median_s":
+        return stats.Est.of(values)
+    halves = {proc_key(r): stats.second_half_median(r["times"]) for r in recs}
+    rounds = recs[0]["times"] if len(recs) == 1 else None
+    return stats.Est.of(values, halves if all(finite(v) for v in halves.values()) else None, rounds)
+
+
+def _valid_first(r: Rec) -> bool:
+    """A first call counts unless its record says it compiled nothing (first_call_valid False);
+    records from before that field: a non-eager case whose counter never grew compiled
+    nothing in its first call either."""
+    v = r.get("first_call_valid")
+    if isinstance(v, bool):
+        return v
+    return r["mode"] == "eager" or not (finite(r.get("compilations")) and r["compilations"] == 0)
+
+
+def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: list[Rec]) -> None:
+    """First calls by role, invalid ones left out; compile latency with its interval."""
+    first_cold = [r for r in cold if _valid_first(r)]
+    row["first_call_invalid"] = sum(not _valid_first(r) for r in {id(r): r for r in cold + warm + steady}.values())
+    for name, recs in (("cold", first_cold), ("warm", [r for r in warm if _valid_first(r)])):
+        e = _est(recs, "first_call_s")
+        row[f"est_first_{name}"] = e
+        row[f"first_call_{name}_s"] = e.value
+        row[f"first_call_{name}_lo_s"], row[f"first_call_{name}_hi_s"] = e.interval() if e.n >= 2 else (math.nan,) * 2
+    row["n_first_cold"] = row["est_first_cold"].n
+    row["first_call_s"] = row["first_call_cold_s"] if finite(row["first_call_cold_s"]) else row["first_call_warm_s"]
+    row["compile_s"] = _med(r["compile_s"] for r in (first_cold or steady))
+    row["compile_latency_s"] = row["compile_latency_lo_s"] = row["compile_latency_hi_s"] = math.nan
+    if row["mode"] == "eager" or not finite(row["first_call_s"]):
+        return
+    row["compile_latency_s"] = row["first_call_s"] - row["median_s"]
+    fe = row["est_first_cold"] if row["est_first_cold"].n else row["est_first_warm"]
+    df_, ds = fe.draws(f"first|{row['case']}"), row["est"].draws(f"step|{row['case']}")
+    if df_ is not None and ds is not None:
+        with np.errstate(over="ignore"):        # a t draw of one degree of freedom can be huge
+            row["compile_latency_lo_s"], row["compile_latency_hi_s"] = stats.percentile_interval(
+                np.exp(df_) - np.exp(ds))
+
+
+def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     first = g[0]
     row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
@@ -158,38 +217,34 @@ def _one_case(g: list[Rec], salt: str, extra: list[str] = ()) -> dict[str, Any]:
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
                compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
                or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
-               n_processes=len(timed), boot=None)
+               n_processes=0, **{k: None for k in OBJECTS})
     if not timed:
-        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, unstable=False,
-                   unstable_why="", first_call_s=math.nan)
+        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan)
         return row
     row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
     row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)
-    meds = np.array([r["median_s"] for r in timed], dtype=float)
-    row["median_s"] = float(np.median(meds))
-    boots = [_process_boot(r, salt) for r in timed]
-    if len(timed) == 1:
-        lo, hi, cov = stats.order_interval(timed[0]["times"])
-        row["boot"] = boots[0]
-        row["interval_note"] = ONE_PROCESS + ("" if not cov < stats.LEVEL else
-                                              f"; {len(timed[0]['times'] or [])} rounds allow no 95% interval: "
-                                              f"min-max, {100 * cov:.1f}% coverage")
-    else:
-        row["boot"] = stats.hier_boot(boots, salt + str(first["case"]))
-        lo, hi = stats.interval(row["boot"])
-        row["interval_note"] = f"{len(timed)} processes: hierarchical bootstrap (processes, then rounds)"
-    row["median_lo_s"], row["median_hi_s"] = lo, hi
-    row.update(_drift(timed, meds))
-    row["first_call_cold_s"] = _med(r["first_call_s"] for r in timed if r["compile_cache"] in COLD)
-    row["first_call_warm_s"] = _med(r["first_call_s"] for r in timed if r["compile_cache"] == "warm")
-    row["first_call_s"] = (row["first_call_cold_s"] if finite(row["first_call_cold_s"])
-                           else _med(r["first_call_s"] for r in timed))
-    row["compile_s"] = _med(r["compile_s"] for r in timed)
-    row["compile_latency_s"] = row["first_call_s"] - row["median_s"]
+    steady, cold, warm, where = roles(timed)
+    e = _est(steady)
+    row.update(est=e, n_processes=e.n, n_cold=len(cold), n_warm=len(warm), steady_from=where, median_s=e.value,
+               interval_note=e.note(), warm_spread=e.spread(), warm_sd=e.sd)
+    row["median_lo_s"], row["median_hi_s"] = e.interval()
+    ec = _est(cold)
+    row["est_cold"] = ec
+    row["cold_over_warm"] = row["cold_over_warm_lo"] = row["cold_over_warm_hi"] = math.nan
+    if ec.n and warm:
+        r = stats.ratio(ec, e)
+        row["cold_over_warm"] = r.value
+        row["cold_over_warm_lo"], row["cold_over_warm_hi"] = r.interval()
+    _first_calls(row, cold, warm, steady)
     for c in ("compilations", "compilations_timed"):
         row[c] = max((float(r[c]) for r in timed if finite(r[c])), default=math.nan)
     rec = [bool(r["recompiled_during_timing"]) for r in timed if isinstance(r["recompiled_during_timing"], bool)]
     row["recompiled_during_timing"] = any(rec) if rec else None
+    busy = [r for r in timed if r.get("busy") is True]
+    row["busy"] = bool(busy) if any(isinstance(r.get("busy"), bool) for r in timed) else None
+    row["busy_note"] = "; ".join(
+        f"{r['run_file']}: other processes {r.get('other_cpu', math.nan):.2f} CPUs, steal "
+        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {r.get('load_avg', math.nan):.2f}" for r in busy) or None
     return row
 
 
@@ -213,27 +268,40 @@ class Shared(list):
         return self
 
 
+class SharedObject:
+    """An object in a frame's attrs (the report's stats.Family) that pandas passes on by
+    reference, not by deep copy."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "SharedObject":
+        return self
+
+
 def is_cases(df: pd.DataFrame) -> bool:
     return "n_processes" in df.columns
 
 
 def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
-    """One row per case (see the module docstring); a frame that is already one is returned as is.
-    `salt` goes into every bootstrap seed (compare: the same file as OLD and NEW still gets
-    independent resamples)."""
+    """One row per case (see the module docstring); a frame that is already one is returned
+    as is. `salt` prefixes every process key, so the same file read as OLD and NEW (fwbench
+    compare) counts as different processes."""
     if is_cases(df):
         return df
     attrs = {k: Shared(v) if isinstance(v, list) else v for k, v in df.attrs.items()}
     df = df.copy(deep=False)
     df.attrs = {}
+    if salt and not df.empty:
+        df["run_file"] = salt + df["run_file"].astype(str)
     kept, notes = _pick_configuration(df) if not df.empty else (df, [])
     groups: dict[str, list[Rec]] = {}
     for r in kept.to_dict("records"):
         groups.setdefault(r["case"], []).append(r)
-    extra = [c for c in df.columns if c not in known_columns()]
-    rows = [_one_case(g, salt, extra) for g in groups.values()]
+    extra = [c for c in df.columns if c not in known_columns() and c not in AGGREGATE]
+    rows = [_one_case(g, extra) for g in groups.values()]
     procs = [f"procs_{k}" for k in PER_PROCESS if k in extra or k in CARRIED]
-    cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, *extra, "boot", *procs]
+    cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, *extra, *OBJECTS, *procs]
     out = pd.DataFrame(rows).reindex(columns=cols)
     out = _speedups(out)
     if not out.empty:
@@ -241,12 +309,13 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
                               key=_sort_key, kind="stable").reset_index(drop=True)
     out.attrs = attrs
     out.attrs["notes"] = Shared(notes)
-    multi = out.loc[out["n_processes"] > 1, "process_spread"].dropna() if not out.empty else pd.Series(dtype=float)
-    out.attrs["observed_spread"] = float(multi.median()) if len(multi) else math.nan
-    out.attrs["min_effect"] = stats.effective_min_effect(out.attrs["observed_spread"])
+    multi = out[out["n_processes"] > 1] if not out.empty else out
+    out.attrs["warm_spread"] = float(multi["warm_spread"].median()) if len(multi) else math.nan
+    out.attrs["warm_sd"] = float(multi["warm_sd"].median()) if len(multi) else math.nan
+    cw = out["cold_over_warm"].dropna() if not out.empty else pd.Series(dtype=float)
+    out.attrs["cold_over_warm"] = float(cw.median()) if len(cw) else math.nan
     out.attrs["max_processes"] = int(out["n_processes"].max()) if not out.empty else 0
-    out.attrs["cold_over_warm"] = cold_over_warm(kept)
-    return _break_even(out)
+    return out
 
 
 def known_columns() -> set[str]:
@@ -255,20 +324,8 @@ def known_columns() -> set[str]:
 
 
 def process_columns(df: pd.DataFrame) -> list[str]:
-    """The per-process tuple columns (procs_<field>, plus boot): kept out of CSV files."""
-    return [c for c in df.columns if c == "boot" or c.startswith("procs_")]
-
-
-def cold_over_warm(df: pd.DataFrame) -> float:
-    """Median over cases of (the cold process's median step / the median of the warm
-    processes' median steps), over timed cases measured cold and warm (nan without them):
-    whether the cold-cache processes (the first of each framework, which also ran first)
-    were systematically slower or faster in their steady state than the warm ones."""
-    t = df[df["status"].isin(("ok", "fallback")) & df["median_s"].notna()]
-    cold = t[t["compile_cache"] == "cold"].groupby("case")["median_s"].median()
-    warm = t[t["compile_cache"] == "warm"].groupby("case")["median_s"].median()
-    ratio = (cold / warm).dropna()
-    return float(ratio.median()) if len(ratio) else math.nan
+    """The per-process object columns (est*, procs_<field>): kept out of CSV files."""
+    return [c for c in df.columns if c in OBJECTS or c.startswith("procs_")]
 
 
 def _speedups(out: pd.DataFrame) -> pd.DataFrame:
@@ -277,7 +334,8 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     out["throughput"] = items / med
     out["throughput_lo"], out["throughput_hi"] = items / out["median_hi_s"], items / out["median_lo_s"]
     out["utilisation"] = out["flops"].astype(float) / med / out["gemm_flops"]
-    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps", "_eager"):
+    out["eager_case"] = None
+    for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi"):
         out[c] = math.nan
     if out.empty:
         return out
@@ -290,29 +348,17 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
         j = eager.get(k, eager.get(dk))
         if j is None or not finite(med[i]):
             continue
-        out.at[i, "speedup_vs_eager"] = med[j] / med[i]
-        out.at[i, "speedup_lo"], out.at[i, "speedup_hi"] = stats.ratio_interval(out.at[j, "boot"], out.at[i, "boot"])
-        out.at[i, "_eager"] = j
+        r = stats.ratio(out.at[j, "est"], out.at[i, "est"])
+        out.at[i, "speedup_vs_eager"] = r.value
+        out.at[i, "speedup_lo"], out.at[i, "speedup_hi"] = r.interval()
+        out.at[i, "eager_case"] = out.at[j, "case"] if j != i else None
     return out
 
 
-def _break_even(out: pd.DataFrame) -> pd.DataFrame:
-    """Break-even against eager, by the report's rule (see the module docstring)."""
-    me = out.attrs["min_effect"]
-    if "_eager" not in out.columns:
-        return out
-    attrs = dict(out.attrs)
-    for i, j in out["_eager"].dropna().items():
-        j = int(j)
-        r = out.loc[i]
-        if i == j or not stats.decided(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"], me):
-            continue
-        e = out.loc[j]
-        if r["speedup_vs_eager"] < 1:
-            out.at[i, "break_even_steps"] = math.inf
-        elif finite(r["first_call_s"]) and finite(e["first_call_s"]):
-            out.at[i, "break_even_steps"] = break_even(r["first_call_s"], r["median_s"], e["first_call_s"],
-                                                       e["median_s"])
-    out = out.drop(columns="_eager")
-    out.attrs = attrs
-    return out
+def eager_of(df: pd.DataFrame, r: pd.Series) -> pd.Series | None:
+    """The eager case a case's speedup is over (None for eager cases and cases without one)."""
+    c = r.get("eager_case")
+    if not isinstance(c, str):
+        return None
+    hit = df[df["case"] == c]
+    return hit.iloc[0] if len(hit) else None

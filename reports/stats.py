@@ -1,149 +1,433 @@
-"""Statistics of the report: bootstrap confidence intervals of medians and of ratios of
-medians, and the verdict rule used by findings and by `fwbench compare`.
+"""Statistics of the report: intervals over processes, ratios, verdicts against a margin, and
+one error rate over a report's comparisons.
 
-A benchmark case gives n per-round times t_1..t_n (pytest-benchmark's `stats.data`).
-Its location is the sample median m = median(t). The 95% interval for m is the
-percentile bootstrap: draw B resamples t* of size n with replacement, take m* = median(t*)
-for each, and report the 2.5% and 97.5% quantiles of the B values of m*.
+The process is the unit of replication (DESIGN.md, "Measurement rules"; Kalibera & Jones,
+"Rigorous Benchmarking in Reasonable Time", ISMM 2013). A quantity measured once per process
+(a process's median round time, a cold first call, a stream's cold pass) is an `Est`: one
+value per process, analysed on the log scale, where the spread between processes of the same
+code is about proportional to the time (4.3% between warm processes, measured).
 
-A ratio of two cases' medians (a speedup, or new/old in a comparison) gets its interval
-from independent bootstraps of the two: r* = m*_a / m*_b for the B paired draws, then the
-same percentiles. The two cases ran independently, so their resamples are independent.
+    Est          location = exp(mean of the log values) (the geometric mean of the process
+                 values); 95% interval = exp(mean +- t_{P-1} sd / sqrt(P)), a Student-t
+                 interval over the P processes. Three processes make the percentile bootstrap
+                 of their median a range (it covered about 80%); the t interval covers 95% when
+                 the process values are about log-normal, which is checked by simulation with
+                 the variance components measured here (tests/test_reports_stats.py). One
+                 process has no interval over processes: the order-statistic interval of its
+                 rounds (round-to-round noise only) is shown as indicative.
+    Ratio        a / b of two Ests. Measured in the same processes (a framework's modes and
+                 strategies, a new- against a seen-shape request): paired, a t interval on the
+                 per-process log ratios (df = P - 1), so the process effect they share (r about
+                 0.7 between one framework's cases) cancels. In different processes: Welch's t
+                 on the difference of the log means (Welch-Satterthwaite df). With one process on
+                 a side a ratio between processes is not tested.
+    verdict      against a declared margin m (default MARGIN = 10%), on a time ratio a/b:
+                   faster (slower) by at least the margin  the whole interval below 1/(1+m)
+                                                            (above 1+m)
+                   faster (slower)                          the interval excludes 1 but reaches
+                                                            inside the margin
+                   equivalent within +-m                    the interval contains 1 and lies
+                                                            inside [1/(1+m), 1+m]
+                   inconclusive                             the interval contains 1 and reaches
+                                                            beyond the margin
+                   not tested (one process)                 no interval over processes
+    Family       a report states dozens of verdicts; at 5% each, two equally fast frameworks
+                 would get a false "faster" somewhere in most reports. Holm's step-down
+                 procedure controls the chance of any false "faster"/"slower" in the report
+                 (the family-wise error rate) at ALPHA, whatever the other comparisons' truth.
+                 Each comparison's interval is shown at the level of its Holm step (1 -
+                 ALPHA / (m - j + 1) for the j-th smallest p-value; the comparisons Holm keeps
+                 at the level of the step where it stopped), so an interval excludes 1 exactly
+                 when Holm states the difference. The report states every verdict in two passes:
+                 the first collects the p-values, the second words them.
 
-Every resample is seeded from the case's identity (a CRC of a string naming it), so a
-report rendered twice from the same JSON has the same intervals, and a case keeps the same
-bootstrap distribution whatever it is compared with.
-
-The percentile bootstrap of a median covers less than it claims at few rounds (about 89%
-at n = 7), so the interval of one process's median is the distribution-free order-statistic
-interval instead (order_interval): [t_(k), t_(n-k+1)] of the sorted rounds, with k the
-largest rank whose coverage 1 - 2 P(Binomial(n, 1/2) <= k-1) is still at least 95%. Below
-n = 6 no such k exists and the interval is the min-max, with its actual coverage
-1 - 2^(1-n) stated.
-
-The process is the unit of replication (DESIGN.md, "Measurement rules"). A case measured by
-P processes is located by the median of the P process medians, and its interval is the
-hierarchical bootstrap (hier_boot): draw P processes with replacement, then for each drawn
-process one bootstrap median of its own rounds, and take the median of the P values; the
-percentile interval of those B values contains process-to-process variation as well as
-round-to-round noise. A ratio of two cases takes the paired draws of both, as above.
-
-A difference is stated only when the ratio's interval excludes 1 and the ratio is at least
-1 + min_effect (or at most 1 / (1 + min_effect)): verdict() for `fwbench compare`, decided()
-for the report's findings and break-even. The minimum effect is MIN_EFFECT, or the spread
-observed between processes of the same code in the data at hand when that is larger
-(effective_min_effect).
-
-Per process, the rounds are tested for a drift (instability): a monotone trend (Spearman's
-rank correlation of time with round index) and a step change (the largest standardised
-Mann-Whitney statistic over every split of the rounds into a before and an after). Both are
-rank statistics, so under i.i.d. rounds their distribution depends only on n: the p-values
-come from a seeded table of random permutations per n (NULL_PERMUTATIONS), calibrated
-whatever the distribution of the times.
+Derived numbers (compile latency, break-even) take their intervals from draws of the same t
+distributions (`Est.draws`, `Ratio.draws`), seeded from the quantity's name, so a report
+rendered twice from the same JSON says the same.
 """
 from __future__ import annotations
 
-import functools
 import math
 import zlib
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+from scipy import stats as sps
 
-N_BOOT = 2000
 LEVEL = 0.95
-# The smallest relative difference the report and `fwbench compare` state (a ratio of at
-# least 1 + MIN_EFFECT, or at most 1 / (1 + MIN_EFFECT)), on top of an interval that excludes
-# 1. It must be at least the spread between processes running the same code on the machine
-# that produced the results (the largest over the smallest process median of one case), so
-# that a difference between two processes of one framework is never a finding; a report
-# also measures that spread in its own data and uses it instead where it is larger
-# (effective_min_effect). Measured on the 2-core development machine (2026-12-03, the
-# example run in reports/examples/cpu-2core: 46 timed cases at the small presets, three
-# processes each): the median spread was 14.5% (quartiles 10% and 27%); between the two
-# warm processes alone 4.2%; the cold process, which also runs in the run's first round,
-# was 9% slower in median than the warm ones. A session before measured 5-14% for torch's
-# train steps. Hence 15%.
-MIN_EFFECT = 0.15
-# Instability: a process's rounds are flagged when the trend or the step test rejects at
-# this level, Bonferroni-corrected over the two tests and the case's processes, so that a
-# case of i.i.d. rounds is flagged in about this share of reports.
-UNSTABLE_ALPHA = 0.05
-NULL_PERMUTATIONS = 4000
-MIN_ROUNDS_TESTED = 6      # fewer rounds: no trend or step test (too few splits to tell)
+ALPHA = 1.0 - LEVEL        # the family-wise error rate of a report's stated differences
+MARGIN = 0.10              # default equivalence margin (--margin): +-10% of the time
+N_DRAWS = 4000             # draws behind a derived number's interval
+
+# Verdicts (keys); their words are in PHRASES.
+FASTER_M, FASTER, EQUIVALENT, SLOWER, SLOWER_M, INCONCLUSIVE, NOT_TESTED = (
+    "faster_m", "faster", "equivalent", "slower", "slower_m", "inconclusive", "not_tested")
+DECIDED = (FASTER_M, FASTER, SLOWER, SLOWER_M)
+ONE_PROCESS = "not tested (one process)"
 
 
 def seed_of(name: str) -> int:
-    """A fixed seed for the bootstrap of the case called `name`."""
     return zlib.crc32(name.encode("utf-8"))
 
 
-def boot_medians(data: Sequence[float] | None, name: str, n_boot: int = N_BOOT) -> np.ndarray | None:
-    """B bootstrap medians of `data` (None when there is no round data)."""
-    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) == 0:
-        return None
-    raw = np.asarray(data, dtype=np.float64)
-    n = len(raw)
-    order = np.argsort(raw, kind="stable")
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    x = raw[order]
-    rng = np.random.default_rng(seed_of(name))
-    idx = rank[rng.integers(0, n, size=(n_boot, n))]         # (B, n) resample, as positions in sorted x
-    # x is sorted, so a resample's i-th order statistic is x[j] for the smallest j with more
-    # than i draws at or below j: counts and a cumulative sum instead of a sort per resample
-    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
-    cum = counts.reshape(n_boot, n).cumsum(axis=1)
-    lo, hi = (cum > (n - 1) // 2).argmax(axis=1), (cum > n // 2).argmax(axis=1)
-    return (x[lo] + x[hi]) / 2                               # (B,) medians
+def t_quantile(df: float, level: float = LEVEL) -> float:
+    """Two-sided Student-t quantile: the half-width of a `level` interval in standard errors."""
+    return float(sps.t.ppf(0.5 + level / 2.0, df))
 
 
-def interval(boot: np.ndarray | None, level: float = LEVEL) -> tuple[float, float]:
-    """Percentile interval of bootstrap values; (nan, nan) without them."""
-    if boot is None:
+# ----------------------------------------------------------------------------- one quantity
+
+def _logs(values: Mapping[str, float]) -> dict[str, float]:
+    return {str(k): math.log(float(v)) for k, v in values.items()
+            if v is not None and isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) and v > 0}
+
+
+@dataclass
+class Est:
+    """One value per process (keyed by process), on the log scale. `halves` holds each
+    process's value from the second half of its rounds (for the stability check); `rounds`
+    the rounds of a single process (its indicative interval)."""
+    logs: dict[str, float]
+    halves: dict[str, float] | None = None
+    rounds: tuple[float, ...] | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, float], halves: Mapping[str, float] | None = None,
+           rounds: Sequence[float] | None = None) -> "Est":
+        h = _logs(halves) if halves else None
+        return cls(_logs(values), h if h and set(h) == set(_logs(values)) else None,
+                   tuple(float(x) for x in rounds) if rounds is not None and len(rounds) else None)
+
+    @property
+    def n(self) -> int:
+        return len(self.logs)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.logs.values()))) if self.logs else math.nan
+
+    @property
+    def value(self) -> float:
+        return math.exp(self.mean) if self.logs else math.nan
+
+    @property
+    def sd(self) -> float:
+        return float(np.std(list(self.logs.values()), ddof=1)) if self.n >= 2 else math.nan
+
+    @property
+    def se(self) -> float:
+        return self.sd / math.sqrt(self.n) if self.n >= 2 else math.nan
+
+    @property
+    def df(self) -> float:
+        return float(self.n - 1) if self.n >= 2 else math.nan
+
+    def spread(self) -> float:
+        """Largest over smallest process value, minus 1 (nan below two processes)."""
+        if self.n < 2:
+            return math.nan
+        v = list(self.logs.values())
+        return math.exp(max(v) - min(v)) - 1.0
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """t interval over processes; one process: the order-statistic interval of its rounds
+        (round noise only, see `note`); nan without either."""
+        if self.n >= 2:
+            h = t_quantile(self.df, level) * self.se
+            return math.exp(self.mean - h), math.exp(self.mean + h)
+        if self.n == 1 and self.rounds:
+            lo, hi, _ = order_interval(self.rounds, level)
+            return lo, hi
         return math.nan, math.nan
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+
+    def note(self) -> str:
+        if self.n >= 2:
+            return f"{self.n} processes: t interval over processes"
+        if self.n == 1 and self.rounds:
+            cov = order_ranks(len(self.rounds))[2]
+            return ("one process: interval covers round-to-round noise only (indicative)"
+                    + ("" if cov >= LEVEL else f"; {len(self.rounds)} rounds allow no 95% interval: min-max, "
+                       f"{100 * cov:.1f}% coverage"))
+        return "one value: no interval" if self.n == 1 else "no value"
+
+    def draws(self, name: str, n: int = N_DRAWS) -> np.ndarray | None:
+        """Draws of the log location from its t distribution (None below two processes)."""
+        if self.n < 2:
+            return None
+        rng = np.random.default_rng(seed_of("est|" + name))
+        return self.mean + self.se * rng.standard_t(self.df, n)
+
+    def second_half(self) -> "Est | None":
+        return Est(dict(self.halves)) if self.halves else None
+
+    def tempered(self) -> "Est | None":
+        """The most deviant process replaced by the median of the others (same n, same df):
+        whether one process carries a verdict (None below three processes)."""
+        if self.n < 3:
+            return None
+        keys = list(self.logs)
+        v = np.array([self.logs[k] for k in keys])
+        dev = [abs(v[i] - np.median(np.delete(v, i))) for i in range(len(v))]
+        i = int(np.argmax(dev))
+        out = dict(self.logs)
+        out[keys[i]] = float(np.median(np.delete(v, i)))
+        return Est(out)
 
 
-def ratio_interval(boot_a: np.ndarray | None, boot_b: np.ndarray | None,
-                   level: float = LEVEL) -> tuple[float, float]:
-    """Interval of median_a / median_b from independent bootstraps of a and b."""
-    if boot_a is None or boot_b is None:
+# ----------------------------------------------------------------------------- ratios
+
+@dataclass
+class Ratio:
+    """a / b on the log scale: `diff` = log(a/b), with its standard error and df. kind:
+    'paired' (same processes), 'welch' (different processes), 'one-sample' (a against 1),
+    or 'untested' (one process on a side: no interval over processes)."""
+    diff: float
+    se: float
+    df: float
+    kind: str
+
+    @property
+    def value(self) -> float:
+        return math.exp(self.diff) if math.isfinite(self.diff) else math.nan
+
+    @property
+    def tested(self) -> bool:
+        return self.kind != "untested" and math.isfinite(self.se) and math.isfinite(self.df)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        if not self.tested:
+            return math.nan, math.nan
+        h = t_quantile(self.df, level) * self.se
+        return math.exp(self.diff - h), math.exp(self.diff + h)
+
+    def p(self) -> float:
+        """Two-sided p-value of a/b = 1."""
+        if not self.tested:
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.diff != 0 else 1.0
+        return float(2.0 * sps.t.sf(abs(self.diff) / self.se, self.df))
+
+    def draws(self, name: str, n: int = N_DRAWS) -> np.ndarray | None:
+        if not self.tested:
+            return None
+        rng = np.random.default_rng(seed_of("ratio|" + name))
+        return self.diff + self.se * rng.standard_t(self.df, n)
+
+
+def ratio(a: Est, b: Est | None = None) -> Ratio:
+    """a / b (b None: a against 1, a's values being per-process ratios): paired when both
+    were measured in the same two or more processes, Welch when each has two or more,
+    else untested."""
+    if b is None:
+        return Ratio(a.mean, a.se, a.df, "one-sample" if a.n >= 2 else "untested")
+    diff = a.mean - b.mean
+    if a.n >= 2 and set(a.logs) == set(b.logs):
+        d = np.array([a.logs[k] - b.logs[k] for k in a.logs])
+        return Ratio(float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), float(len(d) - 1), "paired")
+    if a.n >= 2 and b.n >= 2:
+        va, vb = a.se ** 2, b.se ** 2
+        se = math.sqrt(va + vb)
+        den = (va ** 2 / a.df if a.df else 0.0) + (vb ** 2 / b.df if b.df else 0.0)
+        df = (va + vb) ** 2 / den if den > 0 else float(a.df + b.df)
+        return Ratio(diff, se, df, "welch")
+    return Ratio(diff, math.nan, math.nan, "untested")
+
+
+def rounds_ratio(ta: Sequence[float] | None, tb: Sequence[float] | None,
+                 level: float = LEVEL) -> tuple[float, float]:
+    """Interval of median_a / median_b from two cases' rounds in one process (round noise
+    only: Welch's t on the log rounds); nan without rounds."""
+    if not _seq(ta) or not _seq(tb) or len(ta) < 2 or len(tb) < 2:
         return math.nan, math.nan
-    return interval(boot_a / boot_b, level)
+    a, b = np.log(np.asarray(ta, float)), np.log(np.asarray(tb, float))
+    return ratio(Est({str(i): x for i, x in enumerate(a)}), Est({str(i): x for i, x in enumerate(b)})).interval(level)
 
 
-def significant(lo: float, hi: float) -> bool:
-    """A ratio differs from 1 when its whole interval lies on one side of 1."""
-    return not (math.isnan(lo) or math.isnan(hi)) and (lo > 1.0 or hi < 1.0)
+# ----------------------------------------------------------------------------- verdicts
+
+def verdict(lo: float, hi: float, margin: float = MARGIN) -> str:
+    """The verdict on a time ratio a/b whose interval is [lo, hi] (see the module docstring)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return NOT_TESTED
+    top, bottom = 1.0 + margin, 1.0 / (1.0 + margin)
+    if hi < bottom:
+        return FASTER_M
+    if lo > top:
+        return SLOWER_M
+    if hi < 1.0:
+        return FASTER
+    if lo > 1.0:
+        return SLOWER
+    if lo >= bottom and hi <= top:
+        return EQUIVALENT
+    return INCONCLUSIVE
 
 
-def verdict(ratio: float, lo: float, hi: float, min_effect: float = MIN_EFFECT) -> str:
-    """Verdict on a time ratio new/old: 'slower' when the interval lies above 1 and the
-    ratio is at least 1 + min_effect, 'faster' when it lies below 1 and the ratio is at
-    most 1 / (1 + min_effect), else 'no significant change' (also without round data)."""
-    if not significant(lo, hi):
-        return "no significant change"
-    if lo > 1.0 and ratio >= 1.0 + min_effect:
-        return "slower"
-    if hi < 1.0 and ratio <= 1.0 / (1.0 + min_effect):
-        return "faster"
-    return "no significant change"
+def coarse(v: str) -> str:
+    """faster / slower / equivalent / inconclusive / not tested: a verdict's class, which the
+    stability checks compare (a change between 'faster' and 'faster by the margin' is no flip)."""
+    return {FASTER_M: FASTER, SLOWER_M: SLOWER}.get(v, v)
 
 
-def decided(ratio: float, lo: float, hi: float, min_effect: float = MIN_EFFECT) -> bool:
-    """A ratio (either way round) is a finding: its interval excludes 1 and it is at least
-    1 + min_effect away from 1 in that direction (verdict's rule)."""
-    return verdict(ratio, lo, hi, min_effect) != "no significant change"
+def words(v: str, margin: float, faster: str = "faster", slower: str = "slower") -> str:
+    """A verdict in words, e.g. 'faster by at least the 10% margin'."""
+    m = f"{100 * margin:.0f}%"
+    return {FASTER_M: f"{faster} by at least the {m} margin", FASTER: f"{faster} (by less than the {m} margin "
+            "or not by it with confidence)", SLOWER_M: f"{slower} by at least the {m} margin",
+            SLOWER: f"{slower} (by less than the {m} margin or not by it with confidence)",
+            EQUIVALENT: f"equivalent within +-{m}", INCONCLUSIVE: "inconclusive", NOT_TESTED: ONE_PROCESS}[v]
 
 
-def effective_min_effect(observed_spread: float | None, floor: float = MIN_EFFECT) -> float:
-    """The minimum effect in force: `floor`, or the spread observed between processes of
-    the same code where that is larger (nan observed: the floor)."""
-    if observed_spread is None or not np.isfinite(observed_spread):
-        return floor
-    return max(floor, float(observed_spread))
+@dataclass
+class Judgement:
+    """One comparison's outcome: the time ratio a/b, its interval at `level` and the verdict."""
+    key: str
+    ratio: float
+    lo: float
+    hi: float
+    level: float
+    verdict: str
+    kind: str
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict in DECIDED
+
+    def speed(self) -> tuple[float, float, float]:
+        """b/a: how many times faster a is than b, with the interval."""
+        return 1.0 / self.ratio, (1.0 / self.hi if self.hi else math.nan), (1.0 / self.lo if self.lo else math.nan)
+
+    def interval_text(self, speed: bool = True, label: str | None = None) -> str:
+        """'speed 1.31x [1.20, 1.43], 99.8% interval' (b/a), or with speed=False the ratio a/b."""
+        x, lo, hi = self.speed() if speed else (self.ratio, self.lo, self.hi)
+        label = label or ("speed" if speed else "ratio")
+        if self.verdict == NOT_TESTED:
+            return f"{label} {x:.2f}x, one process on a side: no interval over processes"
+        return f"{label} {x:.2f}x [{lo:.2f}, {hi:.2f}], {level_text(self.level)} interval"
+
+
+def level_text(level: float) -> str:
+    """'95%', '99.8%', '99.97%': enough digits to tell the level from 100%."""
+    p = 100 * level
+    for d in range(0, 5):
+        s = f"{p:.{d}f}"
+        if float(s) < 100 or d == 4:
+            return s.rstrip("0").rstrip(".") + "%" if "." in s else s + "%"
+    return f"{p}%"
+
+
+@dataclass
+class Family:
+    """Every comparison a report states a verdict on, under one error rate (Holm; see the
+    module docstring). A comparison is named by its key: the same key is the same comparison.
+    Pass 1 (`closed` False) registers each comparison's p-value; `close()` gives each its
+    Holm level; pass 2 returns the final judgements, and re-checks each verdict on the second
+    half of every process's rounds and with the most deviant process of a side replaced by
+    the others' median: where the verdict's class changes, the comparison (`key_flags`) and
+    the cases involved (`flags`: case -> {reason: keys}) get that flag."""
+    alpha: float = ALPHA
+    margin: float = MARGIN
+    closed: bool = False
+    pvalues: dict[str, float] = field(default_factory=dict)
+    levels: dict[str, float] = field(default_factory=dict)
+    stop_level: float = LEVEL
+    flags: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    key_flags: dict[str, set[str]] = field(default_factory=dict)
+    judged: dict[str, Judgement] = field(default_factory=dict)
+    _provisional: dict[str, Judgement] = field(default_factory=dict)
+
+    def judge(self, key: str, a: Est, b: Est | None = None, cases: Iterable[str] = ()) -> Judgement:
+        """The verdict on a / b (b None: a's per-process ratios against 1)."""
+        cache = self.judged if self.closed else self._provisional
+        if key in cache:
+            return cache[key]
+        r = ratio(a, b)
+        if not self.closed and r.tested:
+            self.pvalues[key] = r.p()
+        level = self.levels.get(key, self.stop_level) if self.closed and r.tested else LEVEL
+        lo, hi = r.interval(level)
+        j = Judgement(key, r.value, lo, hi, level, verdict(lo, hi, self.margin), r.kind)
+        cache[key] = j
+        if self.closed and r.tested:
+            self._stability(key, j, a, b, tuple(cases), level)
+        return j
+
+    def _stability(self, key: str, j: Judgement, a: Est, b: Est | None, cases: tuple[str, ...],
+                   level: float) -> None:
+        """Flag a claim (faster, slower, equivalent) whose class changes under a check;
+        'inconclusive' claims nothing, so nothing can overturn it."""
+        if coarse(j.verdict) not in (FASTER, SLOWER, EQUIVALENT):
+            return
+        ta, tb = a.tempered(), (b.tempered() if b is not None else None)
+        checks = [(HALF, a.second_half(), b.second_half() if b is not None else None,
+                   b is not None and b.halves is None),
+                  (ONE_CARRIES, ta, b, ta is None), (ONE_CARRIES, a, tb, tb is None)]
+        for reason, x, y, skip in checks:
+            if x is None or skip:
+                continue
+            r = ratio(x, y)
+            if r.tested and coarse(verdict(*r.interval(level), self.margin)) != coarse(j.verdict):
+                self.key_flags.setdefault(key, set()).add(reason)
+                for c in cases:
+                    self.flags.setdefault(c, {}).setdefault(reason, set()).add(key)
+
+    def close(self) -> None:
+        """Holm's levels from pass 1's p-values; the next pass words the verdicts."""
+        items = sorted(self.pvalues.items(), key=lambda kv: (kv[1], kv[0]))
+        m = len(items)
+        self.levels, self.stop_level = {}, 1.0 - self.alpha / max(m, 1)
+        stopped = False
+        for j, (key, p) in enumerate(items):
+            step = 1.0 - self.alpha / (m - j)
+            if not stopped and p <= self.alpha / (m - j):
+                self.levels[key] = step
+                continue
+            if not stopped:
+                stopped, self.stop_level = True, step
+            self.levels[key] = self.stop_level
+        self.closed = True
+
+    @property
+    def m(self) -> int:
+        return len(self.pvalues)
+
+    def stated(self) -> int:
+        return sum(j.decided for j in self.judged.values())
+
+
+HALF = "verdict changes on the second half of the rounds"
+ONE_CARRIES = "verdict changes without its most deviant process"
+
+
+def sentence(j: Judgement, a: str, b: str, margin: float, label: str | None = None, speed: bool = True,
+             faster: str = "faster", slower: str = "slower", flags: Iterable[str] = ()) -> str:
+    """'a is faster than b by at least the 10% margin (speed 1.31x [1.20, 1.43], 99.8%
+    interval)' and the like for every verdict; speed=False shows the ratio a/b (a size, a
+    latency) under `label`."""
+    x = j.interval_text(speed, label)
+    m = f"{100 * margin:.0f}%"
+    v = j.verdict
+    if v in (FASTER_M, SLOWER_M):
+        s = f"{a} is {faster if v == FASTER_M else slower} than {b} by at least the {m} margin ({x})"
+    elif v in (FASTER, SLOWER):
+        s = f"{a} is {faster if v == FASTER else slower} than {b}, by less than the {m} margin or not by it " \
+            f"with confidence ({x})"
+    elif v == EQUIVALENT:
+        s = f"{a} and {b} are equivalent within +-{m} ({x})"
+    elif v == INCONCLUSIVE:
+        s = f"{a} against {b} is inconclusive: the interval contains 1 and reaches beyond +-{m} ({x})"
+    else:
+        s = f"{a} against {b}: {ONE_PROCESS} ({x})"
+    fl = sorted(set(flags))
+    return s + (f" [flagged: {'; '.join(fl)}]" if fl else "")
+
+
+# ----------------------------------------------------------------------------- one process
+
+def _seq(x: object) -> bool:
+    return isinstance(x, (list, tuple, np.ndarray)) and len(x) > 0
 
 
 def binom_half_cdf(k: int, n: int) -> float:
@@ -165,109 +449,42 @@ def order_ranks(n: int, level: float = LEVEL) -> tuple[int, int, float]:
 
 
 def order_interval(data: Sequence[float] | None, level: float = LEVEL) -> tuple[float, float, float]:
-    """(lo, hi, coverage) of the order-statistic interval of the median of `data`;
-    nan without data."""
-    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) == 0:
+    """(lo, hi, coverage) of the order-statistic interval of the median of `data` (one
+    process's rounds: round-to-round noise only); nan without data."""
+    if not _seq(data):
         return math.nan, math.nan, math.nan
     x = np.sort(np.asarray(data, dtype=np.float64))
     lo, hi, cov = order_ranks(len(x), level)
     return float(x[lo - 1]), float(x[hi - 1]), cov
 
 
-def hier_boot(proc_boots: Sequence[np.ndarray], name: str) -> np.ndarray | None:
-    """Hierarchical bootstrap of the median of process medians from each process's own
-    bootstrap medians (boot_medians, all of one length B): per draw, P processes with
-    replacement, for each a random one of its B round-level draws, then their median.
-    One process: its own draws (the interval then covers round-to-round noise only)."""
-    boots = [b for b in proc_boots if b is not None]
-    if not boots:
-        return None
-    if len(boots) == 1:
-        return boots[0]
-    m = np.stack(boots)                                        # (P, B)
-    rng = np.random.default_rng(seed_of("hier|" + name))
-    shape = (m.shape[1], m.shape[0])                           # (B, P)
-    return np.median(m[rng.integers(0, m.shape[0], shape), rng.integers(0, m.shape[1], shape)], axis=1)
-
-
-def process_boot(values: Sequence[float], name: str, n_boot: int = N_BOOT) -> np.ndarray | None:
-    """Bootstrap medians of one value per process (a quantity measured once per process,
-    such as a stream's cold pass): the processes resampled with replacement. None below two
-    processes, so that a ratio built on it has no interval and states no finding: one
-    process says nothing about the variation between processes."""
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
-    if len(v) < 2:
-        return None
-    rng = np.random.default_rng(seed_of("proc|" + name))
-    return np.median(v[rng.integers(0, len(v), size=(n_boot, len(v)))], axis=1)
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Average ranks (1..n) along the last axis; ties share their mean rank."""
-    order = np.argsort(x, axis=-1, kind="stable")
-    r = np.empty_like(x, dtype=np.float64)
-    np.put_along_axis(r, order, np.arange(1, x.shape[-1] + 1, dtype=np.float64) * np.ones_like(r), axis=-1)
-    if x.ndim == 1 and len(np.unique(x)) < len(x):             # ties (observed data only)
-        _, inv, cnt = np.unique(x, return_inverse=True, return_counts=True)
-        sums = np.bincount(inv, weights=r)
-        r = (sums / cnt)[inv]
-    return r
-
-
-def drift_statistics(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """|Spearman rho| of rank vs round index and the largest |z| of the Mann-Whitney
-    statistic over the splits after round 2 .. n-2, for ranks of shape (..., n)."""
-    n = ranks.shape[-1]
-    idx = np.arange(1, n + 1, dtype=np.float64)
-    rc = ranks - ranks.mean(axis=-1, keepdims=True)
-    ic = idx - idx.mean()
-    den = np.sqrt((rc ** 2).sum(axis=-1) * (ic ** 2).sum())
-    rho = np.abs(np.divide((rc * ic).sum(axis=-1), den, out=np.zeros(ranks.shape[:-1]), where=den > 0))
-    k = np.arange(2, n - 1, dtype=np.float64)                  # size of the "before" segment
-    u = np.cumsum(ranks, axis=-1)[..., 1:n - 2] - k * (k + 1) / 2
-    z = np.abs(u - k * (n - k) / 2) / np.sqrt(k * (n - k) * (n + 1) / 12)
-    return rho, z.max(axis=-1)
-
-
-@functools.lru_cache(maxsize=256)
-def _null(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted null distributions of drift_statistics for n i.i.d. rounds (random permutations)."""
-    rng = np.random.default_rng(n)
-    perms = np.argsort(rng.random((NULL_PERMUTATIONS, n)), axis=1).astype(np.float64) + 1.0
-    rho, z = drift_statistics(perms)
-    return np.sort(rho), np.sort(z)
-
-
-def drift_pvalues(data: Sequence[float] | None) -> tuple[float, float]:
-    """(p of a monotone trend, p of a step change) of one process's rounds, in round order;
-    (nan, nan) below MIN_ROUNDS_TESTED rounds."""
-    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) < MIN_ROUNDS_TESTED:
-        return math.nan, math.nan
-    rho, z = drift_statistics(_ranks(np.asarray(data, dtype=np.float64)))
-    null_rho, null_z = _null(len(data))
-    m = len(null_rho)
-    # share of the null at least as extreme (with the observed one counted: never 0)
-    p = [(1 + m - np.searchsorted(null, obs - 1e-12)) / (m + 1) for null, obs in ((null_rho, rho), (null_z, z))]
-    return float(p[0]), float(p[1])
-
-
-def lag1_autocorrelation(data: Sequence[float] | None) -> float:
-    """Lag-1 autocorrelation of the rounds in order (nan below 3 rounds or without spread)."""
-    if not isinstance(data, (list, tuple, np.ndarray)) or len(data) < 3:
+def second_half_median(data: Sequence[float] | None) -> float:
+    """Median of the second half of a process's rounds (nan below 4 rounds)."""
+    if not _seq(data) or len(data) < 4:
         return math.nan
-    x = np.asarray(data, dtype=np.float64) - np.mean(data)
-    den = float((x ** 2).sum())
-    return float((x[:-1] * x[1:]).sum() / den) if den > 0 else math.nan
+    return float(np.median(np.asarray(data, float)[len(data) // 2:]))
 
 
-def geomean(values: Sequence[float]) -> float:
+def percentile_interval(draws: np.ndarray | None, level: float = LEVEL) -> tuple[float, float]:
+    """Percentile interval of draws of a derived number (inf allowed); nan without draws."""
+    if draws is None or len(draws) == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def geomean(values: Iterable[float]) -> float:
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=np.float64)
     return float(np.exp(np.mean(np.log(v)))) if len(v) else math.nan
 
 
+# ----------------------------------------------------------------------------- formatting
+
 def fmt_ratio(r: float, lo: float, hi: float) -> str:
     """'1.31x [1.25, 1.37]', or '1.31x' without an interval."""
-    if math.isnan(lo):
+    if not np.isfinite(r):
+        return "n/a"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         return f"{r:.2f}x"
     return f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
 
@@ -295,11 +512,16 @@ def fmt_count(x: float) -> str:
     return f"{x:.3g}"
 
 
-def fmt_time_ci(m: float, lo: float, hi: float) -> str:
-    """A median with its interval in the median's unit: '3.97 ms [3.92, 4.02]'."""
+def _num(x: float) -> str:
+    """3 significant digits without exponents: 0.451, 45.1, 451, 1900."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def fmt_time_ci(m: float, lo: float | None, hi: float | None) -> str:
+    """A time with its interval in the time's unit: '3.97 ms [3.92, 4.02]'."""
     if m is None or not np.isfinite(m):
         return "n/a"
-    scale, unit = (1e6, "us") if m < 1e-3 else (1e3, "ms") if m < 1.0 else (1.0, "s")
-    if lo is None or not np.isfinite(lo):
-        return f"{m * scale:.3g} {unit}"
-    return f"{m * scale:.3g} {unit} [{lo * scale:.3g}, {hi * scale:.3g}]"
+    scale, unit = (1e6, "us") if abs(m) < 1e-3 else (1e3, "ms") if abs(m) < 1.0 else (1.0, "s")
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{_num(m * scale)} {unit}"
+    return f"{_num(m * scale)} {unit} [{_num(lo * scale)}, {_num(hi * scale)}]"

@@ -125,16 +125,21 @@ def plausible_run(framework: str, seed: int = 0, slow: float = 1.0, **kw: Any) -
 
 def process_files(folder: Path, framework: str, median: float, offsets: Iterable[float], *,
                   task: str = "forward", mode: str = "compiled", n: int = 30, spread: float = 0.03, seed: int = 0,
-                  first_call_s: tuple[float, float] = (5.0, 1.0), run_id: str = "run-1", **kw: Any) -> list[Path]:
-    """One result file per process (repeat 0, 1, ...) of one case, as `fwbench run --repeats`
-    writes them: process i's rounds scattered around median x (1 + offsets[i]); the first
-    process found the compile cache cold, the later ones warm (first calls first_call_s)."""
+                  first_call_s: tuple[float, float] = (5.0, 1.0), run_id: str = "run-1",
+                  roles: list[str] | None = None, first_calls: list[float] | None = None, **kw: Any) -> list[Path]:
+    """One result file per process (repeat 0, 1, ...) of one case, as `fwbench run` writes
+    them: process i's rounds scattered around median x (1 + offsets[i]); its role
+    roles[i] (default: the first cold, the later ones warm), its first call first_calls[i]
+    (default first_call_s: (cold, warm)). A keyword whose value is a list gives each
+    process its own value of that record field."""
     offsets = list(offsets)
+    roles = roles or ["cold"] + ["warm"] * (len(offsets) - 1)
     paths = []
     for i, off in enumerate(offsets):
-        cache = "cold" if i == 0 else "warm"
-        rec = record(framework, task, mode, repeat=i, order=0, compile_cache=cache,
-                     first_call_s=first_call_s[0 if i == 0 else 1], **kw)
+        cache = roles[i]
+        own = {k: (v[i] if isinstance(v, list) else v) for k, v in kw.items()}
+        first = first_calls[i] if first_calls else first_call_s[0 if cache == "cold" else 1]
+        rec = record(framework, task, mode, repeat=i, order=0, compile_cache=cache, first_call_s=first, **own)
         doc = result_json([(rec, times(median * (1 + off), n=n, spread=spread, seed=seed * 1000 + i))],
                           frameworks=[framework], run_id=run_id, repeat=i, repeats=len(offsets),
                           compile_cache=cache)
@@ -270,4 +275,52 @@ def axis_folder(folder: Path, cases: Iterable[tuple[dict[str, Any], float | None
                     timed.append((rec, times(med, n=10, seed=i * 7 + len(timed))))
             write(folder / f"{fw}-{i}.json", result_json(timed, not_run, frameworks=[fw], repeat=i,
                                                           repeats=processes))
+    return folder
+
+
+# ----------------------------------------------------------------------------- simulated runs
+
+# Variance components measured on the 2-core development machine (the earlier 3-process
+# example, 46 timed cases): between warm processes 4.3% (SD of log process medians, its
+# median over cases), within a process 2.5% per round; cases of one process share about
+# 70% of their process effect (r = 0.71 between one framework's eager and compiled cases).
+SB, SW, SHARED = 0.043, 0.025, 0.7
+
+
+def simulated_processes(folder: Path, framework: str, medians: dict[tuple[str, str, str], float], *,
+                        cold: int = 2, warm: int = 5, rounds: int = 6, sb: float = SB, sw: float = SW,
+                        shared: float = SHARED, cold_shift: float = 0.09, seed: int = 0,
+                        run_id: str = "sim") -> list[Path]:
+    """One result file per process, as `fwbench run` writes them: `cold` processes (role
+    cold, steady state `cold_shift` slower) then `warm` ones, each holding every case of
+    `medians` ({(workload, task, mode): seconds}); a process's log effect is
+    N(0, shared sb^2) common to its cases plus N(0, (1 - shared) sb^2) per case, its rounds
+    log-normal with SD sw. First calls: 100 steps cold, 10 warm, with the same noise."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(cold + warm):
+        role = "cold" if i < cold else "warm"
+        common = rng.normal(0.0, sb * np.sqrt(shared))
+        timed = []
+        for k, ((workload, task, mode), med) in enumerate(medians.items()):
+            eff = common + rng.normal(0.0, sb * np.sqrt(1.0 - shared)) + (cold_shift if role == "cold" else 0.0)
+            data = [float(t) for t in med * np.exp(eff + rng.normal(0.0, sw, rounds))]
+            first = med * (100 if role == "cold" else 10) * float(np.exp(rng.normal(0.0, sb)))
+            rec = record(framework, task, mode, workload=workload, repeat=i, order=k, compile_cache=role,
+                         first_call_s=first, first_call_valid=None if mode == "eager" else True,
+                         first_call_compilations=0 if mode == "eager" else 1)
+            timed.append((rec, data))
+        doc = result_json(timed, frameworks=[framework], run_id=run_id, repeat=i, repeats=cold + warm,
+                          compile_cache=role)
+        paths.append(write(folder / f"{framework}-{i}.json", doc))
+    return paths
+
+
+def plausible_processes(folder: Path, framework: str, seed: int = 0, slow: float = 1.0, cold: int = 1,
+                        warm: int = 4, **kw: Any) -> Path:
+    """simulated_processes over every timed case of PLAUSIBLE (medians times `slow`): one
+    file per process, as a `fwbench run` of this framework writes them."""
+    medians = {("gpt", task, mode): med * slow for mode, tasks in PLAUSIBLE[framework].items()
+               for task, (_, med) in tasks.items()}
+    simulated_processes(folder, framework, medians, cold=cold, warm=warm, seed=seed, **kw)
     return folder

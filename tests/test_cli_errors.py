@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from reports import atomic, cli, document
-from tests.reports_fixtures import plausible_run, write
+from tests.reports_fixtures import plausible_processes, write
 
 
 def _main(argv, capsys):
@@ -26,8 +26,8 @@ def _main(argv, capsys):
 
 @pytest.fixture
 def runs(tmp_path):
-    old = write(tmp_path / "old" / "torch.json", plausible_run("torch", seed=0))
-    new = write(tmp_path / "new" / "torch.json", plausible_run("torch", seed=0, slow=2.0))
+    old = plausible_processes(tmp_path / "old", "torch", seed=0)
+    new = plausible_processes(tmp_path / "new", "torch", seed=0, slow=2.0)
     empty = tmp_path / "empty"
     empty.mkdir()
     broken = write(tmp_path / "broken.json", "{")
@@ -56,7 +56,7 @@ def test_compare_fail_on_slower_gates(runs, capsys):
 
 def test_compare_help_documents_exit_codes(capsys):
     rc, out = _main(["compare", "--help"], capsys)
-    assert rc == 0 and "95%%" not in out.out and "95% bootstrap" in out.out
+    assert rc == 0 and "%%" not in out.out and "Holm level" in out.out
     text = " ".join(out.out.split())
     assert "3 OLD or NEW has no readable record" in text and "4 with --fail-on-" in text
 

@@ -43,8 +43,8 @@ def test_every_subcommand_has_help(command, capsys):
     (["run", "--budget-s", "-1"], "expected a positive finite number"),
     (["run", "--rounds", "0"], "expected a positive integer"),
     (["run", "--timeout-s", "nan"], "expected a positive finite number"),
-    (["compare", "a", "b", "--min-effect", "-0.1"], "expected a non-negative finite number"),
-    (["compare", "a", "b", "--min-effect", "nan"], "expected a non-negative finite number"),
+    (["compare", "a", "b", "--margin", "-0.1"], "expected a fraction above 0 and below 1"),
+    (["compare", "a", "b", "--margin", "nan"], "expected a fraction above 0 and below 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, phrase, capsys, tmp_path):
     argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]

@@ -14,8 +14,13 @@ from workloads.base import FwbenchError
 DYN = {"workload": "dynamic", "task": "prefill", "preset": "tiny"}
 
 
-def _cases(tmp_path, cases, processes=2):
+def _cases(tmp_path, cases, processes=4):
     return replicates.cases(reports.load(axis_folder(tmp_path, cases, processes)))
+
+
+def _fam(c):
+    """The report's family of comparisons for a cases frame (verdicts, levels, flags)."""
+    return findings.prepare(c)
 
 
 def _dyn(fw, mode, strategy, cold, new, seen, med=0.01, **kw):
@@ -27,8 +32,8 @@ def _dyn(fw, mode, strategy, cold, new, seen, med=0.01, **kw):
 def test_cases_keep_every_process_value_of_a_stream(tmp_path):
     c = _cases(tmp_path, [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001)], processes=3)
     r = c.iloc[0]
-    assert r["procs_stream_cold_s"] == pytest.approx((2.0, 2.04, 2.08))
-    assert r["stream_cold_s"] == pytest.approx(2.04)              # median over processes
+    assert sorted(r["procs_stream_cold_s"].values()) == pytest.approx([2.0, 2.04, 2.08])
+    assert r["stream_cold_s"] == pytest.approx((2.0 * 2.04 * 2.08) ** (1 / 3))    # geometric mean over processes
     assert r["stream"] == "gpt-prefill" and r["distinct_shapes"] == 6
     assert r["stream_cold_compilations"] == "1,2,3,4,5,6,6,6"
 
@@ -53,7 +58,7 @@ def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
     assert png is None and note == ("The dyn_compilations figure: not drawn, the records lack "
                                     "stream_cold_compilations.")
     assert not (tmp_path / "fig" / "dyn_compilations.png").exists()
-    blocks = document.axes_blocks(c, figs, 0.15)
+    blocks = document.axes_blocks(c, figs, _fam(c))
     assert ("p", note) in blocks
     assert any(b[0] == "table" and b[3] == "dynamic" for b in blocks)
 
@@ -61,42 +66,45 @@ def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
 def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
     slow_new = _cases(tmp_path / "a", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
                                             compilations=1)])
-    line = next(s for s in axes.dynamic_findings(slow_new, 0.15) if "input_signature" in s)
+    line = next(s for s in axes.dynamic_findings(slow_new, _fam(slow_new)) if "input_signature" in s)
     assert "1 trace(s) for 6 distinct shapes" in line and "XLA still compiles per concrete shape" in line
+    assert "a request of a new shape is slower than one of a seen shape by at least the 10% margin" in line
     kw, med = _dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01, compilations=1)
     fields = kw["fields"]
     kw["fields"] = lambda i: {**fields(i), "xla_compilations_cold": 6, "stream_cold_cache": "empty"}
     xla = _cases(tmp_path / "x", [(kw, med)])
-    line = next(s for s in axes.dynamic_findings(xla, 0.15) if "input_signature" in s)
+    line = next(s for s in axes.dynamic_findings(xla, _fam(xla)) if "input_signature" in s)
     assert "1 trace(s) and 6 XLA compile(s) for 6 distinct shapes" in line
     row = axes.dynamic_table(xla).iloc[0]
     assert row["compilations (cold pass)"] == "1 + 6 XLA" and row["cold-pass caches"] == "empty"
-    same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0102, 0.01,
+    same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0097, 0.01,
                                         compilations=1)])
-    line = next(s for s in axes.dynamic_findings(same, 0.15) if "input_signature" in s)
-    assert "no significant difference between new- and seen-shape requests" in line
+    line = next(s for s in axes.dynamic_findings(same, _fam(same)) if "input_signature" in s)
+    assert re.search(r"a request of a new shape (and one of a seen shape are equivalent|against one of a seen shape "
+                     r"is inconclusive)", line) and "XLA still compiles" not in line
     one = _cases(tmp_path / "c", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
                                        compilations=1)], processes=1)
-    line = next(s for s in axes.dynamic_findings(one, 0.15) if "input_signature" in s)
-    assert "from one process; a finding needs two processes or more" in line
+    line = next(s for s in axes.dynamic_findings(one, _fam(one)) if "input_signature" in s)
+    assert "not tested (one process)" in line
 
 
 def test_cold_stream_difference_stated_only_outside_the_noise(tmp_path):
     far = _cases(tmp_path / "a", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
                                   _dyn("jax", "compiled", None, 3.0, 0.3, 0.001)])
-    line = next(s for s in axes.dynamic_findings(far, 0.15) if s.startswith("fastest cold"))
-    assert "torch compiled default takes 0.33x" in line
+    line = next(s for s in axes.dynamic_findings(far, _fam(far)) if s.startswith("fastest cold"))
+    assert "torch compiled default is faster than jax compiled default by at least the 10% margin (speed 3.00x" \
+        in line
     near = _cases(tmp_path / "b", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
                                    _dyn("jax", "compiled", None, 1.05, 0.3, 0.001)])
-    line = next(s for s in axes.dynamic_findings(near, 0.15) if s.startswith("fastest cold"))
-    assert "no significant difference" in line
+    line = next(s for s in axes.dynamic_findings(near, _fam(near)) if s.startswith("fastest cold"))
+    assert "speed 1.05x" in line and "by at least the 10% margin" not in line
 
 
 def test_recompile_limit_is_stated_and_excluded_from_the_best_strategy(tmp_path):
     c = _cases(tmp_path, [_dyn("torch", "compiled", "static", 0.5, 0.1, 0.001, compilations=8, limit_hit=True),
                           _dyn("torch", "compiled", "dynamic", 2.0, 0.1, 0.001, compilations=1),
                           _dyn("jax", "compiled", None, 4.0, 0.1, 0.001)])
-    lines = axes.dynamic_findings(c, 0.15)
+    lines = axes.dynamic_findings(c, _fam(c))
     assert any("torch compiled static" in s and "hit the recompile limit" in s for s in lines)
     # the static case is fastest but hit the limit: torch's best is dynamic (2 s) against jax's 4 s
     s = axes.dynamic_score(c, ["torch", "jax"])
@@ -146,14 +154,16 @@ def test_derivatives_section_vmap_speedup_and_capability(tmp_path):
         _der("torch", "compiled", "nth_derivative_2", "autograd", None, status="failed", derivative_order=2),
         _der("torch", "compiled", "nth_derivative_2", "grad", 0.001, derivative_order=2),
     ])
-    lines = axes.derivatives_findings(c, 0.15)
-    assert any(s.startswith("per_sample_grad_mlp_b8: torch compiled vmap is faster than the loop") for s in lines)
+    lines = axes.derivatives_findings(c, _fam(c))
+    assert any(s.startswith("per_sample_grad_mlp_b8: torch compiled vmap is faster than the loop over examples by "
+                            "at least the 10% margin") for s in lines)
     # jax's vmap is within 2% of its loop: not stated as a difference
     assert not any("jax compiled vmap is" in s for s in lines)
-    assert any("No significant difference from the loop" in s and "jax compiled vmap" in s for s in lines)
+    assert any("Against the loop over examples, no stated difference" in s and "jax compiled vmap" in s for s in lines)
     mem = next(s for s in lines if "peak memory" in s)
     assert mem.startswith("hvp_mlp peak memory, torch compiled (peak RSS delta in a fresh process): fwd_rev 4.0 MiB, "
-                          "rev_rev 16.0 MiB: 0.25x")
+                          "rev_rev 16.0 MiB: fwd_rev is smaller than rev_rev by at least the 10% margin (memory "
+                          "ratio 0.25x")
     cap = axes.derivatives_capability(c, set()).set_index(["problem", "transform"])
     assert cap.at[("nth_derivative", "autograd"), "torch compiled"] == "failed: RuntimeError: double backward"
     assert cap.at[("per_sample_grad_mlp", "vmap"), "jax compiled"] == "ok"
@@ -213,9 +223,9 @@ def test_jacobian_crossover_is_stated_only_where_decided(tmp_path):
         _der("torch", "compiled", "jacobian_n10_m100", "jacrev", 0.004, n=10, m=100),
         _der("torch", "compiled", "jacobian_n10_m100", "jacfwd", 0.00401, n=10, m=100),
     ])
-    line = next(s for s in axes.derivatives_findings(c, 0.15) if s.startswith("Jacobian"))
-    assert "100->10: jacrev faster (0.25x" in line
-    assert "10->100: no significant difference" in line
+    line = next(s for s in axes.derivatives_findings(c, _fam(c)) if s.startswith("Jacobian"))
+    assert "100->10: jacrev faster (jacfwd's speed 0.25x" in line
+    assert re.search(r"10->100: (equivalent within \+-10%|inconclusive)", line)
 
 
 def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
@@ -238,14 +248,16 @@ def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
 
 def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
     c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN}, 0.01)], processes=1)
-    blocks = document.axes_blocks(c, {}, 0.15)
+    blocks = document.axes_blocks(c, {}, _fam(c))
     assert ("p", "The dynamic-shapes table: not shown, the records lack stream_cold_s, distinct_shapes.") in blocks
     assert not any(b[0] == "table" for b in blocks)
 
 
-def test_process_bootstrap_needs_two_processes():
+def test_a_per_process_value_needs_two_processes_for_an_interval():
     from reports import stats
-    assert stats.process_boot([1.0], "x") is None
-    b = stats.process_boot([1.0, 1.1, 1.2], "x")
-    assert b.shape == (stats.N_BOOT,) and b.min() >= 1.0 and b.max() <= 1.2
-    assert (stats.process_boot([1.0, 1.1, 1.2], "x") == b).all()        # seeded: the same report twice
+    one = stats.Est.of({"p0": 1.0})
+    assert all(v != v for v in one.interval()) and one.draws("x") is None
+    assert stats.ratio(one, stats.Est.of({"q0": 1.0, "q1": 1.1})).kind == "untested"
+    e = stats.Est.of({"p0": 1.0, "p1": 1.1, "p2": 1.2})
+    lo, hi = e.interval()
+    assert lo < e.value < hi and (e.draws("x") == e.draws("x")).all()     # seeded: the same report twice

@@ -47,7 +47,7 @@ def test_derived_columns_by_hand(tmp_path):
     assert c["break_even_steps"] == 318
     assert 2.0 + 317 * 0.004 < 0.1 + 317 * 0.010 and not 2.0 + 316 * 0.004 < 0.1 + 316 * 0.010
     assert e["speedup_vs_eager"] == 1.0 and e["compile_latency_s"] == pytest.approx(0.1 - 0.010)
-    # constant rounds: the bootstrap interval collapses onto the median
+    # constant rounds: the order-statistic interval collapses onto the median
     assert c["median_lo_s"] == pytest.approx(0.004) and c["median_hi_s"] == pytest.approx(0.004)
 
 
@@ -82,14 +82,11 @@ def test_speedup_pairs_within_the_same_run_file(tmp_path):
     assert df[(df["run_file"] == "a.json") & (df["mode"] == "compiled")]["speedup_vs_eager"].iloc[0] == pytest.approx(2.0)
 
 
-def test_bootstrap_is_deterministic_and_per_case():
-    x = times(0.01, n=25, spread=0.1)
-    a, b = stats.boot_medians(x, "case-a"), stats.boot_medians(x, "case-a")
-    assert np.array_equal(a, b)
-    assert not np.array_equal(a, stats.boot_medians(x, "case-b"))
-    lo, hi = stats.interval(a)
-    assert lo < np.median(x) < hi
-    assert stats.boot_medians(None, "x") is None and math.isnan(stats.interval(None)[0])
+def test_one_process_speedup_interval_is_from_its_rounds():
+    x, y = times(0.01, n=25, spread=0.1, seed=1), times(0.02, n=25, spread=0.1, seed=2)
+    lo, hi = stats.rounds_ratio(y, x)
+    assert lo < 2.0 < hi and (lo, hi) == stats.rounds_ratio(y, x)
+    assert all(math.isnan(v) for v in stats.rounds_ratio(None, x))
 
 
 def test_load_twice_gives_identical_intervals(tmp_path):
