@@ -181,7 +181,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
             "compilations (counter)": f"{int(r['compilations'])} ({_counter(r)})"
                                       if timed and not pd.isna(r["compilations"]) else "",
             "in timed rounds": _timed_compiles(r) if timed else "",
-            "flags": (r.get("flags") or "none") if timed and isinstance(r.get("flags"), str) else "",
+            "flags": r.get("flags") if timed and isinstance(r.get("flags"), str) else "",
         })
     return pd.DataFrame(rows)
 
