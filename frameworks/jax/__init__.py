@@ -18,6 +18,7 @@ if os.environ.get("FWBENCH_THREADS"):
     os.environ["PJRT_NPROC"] = os.environ["FWBENCH_THREADS"]
 
 import contextlib  # noqa: E402
+import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -27,6 +28,7 @@ import numpy as np  # noqa: E402
 from jax._src import xla_bridge  # noqa: E402  (the only place that says whether the backend started)
 
 from frameworks import base  # noqa: E402
+from workloads.base import merge_tree  # noqa: E402
 
 # jax.monitoring events, names as this version's jax/_src/dispatch.py and compiler.py record them.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -143,6 +145,32 @@ class Adapter(base.Adapter):
 
     def compile_seconds(self) -> float | None:
         return float(_COUNTS["compile_s"])
+
+    @contextlib.contextmanager
+    def case_caches(self, role: str) -> Any:
+        """Every case from JAX's fresh-process state: jax.clear_caches() on entry (traces,
+        lowerings, executables, and eager mode's op-by-op kernels: measured, an eager diffusion
+        `sample` compiled 7 programs instead of its own primitives because an eager forward had
+        compiled 250 just before). On disk, by role: cold, jax_compilation_cache_dir points at
+        an empty folder of the case's own (compilation_cache.reset_cache(), since JAX opens its
+        cache once), merged into the process's folder afterwards and the setting restored;
+        warm, the process's folder (the run's filled cache: a program loaded from it counts as
+        a compilation, '/jax/compilation_cache/cache_hits' says how many); off, no cache."""
+        from jax._src import compilation_cache
+        jax.clear_caches()
+        process_dir = self.cache_dir_in_use()
+        if role != "cold" or process_dir is None:
+            yield base.CASE_CACHES["off" if process_dir is None else role]
+            return
+        with tempfile.TemporaryDirectory(prefix="fwbench-case-", ignore_cleanup_errors=True) as tmp:
+            jax.config.update("jax_compilation_cache_dir", tmp)
+            compilation_cache.reset_cache()
+            try:
+                yield base.CASE_CACHES["cold"]
+            finally:
+                jax.config.update("jax_compilation_cache_dir", process_dir)
+                compilation_cache.reset_cache()
+                merge_tree(tmp, process_dir)
 
     @contextlib.contextmanager
     def fresh_caches(self) -> Any:
