@@ -77,11 +77,17 @@ class Adapter(base.Adapter):
         # base.configure_caches through JAX_COMPILATION_CACHE_DIR before jax loaded; set here
         # too in case jax was imported first). JAX's defaults write only programs that took
         # over a second to compile; fwbench's programs are small, so every program is cached,
-        # whatever its compile time or size.
+        # whatever its compile time or size. JAX also points XLA's own GPU caches into that
+        # folder by default (jax_persistent_cache_enable_xla_caches: the per-fusion autotune
+        # cache), and that path is part of every program's cache key: a program compiled in a
+        # cold case's or cold process's own folder would never be found once merged into the
+        # run's shared one (measured: a folder copied elsewhere, 0 hits; with them off, every
+        # program hit). They are off: a program loaded from the cache is not autotuned again.
         if base.caches_enabled():
             jax.config.update("jax_compilation_cache_dir", base.cache_dir("jax"))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
         self._peak_at_reset: dict[str, int | None] = {}
 
     # -- runtime ---------------------------------------------------------------------
@@ -198,7 +204,8 @@ class Adapter(base.Adapter):
         return {"PJRT_NPROC (CPU client threads)": os.environ.get("PJRT_NPROC", "unset"),
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") or "none",
                 "matmul precision": str(jax.config.jax_default_matmul_precision),
-                "persistent cache": "every program (min compile time 0 s, any size)",
+                "persistent cache": "every program (min compile time 0 s, any size); XLA's GPU caches in its "
+                                    "folder off (their path would enter every program's key)",
                 "gpt layout": "residual stream as flat (B*T, C) rows",
                 "generate / sample loops": "lax.fori_loop inside one jit (compiled); Python loop (eager)"}
 
