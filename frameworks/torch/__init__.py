@@ -42,6 +42,8 @@ class _LimitHits(logging.Handler):
 
 
 _LIMIT_HITS = _LimitHits()
+# Where Inductor and Triton keep compiled code on disk (case_caches sets both per case).
+_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 logging.getLogger("torch._dynamo.convert_frame").addHandler(_LIMIT_HITS)
 
 
@@ -147,31 +149,36 @@ class Adapter(base.Adapter):
         frame, guard and graph of earlier cases forgotten: measured at tiny, the default
         compiled GPT train_step after its `compiled-adamw` variant in one process compiled 0
         graphs in a 0.61 s first call without it, 1 graph in 6.5 s with it) and Inductor's
-        in-memory caches cleared, on entry and exit (what fresh_cache does).
-        On disk, by role: cold, the case gets its own empty TORCHINDUCTOR_CACHE_DIR (FX graphs,
+        in-memory caches cleared, on entry and exit (what fresh_cache does; fresh_cache itself
+        is not used, since it logs a warning that it keeps its folder whenever a case raises,
+        an `unsupported` one too). On disk, by role: cold, the case gets its own empty
+        TORCHINDUCTOR_CACHE_DIR (FX graphs,
         AOTAutograd entries and C++ kernels all miss), whose entries are merged into the
         process's folder afterwards (content-addressed), so later warm processes find them;
         warm, the process's folder (the run's filled cache); off, an empty folder of its own,
         not kept (the FX graph and AOTAutograd caches are off, but Inductor still writes and
         reuses compiled kernels on disk)."""
-        from torch._inductor.utils import clear_caches, fresh_cache
+        from torch._inductor.utils import clear_caches
         torch._dynamo.reset()
-        if role == "warm":
-            clear_caches()
+        clear_caches()
+        saved = {v: os.environ.get(v) for v in _CACHE_VARS}
+        with contextlib.ExitStack() as stack:
+            folder = base.cache_dir("torch") if role == "warm" else stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="fwbench-case-", ignore_cleanup_errors=True))
+            # Triton's folder inside Inductor's, as fresh_cache sets it, so that merged
+            # entries lie where a warm process looks (Inductor fixes TRITON_CACHE_DIR once)
+            os.environ.update(TORCHINDUCTOR_CACHE_DIR=folder, TRITON_CACHE_DIR=os.path.join(folder, "triton"))
             try:
-                yield base.CASE_CACHES["warm"]
+                yield base.CASE_CACHES[role]
             finally:
+                for v, value in saved.items():
+                    if value is None:
+                        os.environ.pop(v, None)
+                    else:
+                        os.environ[v] = value
                 clear_caches()
-            return
-        with tempfile.TemporaryDirectory(prefix="fwbench-case-", ignore_cleanup_errors=True) as tmp:
-            own = None
-            try:
-                with fresh_cache(dir=tmp, delete=False):
-                    own = os.environ["TORCHINDUCTOR_CACHE_DIR"]
-                    yield base.CASE_CACHES[role]
-            finally:
-                if role == "cold" and own is not None:
-                    merge_tree(own, base.cache_dir("torch"))
+                if role == "cold":
+                    merge_tree(folder, base.cache_dir("torch"))
 
     @contextlib.contextmanager
     def fresh_caches(self) -> Any:
