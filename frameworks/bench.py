@@ -298,9 +298,9 @@ def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[...,
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         return pool[next(turn) % len(pool)], {}
 
-    # GC off from the sizing call on: a collection in the warm-up (measured: the first timed
-    # round was the slowest of its process in 57 of 138 processes when only the timed rounds
-    # ran with GC off) would leave the first timed rounds paying for the garbage before it
+    # GC off from the sizing call on, through the warm-up: with GC on until the timed rounds,
+    # the first timed round was the slowest of its process in 57 of 138 processes of the
+    # committed example (about 10 expected; issue 17)
     with gc_off():
         t0 = time.perf_counter()
         call(*setup()[0])                 # second call: a warm-up that also sizes the rounds
