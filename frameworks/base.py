@@ -197,9 +197,30 @@ def configure_caches() -> dict[str, str]:
     return dict(_cache_state)
 
 
+# The process's role, when `fwbench run` assigned one (--cache-role): it replaces the state
+# read from the folder, so a warm process stays warm even if the cold one compiled nothing.
+_cache_role: str | None = None
+
+
+def set_cache_role(role: str | None) -> None:
+    """Make this process `cold` or `warm` by design (the pytest plugin's --cache-role, set by
+    `fwbench run`); None: the role follows the folder at process start (configure_caches)."""
+    global _cache_role
+    _cache_role = None if role is None else choose("--cache-role", role, ("cold", "warm"))
+
+
 def cache_state(framework: str) -> str:
-    """cold / warm / off for `framework`'s persistent compile cache at process start."""
-    return configure_caches()[framework]
+    """cold / warm / off for `framework`'s persistent compile cache in this process: off when
+    the caches are off, else the role set_cache_role gave, else the folder's state at process
+    start (empty: cold)."""
+    state = configure_caches()[framework]
+    return state if state == "off" or _cache_role is None else _cache_role
+
+
+# What a case's first call finds (records' `first_call_cache`), by the process's role.
+CASE_CACHES = {"cold": "empty (this case's own cache folder); in-memory state fresh",
+               "warm": "the run's filled cache; in-memory state fresh",
+               "off": "none (persistent caches off); in-memory state fresh"}
 
 
 class Adapter:
@@ -329,6 +350,17 @@ class Adapter:
         class: in-memory caches are fresh per case (a new model), and a persistent cache this
         class cannot switch off is said."""
         yield "empty" if self.cache_dir_in_use() is None else "persistent cache on"
+
+    @contextlib.contextmanager
+    def case_caches(self, role: str) -> Any:
+        """The block one whole case runs in (model build, first call, warm-up and timed
+        rounds), so that its first call starts from a fresh in-process compile state whatever
+        ran before it in the process: "cold" means the case's persistent cache was empty and
+        "warm" that it held the run's programs, never that an earlier case compiled the same
+        graphs (docs/ARCHITECTURE.md, "First calls by design"). `role` is the process's
+        compile_cache(): cold, warm or off. Yields the record's `first_call_cache`. The base
+        class: a case's model is new, the persistent cache is the process's folder as it is."""
+        yield f"the process's cache folder ({role} at process start); a new model's in-memory state"
 
     def settings(self) -> dict[str, str]:
         """Every non-default runtime setting fwbench applies to this framework, by name, for

@@ -70,7 +70,10 @@ class Options:
     # Replication (set by `fwbench run` for each process it starts; None in a direct run).
     run_id: str | None = None      # shared by the processes of one run
     repeat: int | None = None      # this process's index among its framework's processes
-    repeats: int | None = None     # processes per framework in the run
+    repeats: int | None = None     # processes per framework in the run (cold + warm)
+    cold: int | None = None        # of those, how many start from empty caches
+    warm: int | None = None        # and how many from the run's filled cache
+    cache_role: str | None = None  # "cold" / "warm" by design (None: from the cache folder)
     case_order_seed: int | None = None   # shuffle the cases with this seed (None: collection order)
     variants: str = "all"          # "default": only each case's default strategy
 
@@ -119,14 +122,23 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     Raises pytest's skip for missing frameworks and unsupported modes (after recording
     them) and re-raises failures (after recording them), so pytest reports each honestly.
 
-    The order of events, and what each measures:
+    The whole case (model build to the last timed round) runs inside the adapter's
+    case_caches(role): a fresh in-process compile state, and by the process's role an empty
+    persistent cache of the case's own (cold) or the run's filled one (warm), so a first
+    call never reuses what an earlier case of the process compiled (first_call_cache says
+    what it found). The order of events, and what each measures:
       first call        on a fresh model: trace + compile + run (first_call_s; compile_s from
-                        the framework's own timers over the same call); its output must pass
-                        the task's check (TaskSpec.check), else the case is `failed`, untimed
-      sizing call       one more call, which sizes the round count to the time budget
+                        the framework's own timers over the same call; first_call_compilations,
+                        the compilation counter's growth over it: a non-eager first call that
+                        compiled nothing is not a compile latency, first_call_valid false);
+                        its output must pass the task's check (TaskSpec.check), else the case
+                        is `failed`, untimed
+      sizing call       one more call, which sizes the round count to the time budget; from
+                        here on Python's GC is off (collected first)
       warm-up rounds    untimed; the compilation counter is read after them
-      timed rounds      benchmark.pedantic with Python's GC off; a counter that grew during
-                        them is recorded (compilations_timed, recompiled_during_timing)
+      timed rounds      benchmark.pedantic; a counter that grew during them is recorded
+                        (compilations_timed, recompiled_during_timing), and the host's state
+                        over them (load_avg, other_cpu, steal_frac, busy)
     Every call waits for its result and, for a call that updates the model, for the
     model's state() too (TaskSpec.mutates). A stream case (TaskSpec.stream) is timed
     request by request instead (time_stream). A timed callable, or the exception that
@@ -157,9 +169,10 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     cfg = adapter.configure(opts.threads, opts.matmul_precision)
     if opts.device == "cpu" and not session.gemm_samples:
         session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
+    role = adapter.compile_cache()            # cold / warm / off: the process's role
     record.update(framework_version=adapter.version(), threads=cfg["threads"],
                   matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
-                  compile_cache=adapter.compile_cache())     # in every record, cases not run too
+                  compile_cache=role)         # in every record, cases not run too
 
     def not_run(status: str, e: BaseException) -> dict[str, Any]:
         record.update(getattr(e, "record_extra", None) or {})
@@ -172,36 +185,11 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         record["device"] = device
         if mode not in adapter.modes:
             raise Unsupported(f"{framework} has no {mode!r} mode (it has {', '.join(adapter.modes)})")
-        params = W.init_params(p.config, seed=opts.seed)
-        model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
-        # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
-        pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
-                for inp in spec.inputs]
-        fn = getattr(model, spec.method)
-        record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
-        kwargs = dict(spec.kwargs)
-        state = getattr(model, "state", None) if spec.mutates else None
-
-        def call(*args: Any) -> Any:
-            out = fn(*args, **kwargs)
-            return adapter.sync(out if state is None else (out, state()))
-
-        adapter.reset_peak_memory(device)
-        k0 = adapter.counters()
-        c0, h0 = adapter.compilations(), adapter.cache_hits()
-        f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
+        # the process's folder (a cold case compiles into a folder of its own, merged into it)
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
-
-        def check_first(first: Any) -> str | None:
-            """What differs between the first call's output and the workload's reference."""
-            if spec.check is None:
-                return None
-            return spec.check(adapter.to_numpy(first if state is None else first[0]))
-
-        if spec.stream is None:
-            c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts, check_first)
-        else:                                 # every request timed in arrival order, cold then warm
-            c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
+        with adapter.case_caches(role) as found:
+            record["first_call_cache"] = found
+            measure_case(benchmark, adapter, workload, p, spec, record, opts, mode, strategy, device)
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
@@ -211,6 +199,45 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     except Exception as e:
         not_run("failed", e)
         raise
+    benchmark.extra_info.update(record)
+    return record
+
+
+def measure_case(benchmark: Any, adapter: frameworks.Adapter, workload: str, p: Any, spec: Any,
+                 record: dict[str, Any], opts: Options, mode: str, strategy: str | None, device: str) -> None:
+    """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
+    `record` with what the framework's counters saw over the case: run_case's body, inside
+    the adapter's case_caches."""
+    params = workloads.get(workload).init_params(p.config, seed=opts.seed)
+    model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
+    # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
+    pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
+            for inp in spec.inputs]
+    fn = getattr(model, spec.method)
+    record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
+    kwargs = dict(spec.kwargs)
+    state = getattr(model, "state", None) if spec.mutates else None
+
+    def call(*args: Any) -> Any:
+        out = fn(*args, **kwargs)
+        return adapter.sync(out if state is None else (out, state()))
+
+    adapter.reset_peak_memory(device)
+    k0 = adapter.counters()
+    c0, h0 = adapter.compilations(), adapter.cache_hits()
+    f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
+
+    def check_first(first: Any) -> str | None:
+        """What differs between the first call's output and the workload's reference."""
+        if spec.check is None:
+            return None
+        return spec.check(adapter.to_numpy(first if state is None else first[0]))
+
+    if spec.stream is None:
+        c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts, check_first)
+    else:                                 # every request timed in arrival order, cold then warm
+        c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
+    record.update(first_call_validity(mode, record["first_call_compilations"]))
     c2, h2 = adapter.compilations(), adapter.cache_hits()
     k2 = adapter.counters()
     record.update({k: k2[k] - k0[k] for k in k0 if k in k2})
@@ -229,45 +256,66 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
     if opts.bare_loop and spec.stream is None:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
-    benchmark.extra_info.update(record)
-    return record
+
+
+def first_call_validity(mode: str, compilations: int | None) -> dict[str, Any]:
+    """Whether a first call measured a compile (records' first_call_valid and first_call_note):
+    None for eager mode (it compiles no program of its own; its first call is a first call,
+    not a compile latency); False for a graph or compiled mode whose first call grew the
+    framework's compilation counter by 0: it ran programs compiled before it in the process,
+    so its time is no compile latency (the report leaves it out); True otherwise (JAX's
+    counter counts programs loaded from the persistent cache too: a warm first call is valid)."""
+    if mode == "eager" or compilations is None:
+        return {"first_call_valid": None, "first_call_note": None}
+    if compilations > 0:
+        return {"first_call_valid": True, "first_call_note": None}
+    return {"first_call_valid": False,
+            "first_call_note": f"the {mode} first call compiled nothing (the compilation counter did not grow): "
+                               "it ran programs compiled earlier in this process, so it measures no compile"}
 
 
 def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[..., Any], adapter: frameworks.Adapter,
                 record: dict[str, Any], opts: Options,
                 check: Callable[[Any], str | None] | None = None) -> tuple[int, int]:
-    """Steady state, for fixed shapes: the first call (first_call_s, compile_s), checked
-    against the workload's reference (`check` returns what differs: WrongResult, never
-    timed), a sizing call, warm-up rounds, then timed rounds rotating the inputs. Returns
-    the compilation counter after the warm-up, and the round count."""
-    s0 = adapter.compile_seconds()
+    """Steady state, for fixed shapes: the first call (first_call_s, compile_s and
+    first_call_compilations), checked against the workload's reference (`check` returns what
+    differs: WrongResult, never timed), then with Python's GC collected and off a sizing
+    call, warm-up rounds and the timed rounds rotating the inputs. Returns the compilation
+    counter after the warm-up, and the round count."""
+    s0, n0 = adapter.compile_seconds(), adapter.compilations()
     t0 = time.perf_counter()
     first = call(*pool[0])
     record["first_call_s"] = time.perf_counter() - t0
+    record["first_call_compilations"] = adapter.compilations() - n0
     differs = check(first) if check is not None else None
     if differs:   # a wrong result is a failure, never a timing
         raise WrongResult(differs)
     s1 = adapter.compile_seconds()
     record["compile_s"] = None if s0 is None or s1 is None else s1 - s0
-    t0 = time.perf_counter()
-    call(*pool[1 % len(pool)])       # second call: a warm-up that also sizes the rounds
-    rounds = choose_rounds(time.perf_counter() - t0, opts)
+    del first
     turn = iter(range(1, 1 << 62))
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         return pool[next(turn) % len(pool)], {}
 
-    for _ in range(opts.warmup_rounds):   # warm-up here, so the counter can be read after it
-        call(*setup()[0])
-    c1 = adapter.compilations()
-    timed_rounds(benchmark, call, rounds, setup)
+    # GC off from the sizing call on, through the warm-up: with GC on until the timed rounds,
+    # the first timed round was the slowest of its process in 57 of 138 processes of the
+    # committed example (about 10 expected; issue 17)
+    with gc_off():
+        t0 = time.perf_counter()
+        call(*setup()[0])                 # second call: a warm-up that also sizes the rounds
+        rounds = choose_rounds(time.perf_counter() - t0, opts)
+        for _ in range(opts.warmup_rounds):   # warm-up here, so the counter can be read after it
+            call(*setup()[0])
+        c1 = adapter.compilations()
+        record.update(timed_rounds(benchmark, call, rounds, setup))
     return c1, rounds
 
 
 @contextlib.contextmanager
 def gc_off() -> Iterator[None]:
     """Python's GC collected, then off for the block: no collection pause lands in a timed
-    call (records' gc_disabled)."""
+    call or in the warm-up before it (records' gc_disabled)."""
     gc.collect()
     gc.disable()
     try:
@@ -276,10 +324,76 @@ def gc_off() -> Iterator[None]:
         gc.enable()
 
 
-def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> None:
-    """benchmark.pedantic over `rounds` rounds of one call each, Python's GC off during them."""
-    with gc_off():
+def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> dict[str, Any]:
+    """benchmark.pedantic over `rounds` rounds of one call each (callers run it, with the
+    warm-up before it, inside gc_off); returns the host's state over them (host_window)."""
+    with host_window() as host:
         benchmark.pedantic(fn, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
+    return host
+
+
+# A case is flagged `busy` when, over its timed rounds, other processes used more than
+# BUSY_OTHER_CPU CPUs on average or the hypervisor stole more than BUSY_STEAL of the CPU
+# time: either takes time from the timed process or from the memory bandwidth and caches it
+# shares, so its times are not those of a quiet machine (pyperf warns likewise when the
+# system is busy). Measured on the idle 2-core development machine (nothing else running;
+# 30 windows of a one-second busy loop in this process): other_cpu 0.00 to 0.022, median
+# 0.00 (a `ps` sampling every 5 s included), steal 0. Half a CPU is far above that noise and
+# half of one other busy thread.
+BUSY_OTHER_CPU = 0.5
+BUSY_STEAL = 0.02
+
+
+def cpu_jiffies(line: str) -> tuple[int, int, int]:
+    """(busy, steal, total) jiffies of every CPU together from /proc/stat's first line
+    ("cpu  user nice system idle iowait irq softirq steal guest guest_nice"): busy is
+    user + nice + system + irq + softirq, total the first eight (guest time is already in
+    user)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in line.split()[1:9])
+    return user + nice + system + irq + softirq, steal, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def _proc_stat_line() -> str | None:
+    try:
+        with open("/proc/stat") as f:
+            return f.readline()
+    except OSError:
+        return None
+
+
+def host_state(before: str | None, after: str | None, own_cpu_s: float, wall_s: float, clk_tck: float,
+               load_avg: float | None, cpus: int) -> dict[str, Any]:
+    """The host over a window, from /proc/stat's first line at its start and end: other_cpu,
+    the CPUs other processes used on average (all CPUs' busy time minus this process's own
+    CPU time, over the wall time; at least 0), steal_frac (steal over all CPU time) and busy
+    (either above its threshold); load_avg as given. None where /proc/stat was not read, or
+    where the window is too short for its ticks (1/clk_tck s per CPU, counted at both ends:
+    2 * cpus / clk_tck / wall_s CPUs of error) to tell half of BUSY_OTHER_CPU (seen: one 2 ms
+    timed round of torch's tiny train step read 1.39 other CPUs); 0.16 s on 2 CPUs."""
+    out: dict[str, Any] = {"load_avg": load_avg, "other_cpu": None, "steal_frac": None, "busy": None}
+    if before is None or after is None or wall_s <= 0 or 2 * cpus / clk_tck / wall_s > BUSY_OTHER_CPU / 2:
+        return out
+    (b0, s0, t0), (b1, s1, t1) = cpu_jiffies(before), cpu_jiffies(after)
+    out["other_cpu"] = max(0.0, ((b1 - b0) / clk_tck - own_cpu_s) / wall_s)
+    out["steal_frac"] = (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+    out["busy"] = out["other_cpu"] > BUSY_OTHER_CPU or out["steal_frac"] > BUSY_STEAL
+    return out
+
+
+@contextlib.contextmanager
+def host_window(read: Callable[[], str | None] = _proc_stat_line) -> Iterator[dict[str, Any]]:
+    """A block over which the host's state is measured (host_state): yields a dict filled when
+    the block ends. `read` returns /proc/stat's first line (None where it cannot)."""
+    state: dict[str, Any] = {}
+    before, cpu0, t0 = read(), time.process_time(), time.perf_counter()
+    yield state
+    after, cpu1, t1 = read(), time.process_time(), time.perf_counter()
+    try:
+        load: float | None = os.getloadavg()[0]
+    except OSError:
+        load = None
+    state.update(host_state(before, after, cpu1 - cpu0, t1 - t0, os.sysconf("SC_CLK_TCK"), load,
+                            os.cpu_count() or 1))
 
 
 def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], call: Callable[..., Any],
@@ -288,15 +402,17 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
 
       cold pass    every request once, in arrival order, each timed alone, inside the
                    adapter's fresh_caches() (empty compile caches as far as the framework
-                   allows: stream_cold_cache says what), the compilation counter read after each: stream_cold_s (sum), first_call_s (request 0),
+                   allows: stream_cold_cache says what), the compilation counter read after
+                   each: stream_cold_s (sum), first_call_s and first_call_compilations (request 0),
                    compile_s (the framework's timer over the pass), new_shape_latency_s and
                    seen_shape_latency_s (median of requests whose shape is new / was seen
                    before), per-request times and cumulative compilations as text
       check        every cold output (its first stream.rows[i] rows where a batch was
                    padded) against stream.check and stream.expected (WrongResult if one differs:
                    recorded failed, and no warm pass is timed)
-      warm passes  one untimed pass (every shape now seen; it sizes the round count), then
-                   timed rounds of one whole pass each: stream_warm_s is their median
+      warm passes  with GC off, one untimed pass (every shape now seen; it sizes the round
+                   count), then timed rounds of one whole pass each: stream_warm_s is their
+                   median; the host's state over them as for a steady case
     Returns the compilation counter after the untimed warm pass, and the round count."""
     keys = stream.keys
     assert len(keys) == len(pool), "a stream names the shape of every request"
@@ -331,7 +447,8 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     first = [keys.index(k) == i for i, k in enumerate(keys)]
     new = [t for t, f in zip(times, first) if f]
     seen = [t for t, f in zip(times, first) if not f]
-    record.update(first_call_s=times[0], compile_s=None if s0 is None or s1 is None else s1 - s0,
+    record.update(first_call_s=times[0], first_call_compilations=counts[0],
+                  compile_s=None if s0 is None or s1 is None else s1 - s0,
                   stream_cold_s=float(sum(times)), distinct_shapes=len(set(keys)), compilations_cold=counts[-1],
                   new_shape_latency_s=float(np.median(new)), seen_shape_latency_s=float(np.median(seen)) if seen else None,
                   stream_cold_request_s=",".join(f"{t:.4g}" for t in times),
@@ -341,11 +458,12 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
         for args in pool:
             call(*args)
 
-    t0 = time.perf_counter()
-    one_pass()                            # warm-up: every shape has been seen
-    rounds = choose_rounds(time.perf_counter() - t0, opts)
-    c1 = adapter.compilations()
-    timed_rounds(benchmark, one_pass, rounds)
+    with gc_off():                        # the warm passes as a steady case's rounds: GC off from the warm-up on
+        t0 = time.perf_counter()
+        one_pass()                        # warm-up: every shape has been seen
+        rounds = choose_rounds(time.perf_counter() - t0, opts)
+        c1 = adapter.compilations()
+        record.update(timed_rounds(benchmark, one_pass, rounds))
     stats = getattr(getattr(benchmark, "stats", None), "stats", None)
     record["stream_warm_s"] = float(stats.median) if stats is not None else None
     l1 = adapter.recompile_limit_hits()
@@ -485,10 +603,15 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "run_id": opts.run_id,
         "repeat": opts.repeat,
         "repeats": opts.repeats,
+        "cold": opts.cold,
+        "warm": opts.warm,
+        "cache_role": opts.cache_role,
         "case_order": (f"seeded shuffle (seed {opts.case_order_seed})" if opts.case_order_seed is not None
                        else "collection order"),
-        "gc": "gc.collect() before the timed rounds of each case and the cold pass of a stream, collector "
-              "disabled during them",
+        "gc": "gc.collect(), then the collector disabled from each case's sizing call through its warm-up and "
+              "timed rounds, and during a stream's cold pass and through its warm passes",
+        "env_pad_bytes": len(os.environ.get("FWBENCH_ENV_PAD", "")),
+        "env_bytes": env_bytes(),
         "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **a.settings()}
                      for n, a in zip(fws, adapters)},
         "numpy": np.__version__,
@@ -513,6 +636,14 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
     else:
         info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
     return info
+
+
+def env_bytes() -> int:
+    """Bytes the process's environment takes ("NAME=value\\0" per variable): its size moves
+    the stack, and with it the alignment of everything on it, which changed measured times by
+    several percent in Mytkowicz et al. (2009); `fwbench run` pads it by a random length per
+    process (FWBENCH_ENV_PAD), so that no framework's processes sit at one layout."""
+    return sum(len(k) + len(v) + 2 for k, v in os.environb.items())
 
 
 def _one_state(states: dict[str, str]) -> str | None:

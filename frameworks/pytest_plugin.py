@@ -21,13 +21,21 @@ Options (all optional):
                               (`fwbench run --quick` does)
     --case-order-seed S       run the benchmark cases in a random order drawn with seed S
                               (default: collection order); `fwbench run` sets it per process
-    --repeat I, --repeats N, --run-id ID
+    --cache-role cold|warm    this process's compile-cache role (default: from the cache
+                              folder at start: empty -> cold, filled -> warm); records'
+                              compile_cache. Every case runs from a fresh in-process compile
+                              state either way (Adapter.case_caches): in a cold process each
+                              case compiles into an empty cache folder of its own, in a warm
+                              one it finds the run's filled cache
+    --repeat I, --repeats N, --cold C, --warm W, --run-id ID
                               set by `fwbench run`: this process's index among its
-                              framework's N processes, and the run they belong to
+                              framework's N = C + W processes (C cold, W warm), and the run
+                              they belong to
 
 Compile caches: a benchmark run uses FWBENCH_CACHE_DIR (default ~/.cache/fwbench; `fwbench
-run` gives each run its own); a plain test run (no --benchmark-only) uses a folder of its
-own beside it, so tests never warm a cache that a benchmark reports as cold.
+run` gives each cold process an empty folder of its own and every warm process the run's
+shared folder, filled from the cold ones); a plain test run (no --benchmark-only) uses a
+folder of its own beside it, so tests never warm a cache that a benchmark reports as cold.
 """
 from __future__ import annotations
 
@@ -38,7 +46,7 @@ import pytest
 import frameworks
 import workloads
 from frameworks import bench
-from frameworks.base import default_cache_dir, set_threads
+from frameworks.base import default_cache_dir, set_cache_role, set_threads
 from workloads.base import FwbenchError, split_names
 from workloads.record import MODES
 
@@ -63,6 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--case-order-seed", type=int, default=None, help="shuffle the benchmark cases with this seed")
     g.addoption("--repeat", type=int, default=None, help="process index within a run (set by fwbench run)")
     g.addoption("--repeats", type=int, default=None, help="processes per framework in the run (set by fwbench run)")
+    g.addoption("--cold", type=int, default=None, help="cold processes per framework in the run (set by fwbench run)")
+    g.addoption("--warm", type=int, default=None, help="warm processes per framework in the run (set by fwbench run)")
+    g.addoption("--cache-role", default=None, help="cold or warm: this process's compile-cache role (default: "
+                "from the cache folder at start, empty -> cold, filled -> warm)")
     g.addoption("--run-id", default=None, help="identifier of the run (set by fwbench run)")
 
 
@@ -94,6 +106,8 @@ def _options(config: pytest.Config) -> bench.Options:
     choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
     choose("matmul precision", config.getoption("matmul_precision"), ("highest", "tf32"))
     choose("--variants value", config.getoption("variants"), ("all", "default"))
+    if config.getoption("cache_role") is not None:
+        choose("--cache-role", config.getoption("cache_role"), ("cold", "warm"))
     return bench.Options(
         frameworks=split_names(config.getoption("framework"), "framework", frameworks.names()),
         workloads=wl, preset=preset, device=config.getoption("device"),
@@ -102,6 +116,7 @@ def _options(config: pytest.Config) -> bench.Options:
         min_rounds=config.getoption("min_rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         bare_loop=config.getoption("bare_loop"), case_order_seed=config.getoption("case_order_seed"),
         repeat=config.getoption("repeat"), repeats=config.getoption("repeats"), run_id=config.getoption("run_id"),
+        cold=config.getoption("cold"), warm=config.getoption("warm"), cache_role=config.getoption("cache_role"),
         variants=config.getoption("variants"))
 
 
@@ -116,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         opts = _options(config)
         opts.threads = set_threads(opts.threads)   # before any framework starts its pools
+        set_cache_role(opts.cache_role)
     except FwbenchError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[_SESSION_KEY] = bench.Session(opts)

@@ -1,14 +1,22 @@
 """`fwbench run`: the benchmark matrix, one framework per process, then the report.
 
-Replication: each framework runs `repeats` times, each time in a fresh process, and the
-processes are interleaved in a seeded shuffled order (round r runs every framework once,
-in an order drawn for that round), so slow drift of the machine falls on every framework
-alike. Each process writes its own JSON (`<framework>-<repeat>.json`) and runs its cases in
-an order of its own (--case-order-seed), so a first call does not always follow the same
-cases. The run owns a compile-cache folder (FWBENCH_CACHE_DIR, under
-~/.cache/fwbench/runs/<run id>, removed at the end unless keep_cache): it is empty when a
-framework's first process starts (`compile_cache: cold`) and holds that process's programs
-when the later ones start (`warm`).
+Replication: each framework runs `cold` + `warm` times, each time in a fresh process, and
+the processes are interleaved in rounds (round r runs every framework once, in an order
+drawn for that round), so slow drift of the machine falls on every framework alike. Round
+0 is every framework's first cold process; the other rounds (the other cold ones and the
+warm ones) follow in a seeded random order, so a second cold process is not always next to
+the first in time. Each process writes its own JSON (`<framework>-<i>.json`, i its index
+among its framework's processes in execution order) and runs its cases in an order of its
+own (--case-order-seed).
+
+Compile caches by design: the run owns a folder (under ~/.cache/fwbench/runs/<run id>,
+removed at the end unless keep_cache). Cold process k of each framework gets the empty
+folder `cold-<k>` (FWBENCH_CACHE_DIR, `--cache-role cold`; inside it each case compiles into
+a folder of its own, merged into cold-<k>); when it ends, whatever way, its folder is merged
+into `shared`, which every warm process uses (`--cache-role warm`). Each process's
+environment is padded by a seeded random length (FWBENCH_ENV_PAD), so that the environment's
+size, which embeds the framework's name in paths, does not differ systematically by
+framework (Mytkowicz et al. 2009).
 
 For each process it runs
 
@@ -45,7 +53,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reports import atomic, signals, stats
-from workloads.base import FwbenchError
+from workloads.base import FwbenchError, merge_tree
 from workloads.record import SCHEMA_VERSION, empty
 
 # fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
@@ -98,29 +106,77 @@ class RunOptions:
     warmup_rounds: int | None = None
     timeout_s: float = 3600.0
     extra: list[str] = field(default_factory=list)
-    repeats: int = 1               # processes per framework
-    seed: int = 0                  # draws the process order and each process's case order
+    cold: int = 1                  # cold processes per framework (each from an empty cache folder)
+    warm: int = 0                  # warm processes per framework (the run's filled cache)
+    seed: int = 0                  # draws the process order, each process's case order and padding
     run_id: str | None = None      # set by run(): names the run's cache folder, in every JSON
     cache_dir: Path | None = None  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
     keep_cache: bool = False       # leave the run's cache folder in place afterwards
     variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
 
+    def __post_init__(self) -> None:
+        if self.cold < 1 or self.warm < 0:
+            raise FwbenchError(f"a run needs at least one cold process and no negative number of warm ones "
+                               f"(got cold {self.cold}, warm {self.warm})")
 
-def schedule(frameworks: tuple[str, ...], repeats: int, seed: int) -> list[tuple[str, int]]:
-    """(framework, repeat) in the order the processes run: round r runs every framework's
-    r-th process, the frameworks in an order drawn for that round with `seed`."""
+    @property
+    def repeats(self) -> int:
+        """Processes per framework: cold + warm."""
+        return self.cold + self.warm
+
+
+SHARED_CACHE = "shared"     # the run's cache folder every warm process uses
+
+
+def schedule(frameworks: tuple[str, ...], cold: int, warm: int, seed: int) -> list[tuple[str, int, str, str]]:
+    """(framework, process index, role, cache folder) in the order the processes run, in
+    rounds of one process per framework, the frameworks in an order drawn per round with
+    `seed`. Round 0 is every framework's first cold process (folder cold-0); the other cold
+    rounds (cold-1, ...) and the warm rounds (folder `shared`) follow in a seeded random order.
+    A process's index is its round: its position among its framework's processes."""
     rng = random.Random(seed)
-    order = []
-    for r in range(repeats):
+    later = ["cold"] * (cold - 1) + ["warm"] * warm
+    rng.shuffle(later)
+    order, colds = [], 0
+    for r, role in enumerate(["cold", *later]):
+        folder = f"cold-{colds}" if role == "cold" else SHARED_CACHE
+        colds += role == "cold"
         fws = list(frameworks)
         rng.shuffle(fws)
-        order += [(f, r) for f in fws]
+        order += [(f, r, role, folder) for f in fws]
     return order
+
+
+def _seeded(seed: int, fw: str, repeat: int, what: str = "") -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}|{fw}|{repeat}{what}".encode()).digest()[:4], "little")
 
 
 def case_order_seed(seed: int, fw: str, repeat: int) -> int:
     """The seed of one process's case order: fixed by the run's seed, different per process."""
-    return int.from_bytes(hashlib.sha256(f"{seed}|{fw}|{repeat}".encode()).digest()[:4], "little")
+    return _seeded(seed, fw, repeat)
+
+
+ENV_PAD_MAX = 4096
+
+
+def env_pad(seed: int, fw: str, repeat: int) -> str:
+    """FWBENCH_ENV_PAD of one process: a string of a random length in 0..ENV_PAD_MAX-1, drawn
+    from the run's seed, the framework and the process index. The environment sits at the top
+    of the process's stack, so its size moves everything below it; measured times can change
+    by several percent with it (Mytkowicz et al., "Producing wrong data without doing anything
+    obviously wrong!", ASPLOS 2009). Paths in the environment embed the framework's name, so
+    without padding each framework's processes would sit at sizes of their own."""
+    return "x" * (_seeded(seed, fw, repeat, "|env") % ENV_PAD_MAX)
+
+
+def merge_cache(src: Path, dst: Path) -> None:
+    """Add a cold process's cache folder to the run's shared one (workloads.base.merge_tree:
+    content-addressed entries, hard-linked). Never fails the run: a cache that could not be
+    merged only makes a later warm process compile more."""
+    try:
+        merge_tree(src, dst)
+    except (OSError, shutil.Error):
+        pass
 
 
 def process_names(fw: str, repeat: int | None, repeats: int) -> tuple[str, str]:
@@ -178,9 +234,12 @@ def _describe(case: dict[str, Any]) -> str:
     return " ".join(str(case[k]) for k in keys) or case.get("nodeid", "?")
 
 
-def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None) -> Path:
+def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None,
+                  role: str | None = None, cache: Path | None = None) -> Path:
     """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
-    `repeat` index, the process is that repeat of the run (its own JSON and case order)."""
+    `repeat` index, the process is that one of the run (its own JSON, case order and
+    environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
+    run's folder) are its compile-cache role and folder."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     name, label = process_names(fw, repeat, opts.repeats)
@@ -205,16 +264,20 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     if opts.warmup_rounds is not None:
         cmd += ["--warmup-rounds", str(opts.warmup_rounds)]
     if repeat is not None:
-        cmd += ["--repeat", str(repeat), "--repeats", str(opts.repeats),
-                "--case-order-seed", str(case_order_seed(opts.seed, fw, repeat))]
+        cmd += ["--repeat", str(repeat), "--repeats", str(opts.repeats), "--cold", str(opts.cold),
+                "--warm", str(opts.warm), "--case-order-seed", str(case_order_seed(opts.seed, fw, repeat))]
+    if role is not None:
+        cmd += ["--cache-role", role]
     if opts.run_id:
         cmd += ["--run-id", opts.run_id]
     if opts.variants:
         cmd += ["--variants", opts.variants]
     cmd += opts.extra
-    env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1")
-    if opts.cache_dir is not None:   # the run's caches, not a location inherited from the caller
-        env["FWBENCH_CACHE_DIR"] = str(opts.cache_dir)
+    env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1",
+               FWBENCH_ENV_PAD=env_pad(opts.seed, fw, repeat or 0))
+    cache = cache or opts.cache_dir
+    if cache is not None:            # the run's caches, not a location inherited from the caller
+        env["FWBENCH_CACHE_DIR"] = str(cache)
         for var in ("TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"):
             env.pop(var, None)
         env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
@@ -247,7 +310,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
             raise
         state.read(events_path)
     with signals.held():                    # a second Ctrl-C waits until the results are kept
-        path = _keep(fw, opts, out, proc.returncode, ended, state, progress, tmp, log_path, repeat)
+        path = _keep(fw, opts, out, proc.returncode, ended, state, progress, tmp, log_path, repeat, role)
         events_path.unlink(missing_ok=True)
     if interrupted is not None:
         raise interrupted
@@ -273,7 +336,7 @@ def _kill_group(proc: subprocess.Popen[Any]) -> None:
 
 
 def _keep(fw: str, opts: RunOptions, out: Path, rc: int, ended: str | None, state: "_Watch",
-          progress: Progress, tmp: Path, log_path: Path, repeat: int | None = None) -> Path:
+          progress: Progress, tmp: Path, log_path: Path, repeat: int | None = None, role: str | None = None) -> Path:
     """Turn what the process left into `<fw>.json` (`<fw>-<repeat>.json` in a run of several
     processes per framework): its own JSON when it wrote a whole one, else one rebuilt from
     the event stream; say what ended it."""
@@ -310,7 +373,7 @@ def _keep(fw: str, opts: RunOptions, out: Path, rc: int, ended: str | None, stat
     if log_tail and not ended and rc not in (0, 1, 5):
         why += f": {log_tail}"
     tmp.unlink(missing_ok=True)
-    doc = state.rebuild(fw, opts, why, repeat)
+    doc = state.rebuild(fw, opts, why, repeat, role)
     path = save_json(final, doc, progress)
     progress.line(f"{label}: {why}; {state.summary()} (log: {log_path})")
     return path
@@ -434,9 +497,11 @@ class _Watch:
     def summary(self) -> str:
         return ", ".join(f"{n} {k}" for k, n in self.counts.items() if n)
 
-    def rebuild(self, fw: str, opts: RunOptions, why: str, repeat: int | None = None) -> dict[str, Any]:
+    def rebuild(self, fw: str, opts: RunOptions, why: str, repeat: int | None = None,
+                role: str | None = None) -> dict[str, Any]:
         """The JSON pytest-benchmark would have written, from the cases that finished, plus
-        `failed` records for the case that was running and those never reached."""
+        `failed` records for the case that was running and those never reached (process
+        `repeat` of the run, in compile-cache `role`)."""
         benchmarks, records = [], []
         for ev in self.done.values():
             if ev.get("benchmark"):
@@ -456,7 +521,7 @@ class _Watch:
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
                 preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32", device=opts.device, threads=int(threads),
-                items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat))
+                items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat, compile_cache=role))
         missing = dict(self.missing)
         if not self.cases and not records and fw not in missing:
             missing[fw] = f"{why} before any case was collected"
@@ -465,7 +530,8 @@ class _Watch:
                 "frameworks": {fw: {"version": version_of(fw)}}, "missing": missing,
                 "threads": int(threads), "device": opts.device, "preset": opts.preset,
                 "gemm_flops": None, "gemm_note": None, "ended_by": why, "run_id": opts.run_id,
-                "repeat": repeat, "repeats": opts.repeats,
+                "repeat": repeat, "repeats": opts.repeats, "cold": opts.cold, "warm": opts.warm,
+                "cache_role": role, "compile_cache": role,
                 **{k: v for k, v in host.items() if k != "modes"}}
         return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
                 "datetime": date, "version": _pytest_benchmark_version(),
@@ -509,22 +575,23 @@ def _pytest_benchmark_version() -> str:
 
 
 def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None,
-                 repeat: int | None = None) -> Path:
-    """A result file that says only that `fw` (its process `repeat`, in a run of several)
-    did not run (by default: it is missing), so the report names it."""
+                 repeat: int | None = None, role: str | None = None) -> Path:
+    """A result file that says only that `fw` (its process `repeat`, of compile-cache `role`,
+    in a run of several) did not run (by default: it is missing), so the report names it."""
     out.mkdir(parents=True, exist_ok=True)
     reason = reason or absent_reason(fw)
     state = _Watch(fw, Progress())
     state.missing = {fw: reason}
-    doc = state.rebuild(fw, opts, "not run", repeat)
+    doc = state.rebuild(fw, opts, "not run", repeat, role)
     doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None, ended_by=None)
     doc["fwbench"]["note"] = f"written by fwbench run: {reason}"
     return save_json(out / process_names(fw, repeat, opts.repeats)[0], doc, Progress())
 
 
 def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
-    """Run every selected framework `opts.repeats` times, each time in a fresh process, in
-    the interleaved order of `schedule`; return the JSON files written (one per process)."""
+    """Run every selected framework `opts.cold` + `opts.warm` times, each time in a fresh
+    process, in the order of `schedule`; merge each cold process's cache folder into the
+    run's shared one when it ends; return the JSON files written (one per process)."""
     progress = progress or Progress()
     out.mkdir(parents=True, exist_ok=True)
     benchmarks_dir()
@@ -537,22 +604,27 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     opts.cache_dir.mkdir(parents=True, exist_ok=True)
     written = []
     try:
-        order = schedule(opts.frameworks, opts.repeats, opts.seed)
-        for i, (fw, repeat) in enumerate(order):
+        order = schedule(opts.frameworks, opts.cold, opts.warm, opts.seed)
+        for i, (fw, repeat, role, folder) in enumerate(order):
             who = process_names(fw, repeat, opts.repeats)[1]
-            progress.line(f"{who}: starting, process {i + 1} of {len(order)} ({progress.elapsed()} elapsed)")
+            progress.line(f"{who}: starting ({role}), process {i + 1} of {len(order)} ({progress.elapsed()} elapsed)")
+            cache = opts.cache_dir / folder
+            cache.mkdir(parents=True, exist_ok=True)
             try:
-                written.append(run_framework(fw, opts, out, progress, repeat))
+                written.append(run_framework(fw, opts, out, progress, repeat, role, cache))
             except KeyboardInterrupt as e:      # the finished cases are kept; the rest is said, not run
                 sig = signals.of(e)
                 rest = order[i + 1:]
                 with signals.held():
-                    for f, r in rest:
+                    for f, r, rl, _ in rest:
                         write_absent(f, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
-                                                   f"before {f} started", repeat=r)
+                                                   f"before {f} started", repeat=r, role=rl)
                 progress.line(f"interrupted by {sig.name}: results so far are in {out}; not run: "
-                              f"{', '.join(f'{f}#{r}' if opts.repeats > 1 else f for f, r in rest) or 'none'}")
+                              f"{', '.join(process_names(f, r, opts.repeats)[1] for f, r, _, _ in rest) or 'none'}")
                 raise sig from None
+            finally:                            # a cold process's programs serve the warm ones
+                if role == "cold":
+                    merge_cache(cache, opts.cache_dir / SHARED_CACHE)
     finally:
         if own_cache and not opts.keep_cache:
             shutil.rmtree(opts.cache_dir, ignore_errors=True)

@@ -108,8 +108,24 @@ SESSION = SimpleNamespace(records=[], missing={})
 
 def pytest_addoption(parser):
     for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",
-              "--repeat", "--repeats", "--run-id", "--case-order-seed"):
+              "--repeat", "--repeats", "--cold", "--warm", "--cache-role", "--run-id", "--case-order-seed"):
         parser.addoption(o)
+
+def pytest_configure(config):
+    # what this process was given, for the runner's tests: its environment padding and cache
+    # folder, the files it found there; then it leaves a file of its own in that folder
+    import json, os
+    from pathlib import Path
+    cache, out = os.environ.get("FWBENCH_CACHE_DIR"), config.getoption("benchmark_json")
+    if cache is None or out is None or config.getoption("repeat") is None:
+        return
+    i = config.getoption("repeat")
+    found = sorted(p.name for p in Path(cache).rglob("*") if p.is_file())
+    env = Path(out).parent.parent / "fake-env"
+    env.mkdir(exist_ok=True)
+    (env / f"env-{i}.json").write_text(json.dumps({"pad": len(os.environ.get("FWBENCH_ENV_PAD", "")),
+                                                   "cache": cache, "found": found}))
+    (Path(cache) / f"made-by-{i}").write_text("a program")
 
 @pytest.fixture(scope="session")
 def fwbench_session():

@@ -3,7 +3,9 @@ tested without compiling anything: records, skips, failures, fallbacks, and that
 pytest-benchmark reports equals a bare loop over the same callable."""
 from __future__ import annotations
 
+import contextlib
 import gc
+import os
 import time
 
 import numpy as np
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 class FakeModel:
     def __init__(self, adapter):
         self.adapter = adapter
-        self.calls, self.gc_during_calls = 0, []
+        self.calls, self.gc_during_calls, self.in_case_caches = 0, [], []
         self.params = object()      # what train_step replaces, like a JAX model's params
 
     def _work(self, *arrays):
@@ -30,6 +32,9 @@ class FakeModel:
         time.sleep(STEP_S)
         self.calls += 1
         self.gc_during_calls.append(gc.isenabled())
+        self.in_case_caches.append(self.adapter.in_case)
+        if self.calls == 1:
+            self.adapter.counter += self.adapter.first_compiles   # what the first call compiles
         if self.calls == self.adapter.recompile_at:
             self.adapter.counter += 1   # a recompilation on this call
         return arrays[0]
@@ -44,10 +49,11 @@ class FakeAdapter(Adapter):
     name = "torch"
     compile_counter = "fake counter"
 
-    def __init__(self, fail=None, breaks=(), recompile_at=None):
+    def __init__(self, fail=None, breaks=(), recompile_at=None, first_compiles=0):
         super().__init__()
         self.counter, self.fail, self.breaks = 0, fail, list(breaks)
         self.model_breaks, self.recompile_at, self.synced, self.model = [], recompile_at, [], None
+        self.first_compiles, self.in_case, self.roles, self.built_in_case = first_compiles, False, [], None
 
     def version(self): return "0.0-fake"
     def devices(self): return ["cpu"]
@@ -65,11 +71,21 @@ class FakeAdapter(Adapter):
         return x
 
     def build(self, workload, config, params, mode, device, strategy=None):
+        self.built_in_case = self.in_case
         if self.fail:
             raise self.fail
         self.counter += 2          # "compiles" twice while building/first call
         self.model = FakeModel(self)
         return self.model
+
+    @contextlib.contextmanager
+    def case_caches(self, role):
+        self.roles.append(role)
+        self.in_case = True
+        try:
+            yield f"fake {role} caches"
+        finally:
+            self.in_case = False
 
 
 def session(**kw):
@@ -89,6 +105,10 @@ def test_ok_case_fills_every_record_field(benchmark, monkeypatch):
     assert rec["items"] == 2 * 32 and rec["unit"] == "tokens" and rec["flops"] > 0
     assert rec["first_call_s"] >= STEP_S
     assert rec["compilations"] == 0           # counted over the timed case, after build
+    assert rec["first_call_compilations"] == 0 and rec["first_call_valid"] is None    # eager: not a compile
+    assert rec["first_call_cache"] == f"fake {rec['compile_cache']} caches"
+    assert rec["load_avg"] is None or rec["load_avg"] >= 0
+    assert rec["busy"] in (None, True, False) and (rec["other_cpu"] is None) == (rec["steal_frac"] is None)
     assert benchmark.stats.stats.rounds == 15
     assert s.records == []
 
@@ -179,13 +199,73 @@ def test_a_forward_waits_for_its_output_only(benchmark, monkeypatch):
     assert fake.synced and all(isinstance(x, np.ndarray) for x in fake.synced)
 
 
-def test_the_garbage_collector_is_off_in_timed_rounds_only(benchmark, monkeypatch):
+def test_the_garbage_collector_is_off_from_the_sizing_call_to_the_last_timed_round(benchmark, monkeypatch):
+    """GC is collected and off before the sizing call, through the warm-up and the timed
+    rounds: a collection in the warm-up no longer leaves its garbage to the first timed round.
+    The first call (trace, compile) runs as a user's would, with GC on."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "eager")
     on = fake.model.gc_during_calls
-    assert on[:4] == [True] * 4 and not any(on[4:]) and len(on) == 4 + 15
+    # calls: first (GC on), sizing, 2 warm-up rounds, 15 timed rounds (GC off)
+    assert on == [True] + [False] * (1 + 2 + 15)
     assert rec["gc_disabled"] is True and gc.isenabled()
+
+
+def test_every_part_of_a_case_runs_inside_the_adapters_case_caches(benchmark, monkeypatch):
+    """Model build, first call, sizing call, warm-up and timed rounds, all in case_caches(role)
+    with the process's role; what it yields is the record's first_call_cache."""
+    fake = FakeAdapter()
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "compiled")
+    assert fake.built_in_case is True and fake.model.in_case_caches == [True] * (1 + 1 + 2 + 15)
+    assert fake.roles == [rec["compile_cache"]] and not fake.in_case
+    assert rec["first_call_cache"] == f"fake {rec['compile_cache']} caches"
+
+
+@pytest.mark.parametrize("mode,first_compiles,valid", [("compiled", 0, False), ("compiled", 3, True),
+                                                       ("eager", 0, None), ("eager", 5, None)])
+def test_a_compiled_first_call_that_compiled_nothing_is_invalid(benchmark, monkeypatch, mode, first_compiles, valid):
+    """first_call_compilations is the counter's growth over the first call only (not the
+    build's); a non-eager first call that compiled nothing reused an earlier case's programs:
+    first_call_valid false, with the reason. Eager mode has no compile latency: None."""
+    fake = FakeAdapter(first_compiles=first_compiles)
+    monkeypatch.setattr(frameworks, "load", lambda name: fake)
+    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", mode)
+    assert record_mod.problems(rec) == []
+    assert rec["first_call_compilations"] == first_compiles and rec["first_call_valid"] is valid
+    if valid is False:
+        assert "compiled nothing" in rec["first_call_note"] and rec["status"] == "ok"
+    else:
+        assert rec["first_call_note"] is None
+
+
+STAT = "cpu  {user} 10 {system} {idle} 7 {irq} 3 {steal} 40 0\n"
+
+
+def test_host_state_from_proc_stat_with_a_fake_reader():
+    """other_cpu = (busy jiffies of all CPUs / CLK_TCK - own CPU seconds) / wall seconds;
+    steal_frac = steal / total jiffies (guest time is inside user and not counted twice)."""
+    before = STAT.format(user=1000, system=500, idle=8000, irq=20, steal=0)
+    # 2 s of wall time at 100 jiffies/s on 2 CPUs: 400 jiffies, of which busy 250 (user 200,
+    # system 50) and steal 10; this process used 1.5 s of CPU: others 2.5 - 1.5 = 1.0 CPU / 2 s
+    after = STAT.format(user=1200, system=550, idle=8140, irq=20, steal=10)
+    assert bench.cpu_jiffies(before) == (1000 + 10 + 500 + 20 + 3, 0, 1000 + 10 + 500 + 8000 + 7 + 20 + 3)
+    st = bench.host_state(before, after, own_cpu_s=1.5, wall_s=2.0, clk_tck=100, load_avg=1.25, cpus=2)
+    assert st["other_cpu"] == pytest.approx(0.5) and st["steal_frac"] == pytest.approx(10 / 400)
+    assert st["busy"] is True and st["load_avg"] == 1.25           # steal 2.5% > BUSY_STEAL
+    quiet = STAT.format(user=1200, system=550, idle=8150, irq=20, steal=0)
+    st = bench.host_state(before, quiet, own_cpu_s=2.6, wall_s=2.0, clk_tck=100, load_avg=None, cpus=2)
+    assert st["other_cpu"] == 0.0 and st["steal_frac"] == 0.0 and st["busy"] is False   # clipped at 0
+    unknown = {"load_avg": 0.5, "other_cpu": None, "steal_frac": None, "busy": None}
+    assert bench.host_state(None, after, 1.0, 2.0, 100, 0.5, cpus=2) == unknown            # no /proc/stat
+    # 2 CPUs, ticks of 10 ms at both ends: 0.04 s / wall of error must stay within a quarter CPU
+    assert bench.host_state(before, after, 0.1, 0.15, 100, 0.5, cpus=2) == unknown
+    assert bench.host_state(before, after, 0.1, 0.17, 100, 0.5, cpus=2)["busy"] is not None
+    lines = iter([before, after])
+    with bench.host_window(read=lambda: next(lines)) as st:
+        time.sleep(0.1 * (os.cpu_count() or 1))      # long enough to resolve, whatever the CPU count
+    assert set(st) == {"load_avg", "other_cpu", "steal_frac", "busy"} and st["steal_frac"] == pytest.approx(10 / 400)
 
 
 def test_reported_time_matches_a_bare_loop(benchmark, monkeypatch):

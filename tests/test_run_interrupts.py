@@ -38,7 +38,7 @@ def _start(tmp_path, behaviour, *args):
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-c", code, "run", "--framework", "torch,jax", "--preset", "tiny",
-                             "--out", str(out), "--no-report", "--repeats", "1", *args], cwd=ROOT, env=env,
+                             "--out", str(out), "--no-report", "--cold", "1", "--warm", "0", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pidfile = tmp_path / "child.pid"
     deadline = time.monotonic() + 120

@@ -6,6 +6,8 @@ Nothing here imports a framework.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -55,6 +57,22 @@ def error_line(e: BaseException) -> str:
     line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
     kind = type(e).__name__
     return (line if line.startswith(kind + ":") else f"{kind}: {line}")[:500]   # TF's last line names it
+
+
+def merge_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Add the files of folder `src` to folder `dst` (made where missing): each file `dst`
+    lacks is hard-linked (copied across file systems); a file `dst` already has is left as it
+    is. For compile caches (the harness's per-case folders, `fwbench run`'s cold processes):
+    Inductor's, JAX's and XLA's entries are content-addressed, a name holds one program."""
+    def add(s: str, d: str) -> str:
+        if not os.path.exists(d):
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+        return d
+    if os.path.isdir(src):
+        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True, copy_function=add)
 
 
 def check_positive(obj: Any, *names: str) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-SCHEMA_VERSION = 2      # 2: repeat, compile_s, cache hits, counters split at the timed rounds, gc
+SCHEMA_VERSION = 3      # 2: repeat, compile_s, cache hits, counters split at the timed rounds, gc;
+                        # 3: first calls by design (first_call_cache, _compilations, _valid), host state
 
 STATUSES = ("ok", "fallback", "unsupported", "failed")
 MODES = ("eager", "graph", "compiled")
@@ -34,10 +35,20 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "unit": ((str,), True, "tokens, images, ..."),
     "flops": ((int, float), True, "model FLOPs of one round"),
     "first_call_s": ((int, float, type(None)), True, "wall time of the first call (trace+compile+run)"),
-    "compile_cache": ((str, type(None)), False, "the run's compile cache when this process started: cold "
-                      "(empty: the first process of its framework), warm (filled by an earlier process of "
-                      "the same run), off; older files: empty / warm (folder not empty)"),
-    "compile_cache_dir": ((str, type(None)), False, "the cache folder the framework actually used"),
+    "first_call_cache": ((str, type(None)), False, "what the case's first call found: every case runs from a "
+                         "fresh in-process compile state; on disk an empty folder of its own (cold), the run's "
+                         "filled cache (warm), or what the framework allows (TensorFlow)"),
+    "first_call_compilations": ((int, type(None)), False, "growth of the framework's compilation counter over "
+                                "the first call (a stream: over request 0); JAX's counts persistent-cache loads"),
+    "first_call_valid": ((bool, type(None)), False, "null in eager mode; false when a graph/compiled first call "
+                         "compiled nothing (it reused programs of earlier cases: no compile latency), else true"),
+    "first_call_note": ((str, type(None)), False, "why first_call_valid is false"),
+    "compile_cache": ((str, type(None)), False, "the process's compile-cache role: cold (its persistent "
+                      "cache started empty: each case compiles into an empty folder of its own), warm (the "
+                      "run's cache, filled by its cold processes), off; older files: the folder's state at "
+                      "process start (cold = empty, warm = not empty)"),
+    "compile_cache_dir": ((str, type(None)), False, "the process's cache folder for the framework (a cold case "
+                          "compiled into a folder of its own, merged into this one afterwards)"),
     "compile_s": ((int, float, type(None)), False, "seconds the framework's own timers say it spent compiling "
                   "during the first call (null where it has no timer: see compile_s_source)"),
     "compile_s_source": ((str, type(None)), False, "which timer compile_s reads, or why it is null"),
@@ -57,7 +68,16 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "matmul_precision": ((str, type(None)), False, "float32 matmul precision set (highest = no TF32)"),
     "status": ((str,), True, "ok / fallback / unsupported / failed"),
     "reason": ((str, type(None)), True, "the framework's own message when status is not ok"),
-    "gc_disabled": ((bool, type(None)), False, "Python's garbage collector was off during the timed rounds"),
+    "gc_disabled": ((bool, type(None)), False, "Python's garbage collector was off from the sizing call "
+                    "through the warm-up and timed rounds (collected first)"),
+    "load_avg": ((int, float, type(None)), False, "the host's 1-minute load average at the end of the timed rounds"),
+    "other_cpu": ((int, float, type(None)), False, "CPUs other processes used on average during the timed rounds "
+                  "(/proc/stat busy time minus this process's CPU time, over the wall time); null where /proc/stat "
+                  "is unreadable or the rounds were too short for its 10 ms ticks"),
+    "steal_frac": ((int, float, type(None)), False, "share of CPU time the hypervisor stole during the timed rounds "
+                   "(null as other_cpu)"),
+    "busy": ((bool, type(None)), False, "the host was busy during the timed rounds: other_cpu above "
+             "frameworks.bench.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured)"),
     "schema": ((int,), False, "record schema version"),
 }
 
@@ -98,14 +118,21 @@ def problems(rec: Any) -> list[str]:
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
-    "repeat": "index of this process within the run, for its framework (0 = first, cold cache)",
-    "repeats": "how many processes per framework the run asked for",
+    "repeat": "index of this process among its framework's in the run, in execution order (0 = first, cold)",
+    "repeats": "how many processes per framework the run has (cold + warm)",
+    "cold": "of those, how many are cold (each from an empty cache folder of its own)",
+    "warm": "and how many are warm (the run's cache, filled by its cold processes)",
+    "cache_role": "cold / warm: this process's role as `fwbench run` assigned it (null in a direct run, "
+                  "where compile_cache follows the cache folder)",
     "case_order": "'seeded shuffle (seed N)' or 'collection order': the order cases ran in this process",
-    "compile_cache": "cold / warm / off: the run's compile cache when this process started",
+    "compile_cache": "cold / warm / off: this process's compile-cache role",
     "compile_cache_dirs": "{framework: folder the framework's persistent compile cache actually used}",
     "gemm_flops": "best fp32 GEMM rate of the machine at the thread count in force (FLOP/s)",
     "gemm_rates": "{source: best FLOP/s}: numpy and every installed framework, 2048^2 fp32, same threads",
     "settings": "{framework: {setting: value}}: every non-default runtime setting fwbench applies "
                 "(allocator, XLA flags, layouts, loop idioms), for the report's set-up table",
-    "gc": "what fwbench does with Python's garbage collector during timed rounds",
+    "gc": "what fwbench does with Python's garbage collector around the warm-up and timed rounds",
+    "env_pad_bytes": "length of FWBENCH_ENV_PAD, the random padding `fwbench run` gives each process's "
+                     "environment (0 in a direct run)",
+    "env_bytes": "bytes of the process's environment (NAME=value plus a terminator per variable)",
 }

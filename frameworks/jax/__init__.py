@@ -18,6 +18,7 @@ if os.environ.get("FWBENCH_THREADS"):
     os.environ["PJRT_NPROC"] = os.environ["FWBENCH_THREADS"]
 
 import contextlib  # noqa: E402
+import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -27,6 +28,7 @@ import numpy as np  # noqa: E402
 from jax._src import xla_bridge  # noqa: E402  (the only place that says whether the backend started)
 
 from frameworks import base  # noqa: E402
+from workloads.base import merge_tree  # noqa: E402
 
 # jax.monitoring events, names as this version's jax/_src/dispatch.py and compiler.py record them.
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -75,11 +77,17 @@ class Adapter(base.Adapter):
         # base.configure_caches through JAX_COMPILATION_CACHE_DIR before jax loaded; set here
         # too in case jax was imported first). JAX's defaults write only programs that took
         # over a second to compile; fwbench's programs are small, so every program is cached,
-        # whatever its compile time or size.
+        # whatever its compile time or size. JAX also points XLA's own GPU caches into that
+        # folder by default (jax_persistent_cache_enable_xla_caches: the per-fusion autotune
+        # cache), and that path is part of every program's cache key: a program compiled in a
+        # cold case's or cold process's own folder would never be found once merged into the
+        # run's shared one (measured: a folder copied elsewhere, 0 hits; with them off, every
+        # program hit). They are off: a program loaded from the cache is not autotuned again.
         if base.caches_enabled():
             jax.config.update("jax_compilation_cache_dir", base.cache_dir("jax"))
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
         self._peak_at_reset: dict[str, int | None] = {}
 
     # -- runtime ---------------------------------------------------------------------
@@ -145,6 +153,33 @@ class Adapter(base.Adapter):
         return float(_COUNTS["compile_s"])
 
     @contextlib.contextmanager
+    def case_caches(self, role: str) -> Any:
+        """Every case from JAX's fresh-process state: jax.clear_caches() on entry (traces,
+        lowerings, executables, and eager mode's op-by-op kernels: measured at tiny, an eager
+        diffusion `sample` after the eager forward (124 programs) in one process compiled 7
+        programs in a 0.38 s first call without it, 131 in 2.97 s with it, as alone in a fresh
+        process). On disk, by role: cold, jax_compilation_cache_dir points at
+        an empty folder of the case's own (compilation_cache.reset_cache(), since JAX opens its
+        cache once), merged into the process's folder afterwards and the setting restored;
+        warm, the process's folder (the run's filled cache: a program loaded from it counts as
+        a compilation, '/jax/compilation_cache/cache_hits' says how many); off, no cache."""
+        from jax._src import compilation_cache
+        jax.clear_caches()
+        process_dir = self.cache_dir_in_use()
+        if role != "cold" or process_dir is None:
+            yield base.CASE_CACHES["off" if process_dir is None else role]
+            return
+        with tempfile.TemporaryDirectory(prefix="fwbench-case-", ignore_cleanup_errors=True) as tmp:
+            jax.config.update("jax_compilation_cache_dir", tmp)
+            compilation_cache.reset_cache()
+            try:
+                yield base.CASE_CACHES["cold"]
+            finally:
+                jax.config.update("jax_compilation_cache_dir", process_dir)
+                compilation_cache.reset_cache()
+                merge_tree(tmp, process_dir)
+
+    @contextlib.contextmanager
     def fresh_caches(self) -> Any:
         """jax.clear_caches() (every in-memory trace, lowering and executable cache, the
         op-by-op kernels of eager mode too) and the persistent compilation cache off for the
@@ -169,7 +204,8 @@ class Adapter(base.Adapter):
         return {"PJRT_NPROC (CPU client threads)": os.environ.get("PJRT_NPROC", "unset"),
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") or "none",
                 "matmul precision": str(jax.config.jax_default_matmul_precision),
-                "persistent cache": "every program (min compile time 0 s, any size)",
+                "persistent cache": "every program (min compile time 0 s, any size); XLA's GPU caches in its "
+                                    "folder off (their path would enter every program's key)",
                 "gpt layout": "residual stream as flat (B*T, C) rows",
                 "generate / sample loops": "lax.fori_loop inside one jit (compiled); Python loop (eager)"}
 

@@ -247,6 +247,18 @@ class Adapter(frameworks.base.Adapter):
             return {}
 
     @contextlib.contextmanager
+    def case_caches(self, role: str) -> Any:
+        """Nothing to do per case: each case builds a new model, hence new tf.functions, which
+        trace and (compiled mode) XLA-compile on their first call whatever ran before. XLA's
+        persistent-cache entries are keyed by the tf.function's process-unique name (measured:
+        a new tf.function of the same Python function and shapes writes a new entry), so a
+        case hits an entry only in a later process that created its functions in the same
+        order; and TF reads its cache folder once per process (TF_XLA_FLAGS), so no case can
+        have a folder of its own."""
+        yield ("none (persistent cache off); new tf.functions" if _XLA_CACHE is None
+               else "process cache folder; XLA entries keyed by this process's tf.function names")
+
+    @contextlib.contextmanager
     def fresh_caches(self) -> Any:
         """tf.functions are new per case (in memory, nothing is shared), but TF reads its
         persistent XLA cache folder once per process (TF_XLA_FLAGS), so it cannot be left
