@@ -153,7 +153,8 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
         "python": machine_info.get("python_version"), "system": machine_info.get("system"),
         "note": top_missing["note"], "ended_by": fw.get("ended_by"), "run_id": fw.get("run_id"),
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
-                                  "settings", "gc", "gemm_rates")},
+                                  "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
+                                  "env_bytes")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None

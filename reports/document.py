@@ -131,7 +131,13 @@ def _gemm_text(runs: list[dict[str, Any]], measured: list[float]) -> str:
 
 def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Set-up rows from machine_info.fwbench's run keys (record.RUN_INFO), where recorded."""
-    rows = [("processes per framework (repeats)", _uniq(r.get("repeats") for r in runs)),
+    pads = [r.get("env_pad_bytes") for r in runs if isinstance(r.get("env_pad_bytes"), int)]
+    envs = [r.get("env_bytes") for r in runs if isinstance(r.get("env_bytes"), int)]
+    rows = [("processes per framework", _uniq(f"{r['cold']} cold + {r['warm']} warm" if isinstance(r.get("cold"), int)
+                                              and isinstance(r.get("warm"), int) else r.get("repeats") for r in runs)),
+            ("environment padding (per process, random)",
+             f"{min(pads)}-{max(pads)} bytes; environments of {min(envs)}-{max(envs)} bytes" if pads and envs
+             else "n/a"),
             ("case order", _uniq(r.get("case_order") for r in runs)),
             ("Python garbage collector", _uniq(r.get("gc") for r in runs)),
             ("compile cache folders", _uniq(f"{f}: {d}" for r in runs for f, d in sorted((r.get("compile_cache_dirs")

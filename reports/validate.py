@@ -41,6 +41,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "data[]": (0, 1e9, True),
     # machine_info.fwbench
     "gemm_flops": (0, 1e300, True), "cpus_available": (1, 1 << 20, False),
+    "cold": (0, 1 << 20, False), "warm": (0, 1 << 20, False), "env_pad_bytes": (0, 1 << 40, False),
+    "env_bytes": (0, 1 << 40, False),
+    # host state over a case's timed rounds
+    "other_cpu": (0, 1 << 20, False), "steal_frac": (0, 1, False), "load_avg": (0, 1e9, False),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "status": STATUSES}
 
@@ -53,6 +57,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     # the run keys (workloads.record.RUN_INFO)
     "run_id": (str,), "repeat": (int,), "repeats": (int,), "case_order": (str,), "compile_cache": (str,),
     "gc": (str,), "compile_cache_dirs": (dict,), "gemm_rates": (dict,), "settings": (dict,),
+    "cache_role": (str,), "cold": (int,), "warm": (int,), "env_pad_bytes": (int,), "env_bytes": (int,),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
 _MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings"}
