@@ -247,8 +247,8 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
     margin = fam.margin if fam is not None else stats.MARGIN
     one = int((t["n_processes"] == 1).sum())
     lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state processes or more"
-             + (f"; {one} have one ({stats.ONE_PROCESS} for anything between processes: its interval covers "
-                "round-to-round noise only and is marked * in the results)." if one else ".")]
+             + (f"; {one} have one: nothing between processes is tested for them, and their intervals cover "
+                "round-to-round noise only (marked * in the results)." if one else ".")]
     sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
     if finite(sd):
         lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (median over cases of the SD of the "
@@ -266,9 +266,9 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
     lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
                  "CPU or the hypervisor stole time (flagged)." if recorded else
                  "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
-    if fam is not None:
-        lines.append(f"{fam.m} comparisons share one error rate (Holm): the chance of any false 'faster' or 'slower' "
-                     f"in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
+    if fam is not None and fam.m:
+        lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
+                     f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
     return lines
 
 
@@ -423,8 +423,9 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                    "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
                    "case) give the first calls. Each comparison reads faster or slower (by at least the "
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested (one process); "
-                   f"the {fam.m} comparisons of this report share one 5% chance of any false faster/slower (Holm), "
-                   "so each verdict's interval is shown at its own level."))
+                   + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
+                      "(Holm), so each verdict's interval is shown at its own level." if fam.m else
+                      "no comparison of this report could be tested.")))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
         b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
                        "measures), so no comparison between processes is tested and no framework is found faster "

@@ -304,7 +304,7 @@ class Judgement:
         x, lo, hi = self.speed() if speed else (self.ratio, self.lo, self.hi)
         label = label or ("speed" if speed else "ratio")
         if self.verdict == NOT_TESTED:
-            return f"{label} {x:.2f}x, one process on a side: no interval over processes"
+            return f"{label} {x:.2f}x, indicative"
         return f"{label} {x:.2f}x [{lo:.2f}, {hi:.2f}], {level_text(self.level)} interval"
 
 
@@ -419,7 +419,7 @@ def sentence(j: Judgement, a: str, b: str, margin: float, label: str | None = No
     elif v == INCONCLUSIVE:
         s = f"{a} against {b} is inconclusive: the interval contains 1 and reaches beyond +-{m} ({x})"
     else:
-        s = f"{a} against {b}: {ONE_PROCESS} ({x})"
+        s = f"{a} against {b}: {ONE_PROCESS}, {x}"
     fl = sorted(set(flags))
     return s + (f" [flagged: {'; '.join(fl)}]" if fl else "")
 
