@@ -159,14 +159,14 @@ def _counter(r: pd.Series) -> str:
 
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
     """A row per case: steady step over warm processes, throughput, speedup over eager
-    (paired), first call (cold), compile latency and break-even with their intervals, the
-    compile counter, and the case's flags (reports.findings.annotate) where a report added them."""
+    (paired), the cold processes' step over the warm ones', and the case's flags
+    (reports.findings.annotate) where a report added them. First calls, compile latency,
+    break-even and the compile counters are in compile_table."""
     rows = []
     lacking = figures.lacking_modes(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
-        nonee = r["mode"] != "eager"
         rows.append({
             "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
             "framework": r["framework"], "mode": r["mode"],
@@ -177,16 +177,9 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
             "vs eager [95% CI]": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
                                   + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
-                                  if timed and nonee and finite(r["speedup_vs_eager"]) else ""),
-            "first call (cold)": _first(r, "cold") if timed else "",
-            "compile latency": stats.fmt_time_ci(r["compile_latency_s"], r.get("compile_latency_lo_s"),
-                                                 r.get("compile_latency_hi_s"))
-                               if timed and nonee and finite(r["compile_latency_s"]) else "",
-            "break-even": _steps(r.get("break_even_steps"), r.get("break_even_lo"), r.get("break_even_hi"))
-                          if nonee and timed else "",
-            "compilations (counter)": f"{int(r['compilations'])} ({_counter(r)})"
-                                      if timed and not pd.isna(r["compilations"]) else "",
-            "in timed rounds": _timed_compiles(r) if timed else "",
+                                  if timed and r["mode"] != "eager" and finite(r["speedup_vs_eager"]) else ""),
+            "cold/warm step": stats.fmt_ratio(r["cold_over_warm"], r["cold_over_warm_lo"], r["cold_over_warm_hi"])
+                              if timed and finite(r.get("cold_over_warm")) else "",
             "flags": r.get("flags") if timed and isinstance(r.get("flags"), str) else "",
         })
     return pd.DataFrame(rows)
@@ -208,19 +201,19 @@ def _first(r: pd.Series, role: str) -> str:
 
 
 def _timed_compiles(r: pd.Series) -> str:
-    """Compilations during the timed rounds: flagged, since a recompile makes a round slow."""
+    """Compilations during the timed rounds, said where there were some (a flag too)."""
     if r.get("recompiled_during_timing") is True:
-        return f"RECOMPILED ({r['compilations_timed']:.0f})" if finite(r.get("compilations_timed")) else "RECOMPILED"
-    if finite(r.get("compilations_timed")):
-        return f"{r['compilations_timed']:.0f}"
-    return "not recorded"
+        n = f"{r['compilations_timed']:.0f} " if finite(r.get("compilations_timed")) else ""
+        return f"; RECOMPILED {n}in the timed rounds"
+    return ""
 
 
 def compile_table(d: pd.DataFrame) -> pd.DataFrame:
     """First calls by role per timed case (cold: every cache empty for the case; warm: the
-    run's cache filled by the cold processes; each with its t interval and n), the
-    framework's compile timer, compile latency (non-eager: cold first call minus the same
-    mode's steady step) and the cold processes' steady state over the warm ones'."""
+    run's cache filled by the cold processes; each with its t interval and n), first calls
+    left out as invalid, the framework's compile timer, compile latency (non-eager: cold
+    first call minus the same mode's steady step), break-even against eager and the
+    framework's own compilation counter (a compilation during the timed rounds is a flag)."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     return pd.DataFrame([{
         "case": f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
@@ -230,11 +223,12 @@ def compile_table(d: pd.DataFrame) -> pd.DataFrame:
         "invalid first calls": f"{r['first_call_invalid']:.0f}" if finite(r.get("first_call_invalid"))
                                and r["first_call_invalid"] > 0 else "",
         "compile timer": stats.fmt_seconds(r["compile_s"]) if finite(r["compile_s"]) else "-",
-        "steady step": stats.fmt_seconds(r["median_s"]),
         "compile latency": stats.fmt_time_ci(r["compile_latency_s"], r.get("compile_latency_lo_s"),
                                              r.get("compile_latency_hi_s")) if finite(r["compile_latency_s"]) else "-",
-        "cold/warm step": stats.fmt_ratio(r["cold_over_warm"], r["cold_over_warm_lo"], r["cold_over_warm_hi"])
-                          if finite(r.get("cold_over_warm")) else "-",
+        "break-even": _steps(r.get("break_even_steps"), r.get("break_even_lo"), r.get("break_even_hi"))
+                      if r["mode"] != "eager" else "",
+        "compilations": f"{int(r['compilations'])} {_counter(r)}" + _timed_compiles(r)
+                        if not pd.isna(r["compilations"]) else "",
     } for _, r in t.iterrows()])
 
 
@@ -251,11 +245,16 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
                 "round-to-round noise only (marked * in the results)." if one else ".")]
     sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
     if finite(sd):
-        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (median over cases of the SD of the "
-                     f"process medians; largest over smallest {100 * spread:.1f}% in median)."
-                     + (f" WARNING: that spread exceeds the {100 * margin:.0f}% margin: no comparison can be "
-                        "called equivalent, and differences near the margin stay inconclusive; measure on a quieter "
-                        "machine or with more processes." if spread > margin else ""))
+        p = int(t["n_processes"].median())
+        res = stats.resolution(sd, p)
+        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (SD of their median steps, median "
+                     f"over cases; the largest over the smallest of a case's {p} is {100 * spread:.1f}% in median, a "
+                     "range that grows with the number of processes). At that spread a ratio of two cases of "
+                     f"{p} processes each has a 95% interval of about +-{100 * res:.1f}% (wider at the verdicts' Holm "
+                     "levels)."
+                     + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
+                        "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
+                        "or with more processes." if res > margin else ""))
     cold = d.attrs.get("cold_over_warm", math.nan)
     if finite(cold):
         lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
@@ -446,10 +445,9 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("h", 3, f"Workload {wl}"))
         b.append(("table", results_table(w), f"{wl}: step time over warm processes (* one process: the interval "
                   "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
-                  "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold first call (n = cold "
-                  "processes), compile latency (cold first call minus the same mode's step), break-even steps, "
-                  "compilations by each framework's own counter, compilations during the timed rounds, and the "
-                  "case's flags (see Replication and stability).", f"results-{wl}"))
+                  "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold processes' step over "
+                  "the warm ones', and the case's flags (see Replication and stability). First calls and "
+                  "compilations: see Compilation.", f"results-{wl}"))
     for name in ("throughput", "speedup", "first_call", "utilisation"):
         b += _figure(figs, name)
 
@@ -468,8 +466,9 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("table", ct, "First call with every compile cache empty for the case (cold processes) and with "
                   "the run's cache filled by them (warm processes), geometric mean [95% t interval] over processes "
                   "(n), first calls that compiled nothing left out and counted, the framework's own compile timer, "
-                  "compile latency = cold first call - the same mode's steady step (non-eager modes), and the cold "
-                  "processes' steady step over the warm ones'.", "compile"))
+                  "compile latency = cold first call - the same mode's steady step (non-eager modes), break-even "
+                  "steps against eager [95% interval] where the steps differ by the verdicts, and the compilations "
+                  "each framework's own counter saw over the case.", "compile"))
     b += _figure(figs, "cold_warm")
 
     b += axes_blocks(df, figs, fam)

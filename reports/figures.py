@@ -271,7 +271,7 @@ def first_call(df: pd.DataFrame) -> Figure | None:
             _plain_ticks(ax.xaxis, x1 / x0)
             _plain_ticks(ax.yaxis, y1 / y0)
             ax.set_title(f"{wl}: {task}")
-            ax.set_xlabel("steady-state step (s, median)")
+            ax.set_xlabel("steady-state step (s, warm processes)")
             ax.set_ylabel("first call (s)")
         modes = mode_order(d["mode"])
         marks = [Line2D([], [], marker=MODE_MARKERS.get(m, "D"), color="grey", linestyle="", label=m) for m in modes]

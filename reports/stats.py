@@ -274,9 +274,8 @@ def coarse(v: str) -> str:
 def words(v: str, margin: float, faster: str = "faster", slower: str = "slower") -> str:
     """A verdict in words, e.g. 'faster by at least the 10% margin'."""
     m = f"{100 * margin:.0f}%"
-    return {FASTER_M: f"{faster} by at least the {m} margin", FASTER: f"{faster} (by less than the {m} margin "
-            "or not by it with confidence)", SLOWER_M: f"{slower} by at least the {m} margin",
-            SLOWER: f"{slower} (by less than the {m} margin or not by it with confidence)",
+    return {FASTER_M: f"{faster} by at least the {m} margin", FASTER: f"{faster}, not surely by the {m} margin",
+            SLOWER_M: f"{slower} by at least the {m} margin", SLOWER: f"{slower}, not surely by the {m} margin",
             EQUIVALENT: f"equivalent within +-{m}", INCONCLUSIVE: "inconclusive", NOT_TESTED: ONE_PROCESS}[v]
 
 
@@ -306,6 +305,15 @@ class Judgement:
         if self.verdict == NOT_TESTED:
             return f"{label} {x:.2f}x, indicative"
         return f"{label} {x:.2f}x [{lo:.2f}, {hi:.2f}], {level_text(self.level)} interval"
+
+
+def resolution(sd: float, processes: int, level: float = LEVEL) -> float:
+    """Half-width (as a fraction) of the `level` interval of a ratio of two cases of
+    `processes` processes each whose log process medians have SD `sd` (Welch with equal
+    variances): the smallest difference such a comparison can place on one side of 1."""
+    if not (processes >= 2 and math.isfinite(sd)):
+        return math.nan
+    return math.exp(t_quantile(2 * processes - 2, level) * sd * math.sqrt(2.0 / processes)) - 1.0
 
 
 def level_text(level: float) -> str:
@@ -412,8 +420,7 @@ def sentence(j: Judgement, a: str, b: str, margin: float, label: str | None = No
     if v in (FASTER_M, SLOWER_M):
         s = f"{a} is {faster if v == FASTER_M else slower} than {b} by at least the {m} margin ({x})"
     elif v in (FASTER, SLOWER):
-        s = f"{a} is {faster if v == FASTER else slower} than {b}, by less than the {m} margin or not by it " \
-            f"with confidence ({x})"
+        s = f"{a} is {faster if v == FASTER else slower} than {b}, not surely by the {m} margin ({x})"
     elif v == EQUIVALENT:
         s = f"{a} and {b} are equivalent within +-{m} ({x})"
     elif v == INCONCLUSIVE:
