@@ -263,29 +263,67 @@ def _bucketed_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     return out
 
 
+# A user's stream lengths: the cost of N requests (cold pass + the rest at the warm rate).
+SERVED = (10, 100, 1000)
+
+
+def served_cost(r: pd.Series | dict[str, Any], n: int) -> float:
+    """Seconds to serve n requests of a stream case: its cold pass (every shape new once,
+    fresh caches), then n - requests more at its warm per-request rate (a warm pass over
+    the requests); nan without them. Fewer than the stream's requests: its share of the cold
+    pass."""
+    cold, warm, k = r.get("stream_cold_s"), r.get("median_s"), r.get("requests")
+    if not (finite(cold) and finite(warm) and finite(k) and k > 0):
+        return math.nan
+    return float(cold + max(n - k, 0) * warm / k) if n >= k else float(cold * n / k)
+
+
+def _best_served(g: pd.DataFrame, n: int) -> pd.Series:
+    """Per framework, the cost of n requests of its best strategy that ran correctly without
+    hitting a recompile limit."""
+    ok = g[[not hit_limit(r) for _, r in g.iterrows()]] if len(g) else g
+    costs = pd.Series([served_cost(r, n) for _, r in ok.iterrows()], index=ok.index, dtype=float)
+    return costs.groupby(ok["framework"]).min().dropna()
+
+
 def dynamic_score(d: pd.DataFrame, fws: list[str]) -> dict[str, float]:
-    """Per stream: best framework's cold stream time / this framework's (its best strategy that
-    ran correctly without hitting a recompile limit), geometric mean over the streams it ran
-    (0 when it ran none correctly); times the
-    share of the framework's non-eager stream cases that ran correctly without a limit hit
-    (of those that ran or failed: an unsupported strategy is neutral)."""
+    """Accelerated modes only (compiled, TF graph: the claim is about compilers and static
+    graphs; eager is shown apart, `dynamic_costs`): per stream and N in SERVED, the best
+    framework's cost of N requests over this framework's (each its best strategy that ran
+    correctly without a recompile-limit hit), geometric mean over the streams and N that two
+    frameworks or more ran; 0 for a framework whose accelerated strategies all failed."""
     if not has(d, "stream_cold_s"):
         return {}
-    t = d[d["status"].isin(TIMED)]
+    t = d[d["status"].isin(TIMED) & (d["mode"] != "eager")]
     ratios: dict[str, list[float]] = {f: [] for f in fws}
     for _, g in (t.groupby([t.apply(_stream, axis=1), "preset", "device"]) if len(t) else []):
-        best = _best_per_framework(g).set_index("framework")["stream_cold_s"]
-        for f in best.index:
-            if f in ratios:
-                ratios[f].append(best.min() / best[f])
-    out = {}
+        for n in SERVED:
+            best = _best_served(g, n)
+            if len(best) < 2:
+                continue
+            for f in best.index:
+                if f in ratios:
+                    ratios[f].append(best.min() / best[f])
     ran = d[(d["mode"] != "eager") & d["status"].isin(("ok", "fallback", "failed"))]
-    for f in fws:
-        r = ran[ran["framework"] == f]
-        good = r["status"].isin(TIMED) & ~np.array([hit_limit(x) for _, x in r.iterrows()], dtype=bool)
-        share = float(good.mean()) if len(r) else 1.0
-        out[f] = stats.geomean(ratios[f]) * share if ratios[f] else 0.0 if len(r) else math.nan
-    return out
+    return {f: stats.geomean(ratios[f]) if ratios[f] else (0.0 if (ran["framework"] == f).any() else math.nan)
+            for f in fws}
+
+
+def dynamic_costs(d: pd.DataFrame) -> pd.DataFrame:
+    """A row per stream and mode class: each framework's cost of N requests (SERVED) with its
+    best strategy, eager apart from accelerated."""
+    t = d[d["status"].isin(TIMED)] if "stream_cold_s" in d.columns else d.iloc[0:0]
+    if t.empty:
+        return pd.DataFrame()
+    t = t.assign(_s=t.apply(_stream, axis=1), _c=["eager" if m == "eager" else "accelerated" for m in t["mode"]])
+    rows = []
+    fws = F.framework_order(t["framework"])
+    for (s, c, p, dev), g in t.groupby(["_s", "_c", "preset", "device"], sort=True):
+        for n in SERVED:
+            best = _best_served(g, n)
+            rows.append({"stream": s, "modes": c, "requests": n,
+                         **{f: stats.fmt_seconds(best[f]) if f in best.index else "-" for f in fws}})
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- interop
@@ -314,17 +352,28 @@ def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFra
     return pd.DataFrame(rows).reindex(columns=["program", *cols]).fillna("not run")
 
 
-INTEROP_SCORE = {"compiled": 1.0, "graph_breaks": 1.0, "refused": 0.5, "wrong": 0.0}
+INTEROP_SCORE = {"compiled": 1.0, "graph_breaks": 0.5, "refused": 0.5, "wrong": 0.0}
 
 
 def interop_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, str]]) -> dict[str, float]:
-    """Per program, the framework's best non-eager mode scores INTEROP_SCORE of its outcome
-    (runs correctly, compiled or with graph breaks: 1; refused with an error: 0.5, you learn
-    at once and rewrite; wrong, silently: 0); the mean over the programs."""
+    """Per program, the framework's best accelerated mode scores INTEROP_SCORE of its outcome:
+    compiled whole and correct 1, but 0.5 when its call is slower than the same framework's
+    eager call (a compile that does not pay is no success); graph breaks (correct, partly in
+    Python) 0.5; refused with an error 0.5 (you learn at once and rewrite); wrong, silently,
+    0. The mean over the programs."""
     c = d[(d["mode"] != "eager") & _has_mode(d, lacking)]
     if c.empty:
         return {}
-    s = c.assign(score=[INTEROP_SCORE.get(outcome(r), 0.0) for _, r in c.iterrows()])
+    eager = d[(d["mode"] == "eager") & d["status"].isin(TIMED)].set_index(["framework", "task"])["median_s"]
+
+    def score(r: pd.Series) -> float:
+        o = outcome(r)
+        x = INTEROP_SCORE.get(o, 0.0)
+        e = eager.get((r["framework"], r["task"]))
+        if o == "compiled" and finite(e) and finite(r.get("median_s")) and r["median_s"] > e:
+            return 0.5
+        return x
+    s = c.assign(score=[score(r) for _, r in c.iterrows()])
     best = s.groupby(["framework", "task"])["score"].max()
     programs = c["task"].nunique()
     return {f: float(best.loc[f].sum()) / programs if f in best.index.get_level_values(0) else math.nan for f in fws}
@@ -475,10 +524,11 @@ def _memory_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
 
 
 def derivatives_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, str]]) -> dict[str, float]:
-    """The mean of (a) speed: geometric mean over the tasks it ran of the best framework's
-    time / this framework's best (any transform and mode; 0 if it ran none), and (b)
-    coverage: share of its (task, transform, mode) cases that ran (ok 1, fallback 0.5), where
-    what it could not run counts."""
+    """The mean of (a) speed: geometric mean over the tasks two frameworks or more ran of the
+    best framework's time over this framework's best (any transform and mode; 0 if it ran
+    none), and (b) coverage: share of the (task, eager | accelerated) slots it ran with some
+    transform (ok 1, fallback 0.5): which transform a framework offers is its API, not a
+    capability another framework lacks."""
     d = d[_has_mode(d, lacking)]
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     if t.empty:
@@ -486,14 +536,19 @@ def derivatives_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, s
     speed: dict[str, list[float]] = {f: [] for f in fws}
     for _, g in t.groupby("task"):
         best = g.groupby("framework")["median_s"].min()
+        if len(best) < 2:
+            continue
         for f in best.index:
             if f in speed:
                 speed[f].append(best.min() / best[f])
+    cls = d.assign(cls=["eager" if m == "eager" else "accelerated" for m in d["mode"]],
+                   score=d["status"].map({"ok": 1.0, "fallback": 0.5}).fillna(0.0))
+    slots = cls.groupby(["task", "cls"]).ngroups
     out = {}
     for f in fws:
         sp = stats.geomean(speed[f]) if speed[f] else 0.0
-        mine = d[d["framework"] == f]
-        cov = float(mine["status"].map({"ok": 1.0, "fallback": 0.5}).fillna(0.0).mean()) if len(mine) else math.nan
+        mine = cls[cls["framework"] == f]
+        cov = float(mine.groupby(["task", "cls"])["score"].max().sum()) / slots if len(mine) and slots else math.nan
         out[f] = (sp + cov) / 2 if finite(cov) else math.nan
     return out
 

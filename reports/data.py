@@ -364,4 +364,4 @@ def missing_frameworks(df: pd.DataFrame) -> dict[str, str]:
 
 
 def finite(x: Any) -> bool:
-    return x is not None and isinstance(x, (int, float, np.floating)) and math.isfinite(x)
+    return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x)

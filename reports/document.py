@@ -29,17 +29,18 @@ COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops include
             "tensorflow": "tf.function traces"}
 # How the concerns of the three axes are scored (reports.findings' docstring has the formulas).
 CONCERN_TEXT = {
-    "dynamic": "Dynamic shapes (weight name dynamic): per stream, the best framework's cold stream time over this "
-               "framework's (its best strategy that ran correctly without hitting a recompile limit), geometric "
-               "mean over the streams it ran, times the share of its non-eager stream cases that ran correctly without a "
-               "limit hit.",
-    "interop": "Python interop (weight name interop): per program, the outcome of the framework's best non-eager "
-               "mode: compiled or graph breaks 1, refused 0.5 (an error at once), wrong 0 (a silent wrong "
-               "result); the mean over programs.",
+    "dynamic": "Dynamic shapes (weight name dynamic): accelerated modes only (eager is shown apart): per stream "
+               "and N = 10, 100, 1000 requests, the best framework's cost of N requests (the cold pass, then the "
+               "rest at the warm rate) over this framework's, each with its best strategy that ran correctly "
+               "without hitting a recompile limit; geometric mean over the streams and N.",
+    "interop": "Python interop (weight name interop): per program, the outcome of the framework's best accelerated "
+               "mode: compiled whole 1 (0.5 when its call is slower than eager's: a compile that does not pay), "
+               "graph breaks 0.5, refused 0.5 (an error at once), wrong 0 (a silent wrong result); the mean over "
+               "programs.",
     "derivatives": "Derivatives and vmap (weight name derivatives): the mean of a speed score (geometric mean over "
-                   "the tasks it ran of the best framework's time over this framework's best transform and mode) and "
-                   "the share "
-                   "of its transform x mode cases that ran (fallback half).",
+                   "the tasks two frameworks ran of the best framework's time over this framework's best transform "
+                   "and mode) and its coverage (share of task x eager/accelerated slots it ran with some transform; "
+                   "fallback half).",
 }
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
@@ -500,10 +501,12 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         rank, rnotes = findings.ranking(df, weights)
         sens = findings.sensitivity(rank)
         b.append(("p", "Each framework is scored per concern on [0, 1], 1 being the best framework in this "
-                       "report: throughput (geometric mean over cases of its best mode's throughput relative to "
-                       "the best), compile (the first call of its fastest non-eager mode, the wait before the "
-                       "first result, relative to the lowest; no floor), coverage (share of eager and accelerated "
-                       "slots that ran; fallback counts half). No single weighting is the verdict: the second "
+                       "report, over the work two frameworks or more ran (a variant only one framework has, such "
+                       "as torch's train-step recipes, is left out of these means): throughput (geometric mean "
+                       "over tasks of its best mode's throughput relative to the best), compile (the cold first "
+                       "call of its fastest accelerated mode, the wait before the first result, relative to the "
+                       "lowest; no floor), coverage (share of eager and accelerated slots that ran; fallback counts "
+                       "half; a mode a framework does not have is n/a). No single weighting is the verdict: the second "
                        "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
                        "framework ranks first, and which concerns it leads on."
                        + "".join(" " + CONCERN_TEXT[c] for c in CONCERN_TEXT if c in rank.columns)))
@@ -512,7 +515,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
                   lambda v: f"{100 * v:.0f}% of weightings")}),
                   "Sensitivity of the choice to the weights.", "sensitivity"))
-        b.append(("ul", findings.deciding_sentences(sens) + findings.ranking_sentences(rank, weights) + rnotes))
+        b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
+                  + findings.ranking_sentences(rank, weights) + rnotes))
 
     if notes or df.attrs.get("problems"):
         b.append(("h", 2, "Input problems"))

@@ -15,32 +15,26 @@ tested on torch's compiled cases only; JAX's and TensorFlow's eager modes run op
 (OP_BY_OP_EAGER), and their speedups over it are labelled so.
 
 The ranking scores each framework per concern on [0, 1], 1 being the best framework in
-this report, then combines the concerns with the user's weights:
+this report, over work two frameworks or more ran (SLOT: the model workloads count each
+framework's default strategy; a variant only one framework has is left out of the
+cross-framework means), then combines the concerns with the user's weights:
 
-    throughput   geometric mean over cases of (framework's best throughput / best of all);
-                 a case is (workload, task, strategy, preset, device), the framework's best mode
-    compile      geometric mean over cases of (lowest first call / framework's), taking the first
-                 call (trace + compile + run, the cold-cache one where measured) of the
-                 framework's fastest non-eager mode: the wait before the first result. No floor:
-                 a first call is never zero, so the ratio needs none
-    coverage     share of (case, eager | accelerated) slots that ran: ok 1, fallback 0.5,
-                 unsupported or failed 0, so TensorFlow's graph mode and the others' compiled
-                 mode count as the same capability
-    dynamic      "dynamic shapes" (reports.axes.dynamic_score): per stream, the best framework's
-                 cold stream time (fresh model, every shape new once) over this framework's, each
-                 taking its best strategy that ran correctly without hitting a recompile limit;
-                 geometric mean over the streams it ran (0 if none); times the share
-                 of its non-eager stream cases that ran correctly without a limit hit (failed:
-                 wrong output; unsupported strategies are left out)
-    interop      "Python interop" (axes.interop_score): per program, the outcome of the
-                 framework's best non-eager mode: compiled or with graph breaks 1 (runs
-                 correctly), refused 0.5 (the framework says so at once; you rewrite the
-                 program), wrong 0 (a silently wrong result); the mean over programs
+    throughput   geometric mean over tasks of (framework's best throughput / best of all);
+                 a task is (workload, task, preset, device), the framework's best mode
+    compile      geometric mean over tasks of (lowest first call / framework's), taking the
+                 first call (trace + compile + run, the cold one where measured) of the
+                 framework's fastest accelerated mode: the wait before the first result
+    coverage     share of (task, eager | accelerated) slots that ran: ok 1, fallback 0.5,
+                 unsupported or failed 0; a mode a framework does not have is n/a
+    dynamic      "dynamic shapes" (reports.axes.dynamic_score): accelerated modes, per stream
+                 and N in 10, 100, 1000 requests, the best framework's cost of N requests (cold
+                 pass, then the warm rate) over this framework's best strategy's; geometric mean
+    interop      "Python interop" (axes.interop_score): per program, the framework's best
+                 accelerated mode: compiled whole 1 (0.5 if slower than eager), graph breaks
+                 0.5, refused 0.5, wrong 0; the mean over programs
     derivatives  "derivatives and vmap" (axes.derivatives_score): the mean of a speed score
-                 (geometric mean over the tasks it ran of the best framework's time over this
-                 one's best transform and mode; 0 if it ran none) and its coverage (share of its
-                 task x transform x mode cases that ran: ok 1, fallback 0.5), where what it
-                 could not run counts
+                 (geometric mean over tasks two frameworks ran of best time / this one's best
+                 transform and mode) and its coverage of (task, eager | accelerated) slots
                  These workloads are left out of the throughput score.
     overall      sum(w_c * score_c) / sum(w_c) for the weights given
 
@@ -348,9 +342,30 @@ FLAG_MEANING = {
 
 # ----------------------------------------------------------------------------- ranking
 
+# A framework-choice slot: a piece of work in one framework. The model workloads (gpt,
+# diffusion) count each framework's default strategy only: a variant (torch's train-step
+# recipes) is one framework's API, which the others cannot have, so it is left out of the
+# cross-framework means (it gave torch free best scores and JAX and TensorFlow "not run"
+# slots). The axes workloads score each framework's best strategy (reports.axes).
+SLOT = ["workload", "task", "preset", "device"]
+
+
+def mode_class(mode: Any) -> str:
+    """eager, or accelerated (compiled, TensorFlow's graph): the two ways a user runs a model."""
+    return "eager" if mode == "eager" else "accelerated"
+
+
+def _shared_slots(t: pd.DataFrame) -> pd.DataFrame:
+    """Rows of slots that two frameworks or more ran: a slot only one framework has (a
+    torch-only train-step recipe, another framework's API) is left out of cross-framework
+    means, so it gives nobody a free best score."""
+    n = t.groupby(SLOT, dropna=False)["framework"].transform("nunique")
+    return t[n >= 2]
+
+
 def _throughput_score(t: pd.DataFrame, fws: list[str]) -> dict[str, float]:
     ratios: dict[str, list[float]] = {f: [] for f in fws}
-    for _, g in t.groupby(GROUP, dropna=False):
+    for _, g in _shared_slots(t).groupby(SLOT, dropna=False):
         best = g.groupby("framework")["throughput"].max()
         for f, v in best.items():
             if f in ratios:
@@ -359,11 +374,13 @@ def _throughput_score(t: pd.DataFrame, fws: list[str]) -> dict[str, float]:
 
 
 def scores(df: pd.DataFrame) -> pd.DataFrame:
-    """Per framework x concern score in [0, 1] (NaN where the concern has no data)."""
+    """Per framework x concern score in [0, 1] (NaN where the concern has no data), on
+    strategy-agnostic slots (SLOT: each framework's best strategy), over slots two or more
+    frameworks ran (see the module docstring)."""
     df = replicates.cases(df)
     fws = framework_order(df["framework"])
     t = df[df["status"].isin(TIMED) & df["throughput"].notna()]
-    own = t["workload"].isin(list(OWN_CONCERN))
+    own = t["workload"].isin(list(OWN_CONCERN)) | t["strategy"].notna()     # variants: see SLOT
     out = pd.DataFrame(index=pd.Index(fws, name="framework"), columns=list(CONCERNS), dtype=float)
     for f, v in _throughput_score(t[~own], fws).items():
         out.at[f, "throughput"] = v
@@ -373,22 +390,24 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
                   ("derivatives", axes.derivatives_score(df[df["workload"] == "derivatives"], fws, lacking))):
         for f, x in v.items():
             out.at[f, wl] = x
-    # compile: first call of each framework's fastest non-eager mode per case
-    c = t[(t["mode"] != "eager") & (t["first_call_s"] > 0)]
+    # compile: the first call of each framework's fastest accelerated mode and strategy per slot
+    c = _shared_slots(t[~own & (t["mode"] != "eager") & (t["first_call_s"] > 0)])
     lat: dict[str, list[float]] = {f: [] for f in fws}
-    for _, g in c.groupby(GROUP, dropna=False):
+    for _, g in c.groupby(SLOT, dropna=False):
         pick = g.sort_values("median_s").drop_duplicates("framework")
         l = pick.set_index("framework")["first_call_s"]
         for f, v in l.items():
             lat[f].append(l.min() / v)
     for f, v in lat.items():
         out.at[f, "compile"] = stats.geomean(v)
-    # coverage over (case, eager | accelerated) slots
-    d = df.assign(slot=np.where(df["mode"] == "eager", "eager", "accelerated"),
-                  score=df["status"].map(SLOT_SCORE).fillna(0.0))
-    slots = d.groupby([*GROUP, "slot"], dropna=False).ngroups
+    # coverage over (slot, eager | accelerated) of the model workloads: the best status of the
+    # framework's strategies in the class; modes a framework does not have are n/a, not 0
+    m = df[~df["workload"].isin(list(OWN_CONCERN)) & df["strategy"].isna()]
+    m = m[[(f, mo) not in lacking for f, mo in zip(m["framework"], m["mode"])]] if len(m) else m
+    d = m.assign(cls=[mode_class(x) for x in m["mode"]], score=m["status"].map(SLOT_SCORE).fillna(0.0))
+    slots = d.groupby([*SLOT, "cls"], dropna=False).ngroups if len(d) else 0
     if slots:
-        best = d.groupby(["framework", *GROUP, "slot"], dropna=False)["score"].max()
+        best = d.groupby(["framework", *SLOT, "cls"], dropna=False)["score"].max()
         for f in fws:
             out.at[f, "coverage"] = float(best.loc[f].sum()) / slots if f in best.index.get_level_values(0) else 0.0
     return out
@@ -421,6 +440,42 @@ def ranking_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
                                             if finite(v)))
     w = ", ".join(f"{c}={weights[c]:g}" for c in r.columns if c in weights)
     out.append(f"weights used: {w} (set with --weights, e.g. --weights throughput=2,compile=1)")
+    return out
+
+
+def _label(c: str) -> str:
+    return OWN_CONCERN.get(c, c)
+
+
+def flip_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
+    """What drives the ranking and what would flip it, in words: the leader's margin over
+    each other framework, concern by concern (weighted), and the weight one concern would
+    need (the others as given) for that framework to rank first."""
+    concerns = [c for c in CONCERNS if c in r.columns and r[c].notna().any()]
+    if len(r) < 2 or not concerns:
+        return []
+    sc = r[concerns].fillna(0.0)
+    w = {c: float(weights.get(c, 0.0)) for c in concerns}
+    total = sum(w.values()) or 1.0
+    lead = r["overall"].idxmax()
+    out = []
+    for b in [f for f in r.index if f != lead]:
+        parts = sorted(((w[c] * (sc.at[lead, c] - sc.at[b, c]) / total, c) for c in concerns), reverse=True)
+        pro = [f"{_label(c)} (+{x:.2f})" for x, c in parts if x > 0.005]
+        con = [f"{_label(c)} ({x:.2f})" for x, c in parts if x < -0.005]
+        text = (f"{lead} ranks above {b} by {r.at[lead, 'overall'] - r.at[b, 'overall']:.2f} overall: "
+                + (f"it gains on {', '.join(pro)}" if pro else "it gains on no concern")
+                + (f" and loses on {', '.join(con)}" if con else "") + ".")
+        flips = []
+        for c in concerns:
+            a_rest = sum(w[k] * sc.at[lead, k] for k in concerns if k != c)
+            b_rest = sum(w[k] * sc.at[b, k] for k in concerns if k != c)
+            gap = sc.at[b, c] - sc.at[lead, c]
+            if gap > 0 and a_rest - b_rest > 0:
+                flips.append(f"{_label(c)} weighs at least {(a_rest - b_rest) / gap:.2f}")
+        text += (f" {b} would rank above {lead} if " + " or if ".join(flips) + " (the other weights as given)."
+                 if flips else f" No single weight puts {b} above {lead}.")
+        out.append(text)
     return out
 
 
