@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from reports import data as rdata
-from reports import atomic, axes, escape, figures, findings, replicates, stats
+from reports import atomic, axes, escape, figures, findings, replicates, stats, summary
 from reports.data import TIMED, finite
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
@@ -299,8 +299,8 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
             continue
         head = " ".join(r["reason"].split())
         if len(head) > SHORT_REASON:
-            appendix.append(f"A{len(appendix) + 1}. {r['framework']} {r['mode']} {r['case']}: {r['reason']}")
-            head = head[:SHORT_REASON].rstrip() + f"... (full text: appendix A{len(appendix)})"
+            appendix.append(f"E{len(appendix) + 1}. {r['framework']} {r['mode']} {r['case']}: {r['reason']}")
+            head = head[:SHORT_REASON].rstrip() + f"... (full text: Appendix E, E{len(appendix)})"
         lines.append(f"{r['framework']} {r['mode']} {r['case']}: {r['status']}: {head}")
     if lacking:
         lines.append("n/a (the framework has no such mode): " + ", ".join(f"{f} {m}" for f, m in sorted(lacking)))
@@ -439,18 +439,17 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
         b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
 
-    b += [("h", 2, "Setup"), ("table", setup_table(df), "Machine, software and run settings of the runs.", "setup")]
+    b += summary_blocks(df, fam, weights)
+    b += axes_blocks(df, figs, fam)
 
-    b.append(("h", 2, "Results"))
-    for wl, w in df.groupby("workload", sort=True):
-        b.append(("h", 3, f"Workload {wl}"))
-        b.append(("table", results_table(w), f"{wl}: step time over warm processes (* one process: the interval "
-                  "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
-                  "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold processes' step over "
-                  "the warm ones', and the case's flags (see Replication and stability). First calls and "
-                  "compilations: see Compilation.", f"results-{wl}"))
-    for name in ("throughput", "speedup", "first_call", "utilisation"):
-        b += _figure(figs, name)
+    model = df[~df["workload"].isin([axes.DYNAMIC, axes.INTEROP, axes.DERIVATIVES])]
+    if not model.empty:
+        b.append(("h", 2, "Results"))
+        b.append(("p", "Steady-state speed, speedup over eager, first call against step and utilisation per task; "
+                       "every case's numbers with their intervals and flags are in Appendix B (and cases.csv), first "
+                       "calls and compilations in Appendix C."))
+        for name in ("throughput", "speedup", "first_call", "utilisation"):
+            b += _figure(figs, name)
 
     b.append(("h", 2, "Replication and stability"))
     b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
@@ -459,20 +458,12 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
                   "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
 
-    b.append(("h", 2, "Compilation: cold and warm first calls"))
-    ct = compile_table(df)
-    if ct.empty:
-        b.append(("p", "No timed cases."))
-    else:
-        b.append(("table", ct, "First call with every compile cache empty for the case (cold processes) and with "
-                  "the run's cache filled by them (warm processes), geometric mean [95% t interval] over processes "
-                  "(n), first calls that compiled nothing left out and counted, the framework's own compile timer, "
-                  "compile latency = cold first call - the same mode's steady step (non-eager modes), break-even "
-                  "steps against eager [95% interval] where the steps differ by the verdicts, and the compilations "
-                  "each framework's own counter saw over the case.", "compile"))
-    b += _figure(figs, "cold_warm")
-
-    b += axes_blocks(df, figs, fam)
+    if not model.empty:
+        b.append(("h", 2, "Compilation: cold and warm first calls"))
+        b.append(("p", "First call with every compile cache empty for the case (cold processes) and with the run's "
+                       "cache filled by them (warm processes); per case, with intervals, compile latency, break-even "
+                       "and the frameworks' own compilation counters, in Appendix C."))
+        b += _figure(figs, "cold_warm")
 
     b.append(("h", 2, "Findings"))
     found = findings.findings(df)
@@ -481,18 +472,6 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     for wl, lines in found.items():
         b.append(("h", 3, f"Workload {wl}"))
         b.append(("ul", lines))
-
-    b.append(("h", 2, "Capability matrix"))
-    cap = figures.capability_table(df, missing)
-    if not cap.empty:
-        b.append(("table", cap, "Status of each case per framework, from the records (n/a: the framework has no "
-                  "such mode).", "capability"))
-    b += _figure(figs, "capability")
-
-    b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
-    short, appendix = short_reasons(df)
-    lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
-    b.append(("ul", lines) if lines else ("p", "Every case ran."))
 
     b.append(("h", 2, "Choosing a framework"))
     if df[df["status"].isin(TIMED)].empty:
@@ -518,14 +497,71 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
         b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
                   + findings.ranking_sentences(rank, weights) + rnotes))
 
+    b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
+    short, appendix = short_reasons(df)
+    lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
+    b.append(("ul", lines) if lines else ("p", "Every case ran."))
+
     if notes or df.attrs.get("problems"):
         b.append(("h", 2, "Input problems"))
         b.append(("ul", list(df.attrs.get("problems", [])) + notes))
     b.append(("h", 2, "Method"))
     b.append(("ul", method_lines(df, fam)))
-    if appendix:
-        b.append(("h", 2, "Appendix: full reasons"))
-        b.append(("ul", appendix))
+    b += appendix_blocks(df, missing, appendix)
+    return b
+
+
+def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float]) -> list[Block]:
+    """The Summary: what the data support (reports.summary), then the scope of the run."""
+    b: list[Block] = [("h", 2, "Summary")]
+    key = summary.key_findings(df, fam)
+    b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
+    ft = summary.framework_table(df)
+    if not ft.empty:
+        b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
+                  "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
+                  "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
+                  "measures it on this device.", "summary"))
+    if not df[df["status"].isin(TIMED)].empty:
+        rank, _ = findings.ranking(df, weights)
+        b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
+                       + " Best per concern: " + "; ".join(summary.recommendations(rank))
+                       + " (the scores, weights and what drives them under Choosing a framework)."))
+    b.append(("p", "Scope: " + " ".join(summary.scope(df))))
+    return b
+
+
+def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str]) -> list[Block]:
+    """Set-up details, every case's numbers, the compile table, the capability matrix and the
+    full reasons: complete, after the argument (cases.csv and data.csv hold the same)."""
+    b: list[Block] = [("h", 2, "Appendix A: set-up"),
+                      ("table", setup_table(df), "Machine, software and run settings of the runs.", "setup")]
+    model = df[~df["workload"].isin([axes.DYNAMIC, axes.INTEROP, axes.DERIVATIVES])]
+    if not model.empty:
+        b.append(("h", 2, "Appendix B: every case"))
+        for wl, w in model.groupby("workload", sort=True):
+            b.append(("h", 3, f"Workload {wl}"))
+            b.append(("table", results_table(w), f"{wl}: step time over warm processes (* one process: the interval "
+                      "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
+                      "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold processes' step over "
+                      "the warm ones', and the case's flags (see Replication and stability).", f"results-{wl}"))
+        ct = compile_table(model)
+        if not ct.empty:
+            b.append(("h", 2, "Appendix C: first calls and compilations"))
+            b.append(("table", ct, "First call with every compile cache empty for the case (cold processes) and with "
+                      "the run's cache filled by them (warm processes), geometric mean [95% t interval] over processes "
+                      "(n), first calls that compiled nothing left out and counted, the framework's own compile timer, "
+                      "compile latency = cold first call - the same mode's steady step (non-eager modes), break-even "
+                      "steps against eager [95% interval] where the steps differ by the verdicts, and the compilations "
+                      "each framework's own counter saw over the case.", "compile"))
+    cap = figures.capability_table(df, missing)
+    if not cap.empty:
+        b.append(("h", 2, "Appendix D: capability matrix"))
+        b.append(("table", cap, "Status of each case per framework, from the records (n/a: the framework has no "
+                  "such mode).", "capability"))
+    if reasons:
+        b.append(("h", 2, "Appendix E: full reasons"))
+        b.append(("ul", reasons))
     return b
 
 

@@ -9,8 +9,8 @@ record's unit. Nothing here knows what GPT or diffusion is.
                    with the "up to 40%" claim drawn at 1.4x
     first_call     first-call time against steady-state step time, break-even step counts
     utilisation    achieved FLOP/s as a share of the machine's matrix-multiply rate
-    capability     status per framework x case: ok, fallback, unsupported, failed, missing,
-                   n/a (a mode the framework does not have)
+    (no capability figure: a page of "ok" carries no information; the capability matrix is a
+     table in the report's appendix)
     cold_warm      first call with the compile cache empty (cold) and filled (warm), per framework
 
 Colours: one fixed colour per framework in every figure, from seaborn's colour-blind-safe
@@ -359,33 +359,6 @@ def capability_table(df: pd.DataFrame, missing: dict[str, str]) -> pd.DataFrame:
     return t
 
 
-def capability(df: pd.DataFrame, missing: dict[str, str]) -> Figure | None:
-    """Heatmap of capability_table: status written in each cell, coloured by status."""
-    t = capability_table(df, missing)
-    if t.empty:
-        return None
-    fws = [c for c in t.columns if c not in ("workload", "task", "mode", "strategy", "preset", "device")]
-    keys = [c for c in t.columns if c not in fws]
-    labels = [" · ".join(str(r[k]) for k in keys if r[k] != "-") for _, r in t.iterrows()]
-    statuses = list(STATUS_COLOURS)
-    codes = t[fws].apply(lambda c: c.map(statuses.index)).to_numpy()
-    width = 1.0 + 0.075 * max(len(s) for s in labels) + 1.1 * len(fws)
-    with _style():
-        fig = Figure(figsize=(max(width, 5.0), 1.2 + 0.32 * len(t)), layout="constrained")
-        ax = fig.subplots()
-        sns.heatmap(codes, ax=ax, cmap=ListedColormap([STATUS_COLOURS[s] for s in statuses]),
-                    vmin=-0.5, vmax=len(statuses) - 0.5, cbar=False, annot=t[fws].to_numpy(), fmt="",
-                    linewidths=0.8, linecolor="white", annot_kws={"fontsize": 8, "color": "black"},
-                    xticklabels=fws, yticklabels=labels)
-        ax.set_xlabel("framework")
-        ax.set_ylabel(" · ".join(keys))
-        ax.xaxis.tick_top()
-        ax.xaxis.set_label_position("top")
-        ax.tick_params(axis="y", rotation=0)
-        ax.set_title("capability: status of each case", pad=8)
-    return fig
-
-
 def cold_warm(df: pd.DataFrame) -> Figure | None:
     """First call per non-eager case with a cold and a warm compile cache: x = mode and cache
     state, bar = framework (from replicates.cases' first_call_cold_s / first_call_warm_s)."""
@@ -440,8 +413,7 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
     "cold_warm": (cold_warm, "First call of each non-eager case with every compile cache empty for the case "
                              "(cold processes) and with the run's cache filled by them (warm processes): geometric "
                              "mean over processes, whiskers: 95% t interval (two processes or more)."),
-    "capability": (capability, "Status of every case, from the records: ok, fallback (ran with parts in eager), "
-                               "unsupported (the framework's reason), failed, missing (framework not installed)."),
+
 }
 
 
@@ -458,17 +430,13 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
 # skipped, and the report says so and points at the tables and data.csv.
 MAX_PANELS = 24          # panels of a figure with a panel per (workload, task)
 MAX_GROUPS = 40          # bar groups in one panel of the speedup figure
-MAX_ROWS = 80            # rows of the capability heatmap
 
 
 def too_big(name: str, df: pd.DataFrame) -> str | None:
     """Why figure `name` would be too large to read, or None."""
     if df.empty:
         return None
-    if name == "capability":
-        n, limit, what = len(df.drop_duplicates(["workload", "task", "mode", "strategy", "preset", "device"])), \
-            MAX_ROWS, "rows"
-    elif name == "speedup":
+    if name == "speedup":
         d = df[df["mode"] != "eager"]
         n = int(d.groupby("workload")[["task", "mode", "strategy"]].apply(lambda g: len(g.drop_duplicates())).max()) \
             if len(d) else 0
@@ -494,7 +462,7 @@ def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[s
         if why:
             done[name] = (None, why)
             continue
-        fig = fn(df, missing) if name == "capability" else fn(df)
+        fig = fn(df)
         if fig is None:
             continue
         png, _ = save(fig, out_dir, name)

@@ -113,7 +113,7 @@ def test_csv_cells_cannot_be_formulas(injected):
 
 
 def test_dollar_in_names_draws_figures(injected):
-    assert (injected / "figures" / "throughput.png").exists() and (injected / "figures" / "capability.png").exists()
+    assert (injected / "figures" / "throughput.png").exists() and (injected / "figures" / "speedup.png").exists()
 
 
 def test_escapers():

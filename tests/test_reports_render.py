@@ -9,7 +9,7 @@ from tests.reports_fixtures import plausible_run, record, result_json, simulated
 from workloads.base import FwbenchError
 
 # caches off: every first call compiled from nothing, shown as cold (no warm bars)
-FIGURES = ("throughput", "speedup", "first_call", "utilisation", "cold_warm", "capability")
+FIGURES = ("throughput", "speedup", "first_call", "utilisation", "cold_warm")
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,9 @@ def test_every_output_is_written(rendered):
 def test_markdown_sections_missing_framework_and_failure(rendered):
     _, out, _, _ = rendered
     md = (out / "report.md").read_text()
-    for section in ("## Setup", "## Results", "### Workload gpt", "## Findings", "## Capability matrix",
-                    "## Missing frameworks, failed and unsupported cases", "## Choosing a framework", "## Method"):
+    for section in ("## Summary", "## Results", "### Workload gpt", "## Findings", "## Appendix D: capability matrix",
+                    "## Missing frameworks, failed and unsupported cases", "## Choosing a framework", "## Method",
+                    "## Appendix A: set-up", "## Appendix B: every case"):
         assert section in md
     assert "tensorflow missing: tensorflow is not installed" in md
     assert "RESOURCE_EXHAUSTED" in md

@@ -1,0 +1,262 @@
+"""The report's Summary: what the data support, first (issue 18; the anchors are the
+TorchBench/PyTorch 2 dashboard summaries and MLPerf's result tables, which lead with a
+compact table and their variance statements).
+
+    key_findings(df, fam)   5-8 sentences with their intervals and verdicts (the family's)
+    framework_table(df)     one row per framework x mode: geometric-mean speed relative to the
+                            fastest of each task, cold and warm first call, pass rate, peak memory
+    recommendations(rank)   the leader of each concern, in words
+    scope(df)               what the run can and cannot say: machine, threads, dtype, presets,
+                            processes, equivalence testing
+
+Everything is computed from replicates.cases and the report's stats.Family: no sentence here
+says more than a verdict of the family does. Works on the model workloads (gpt, diffusion)
+where they ran; the axes add one sentence each where theirs ran.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reports import axes, findings, replicates, stats
+from reports.data import TIMED, finite
+from reports.figures import OP_BY_OP_EAGER, framework_order
+
+MODEL = ("gpt", "diffusion")
+
+
+def _model(df: pd.DataFrame) -> pd.DataFrame:
+    """Timed default-strategy cases of the model workloads (what the framework choice reads)."""
+    t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
+    return t[t["workload"].isin(MODEL)]
+
+
+def framework_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per framework x mode over the model workloads' default cases: the geometric
+    mean over tasks of (the task's fastest time of any framework and mode / this one's), the
+    geometric mean of the cold and warm first calls, the pass rate (ok or fallback over the
+    cases the mode has) and the peak memory where a framework measured it."""
+    t = _model(df)
+    allc = df[df["workload"].isin(MODEL) & df["strategy"].isna()]
+    if t.empty:
+        return pd.DataFrame()
+    best = t.groupby(["workload", "task"])["median_s"].min()
+    rows = []
+    for (f, m), g in t.groupby(["framework", "mode"], sort=False):
+        rel = [best[(w, k)] / x for w, k, x in zip(g["workload"], g["task"], g["median_s"])]
+        cases = allc[(allc["framework"] == f) & (allc["mode"] == m)]
+        mem = g["peak_memory_bytes"].dropna() if "peak_memory_bytes" in g.columns else pd.Series(dtype=float)
+        rows.append({"framework": f, "mode": m + (" (op by op)" if m == "eager" and f in OP_BY_OP_EAGER else ""),
+                     "speed vs fastest (geo. mean)": f"{stats.geomean(rel):.2f}",
+                     "first call, cold (geo. mean)": _geo_seconds(g["first_call_cold_s"]),
+                     "first call, warm (geo. mean)": _geo_seconds(g["first_call_warm_s"]),
+                     "pass rate": f"{int(cases['status'].isin(TIMED).sum())}/{len(cases)}",
+                     "peak memory": f"{np.median(mem) / 2 ** 20:.0f} MiB" if len(mem) else "not measured"})
+    out = pd.DataFrame(rows)
+    order = framework_order(out["framework"])
+    out["_k"] = [order.index(f) for f in out["framework"]]
+    return out.sort_values(["_k"], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def _geo_seconds(values: pd.Series) -> str:
+    v = [x for x in values if finite(x) and x > 0]
+    return stats.fmt_seconds(stats.geomean(v)) if v else "-"
+
+
+def _ratio_range(values: list[float]) -> str:
+    return f"{min(values):.2f}x" if len(values) == 1 else f"{min(values):.2f}-{max(values):.2f}x"
+
+
+def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """5-8 sentences: who is fastest where (with the verdicts' counts), eager against compiled
+    and the "up to 40%" claim, the price of the first call cold and warm, break-even, and one
+    sentence per axis that ran. Indicative runs (one process) say so instead of verdicts."""
+    t = _model(df)
+    out: list[str] = []
+    if not t.empty:
+        out += _speed_sentences(df, t, fam)
+        out += _first_call_sentences(t)
+        out += _claim_sentence(df, t, fam)
+    out += _axes_sentences(df, fam)
+    return out[:8]
+
+
+def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> tuple[dict[str, list[str]], int, int]:
+    """Per task, the fastest framework of a mode class against the runner-up: {winner: [task:
+    ratio]} for the differences the family states, and (stated, compared)."""
+    sub = t[[findings.mode_class(m) == cls for m in t["mode"]]]
+    won: dict[str, list[str]] = {}
+    stated = compared = 0
+    for (w, k), g in sub.groupby(["workload", "task"], sort=True):
+        best = g.sort_values("median_s").drop_duplicates("framework")
+        if len(best) < 2:
+            continue
+        a, b = best.iloc[0], best.iloc[1]
+        j = findings.judge(a, b, fam)
+        compared += 1
+        if stats.coarse(j.verdict) == stats.FASTER:
+            stated += 1
+            x, lo, hi = j.speed()
+            flag = " (flagged)" if fam.key_flags.get(j.key) else ""
+            won.setdefault(a["framework"], []).append(f"{w} {k} {x:.2f}x [{lo:.2f}, {hi:.2f}] over "
+                                                      f"{b['framework']}{flag}")
+    return won, stated, compared
+
+
+def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
+    if fam.m == 0:
+        return ["Steady state: every case has a single warm process, so no framework is found faster than another "
+                "(indicative numbers only; run without --quick for verdicts)."]
+    out = []
+    for cls, what in (("accelerated", "compiled (or TF graph)"), ("eager", "eager")):
+        won, stated, compared = _winners(df, t, fam, cls)
+        if not compared:
+            continue
+        if not won:
+            out.append(f"Steady state, {what} modes: no framework is faster than the runner-up in any of {compared} "
+                       "tasks by the verdicts (equivalent or inconclusive).")
+            continue
+        parts = [f"{f} in {len(v)} ({'; '.join(v)})" for f, v in sorted(won.items(), key=lambda kv: -len(kv[1]))]
+        rest = compared - stated
+        out.append(f"Steady state, {what} modes: the fastest framework is faster than the runner-up in {stated} of "
+                   f"{compared} tasks: " + "; ".join(parts)
+                   + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
+                   + "." + (" JAX's and TensorFlow's eager modes run op by op." if cls == "eager" else ""))
+    return out
+
+
+def _first_call_sentences(t: pd.DataFrame) -> list[str]:
+    """Cold first calls per framework (accelerated, range over tasks) and what a warm cache
+    cuts them by (cold over warm)."""
+    acc = t[t["mode"] != "eager"]
+    parts, warm = [], []
+    for f in framework_order(acc["framework"]):
+        g = acc[(acc["framework"] == f) & acc["first_call_cold_s"].notna()]
+        if g.empty:
+            continue
+        best = g.sort_values("median_s").drop_duplicates(["workload", "task"])
+        parts.append(f"{f} {stats.fmt_seconds(best['first_call_cold_s'].min())}-"
+                     f"{stats.fmt_seconds(best['first_call_cold_s'].max())}")
+        cut = (best["first_call_cold_s"] / best["first_call_warm_s"]).dropna()
+        if len(cut):
+            warm.append(f"{f}'s {cut.min():.1f}-{cut.max():.1f}x" if cut.max() >= 1.2 else
+                        f"{f}'s by at most {100 * (1 - 1 / cut.max()):.0f}%" if cut.max() > 1 else f"{f}'s not at all")
+    if not parts:
+        return []
+    n = int(acc["n_first_cold"].max()) if acc["n_first_cold"].notna().any() else 0
+    out = [f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), over the "
+           f"tasks: " + ", ".join(parts) + "."]
+    if warm:
+        out.append("A warm compile cache cuts the first call by " + ", ".join(warm) + " (cold over warm first call, "
+                   "range over tasks; TensorFlow's XLA cache keys its entries by the tf.function's process-unique "
+                   "name, so a new process compiles again).")
+    return out
+
+
+def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """The "up to 40%" claim: torch.compile over torch eager, with the break-even."""
+    c = t[(t["framework"] == findings.CLAIM_FRAMEWORK) & (t["mode"] == "compiled")]
+    if c.empty or fam.m == 0:
+        return []
+    js = [(r, findings.speedup_judgement(df, r, fam)) for _, r in c.iterrows()]
+    js = [(r, j) for r, j in js if j is not None]
+    if not js:
+        return []
+    sp = [j.speed()[0] for _, j in js]
+    reach = sum(j.decided and j.speed()[1] >= findings.CLAIM for _, j in js)
+    be = [(r, *findings.break_even(df, r, fam)) for r, _ in js]
+    fin = [(r, n, lo, hi) for r, n, lo, hi in be if finite(n) and not math.isinf(n)]
+    text = (f"The \"up to 40%\" claim: torch.compile runs the model tasks at {_ratio_range(sp)} torch eager's speed; "
+            f"{reach} of {len(js)} reach 1.4x with their whole interval.")
+    if fin:
+        r, n, lo, hi = max(fin, key=lambda x: x[1])
+        text += (f" Where compiled steps are faster, the first call pays back after at most {n:,.0f} steps "
+                 f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}] ({r['workload']} {r['task']}).")
+    return [text]
+
+
+def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    out = []
+    d = df[df["workload"] == axes.DYNAMIC]
+    if not d.empty and axes.has(d, "stream_cold_s"):
+        costs = []
+        t = d[d["status"].isin(TIMED) & (d["mode"] != "eager")]
+        for (s, _, _), g in t.groupby([t.apply(axes._stream, axis=1), "preset", "device"]):
+            best = axes._best_served(g, 100)
+            if len(best) >= 2:
+                costs.append(f"{s}: {best.idxmin()} ({stats.fmt_seconds(best.min())})")
+        if costs:
+            out.append("Dynamic shapes, 100 requests served in an accelerated mode (cold pass, then the warm rate; each "
+                       "framework's best strategy), cheapest: " + "; ".join(costs) + ".")
+    d = df[df["workload"] == axes.INTEROP]
+    if not d.empty:
+        c = d[d["mode"] != "eager"]
+        per = []
+        for f in framework_order(c["framework"]):
+            g = c[c["framework"] == f]
+            best = g.assign(o=[axes.outcome(r) for _, r in g.iterrows()]).groupby("task")["o"].agg(
+                lambda o: min(o, key=lambda x: ("compiled", "graph_breaks", "refused", "wrong").index(x)
+                              if x in ("compiled", "graph_breaks", "refused", "wrong") else 9))
+            counts = best.value_counts()
+            per.append(f"{f} " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+        out.append(f"Python interop, {d['task'].nunique()} programs under each framework's best accelerated mode: "
+                   + "; ".join(per) + ".")
+    d = df[df["workload"] == axes.DERIVATIVES]
+    if not d.empty:
+        v = axes._vs_loop(d)
+        if not v.empty:
+            best = v.groupby("framework")["vs_loop"].max()
+            out.append("Derivatives: the best vectorised transform over the loop over examples reaches "
+                       + ", ".join(f"{f} {x:.1f}x" for f, x in best.items()) + " (per-task verdicts in its section).")
+    return out
+
+
+def recommendations(rank: pd.DataFrame) -> list[str]:
+    """The leader of each concern (score 1 is the best in this report), in words."""
+    out = []
+    for c in findings.CONCERNS:
+        if c not in rank.columns or rank[c].isna().all():
+            continue
+        order = rank[c].dropna().sort_values(ascending=False, kind="stable")
+        top = [f for f, v in order.items() if abs(v - order.iloc[0]) < 0.005]
+        rest = ", ".join(f"{f} {v:.2f}" for f, v in order.items() if f not in top)
+        lead = top[0] if len(top) == 1 else ", ".join(top[:-1]) + f" and {top[-1]} tie at {order.iloc[0]:.2f}"
+        out.append(f"{findings.OWN_CONCERN.get(c, c)}: {lead}" + (f" (then {rest})" if rest else ""))
+    return out
+
+
+def choice_sentence(rank: pd.DataFrame, sens: pd.DataFrame, weights: dict[str, float]) -> str:
+    """Who ranks first with the weights given, under what share of the weight grid, and the
+    weight that would flip the order of the first two."""
+    share = sens["ranks first under"].sort_values(ascending=False, kind="stable")
+    lead = rank["overall"].idxmax()
+    flips = findings.flip_sentences(rank, weights)
+    flip = next((f for f in flips if " would rank above " in f), "")
+    return (f"Framework choice with equal weights: {lead} first; over {sens.attrs.get('vectors', 0)} weightings "
+            + ", ".join(f"{f} ranks first under {100 * v:.0f}%" for f, v in share.items() if v > 0)
+            + (" (a tie counts for each)" if share.sum() > 1.001 else "") + "."
+            + (" " + flip.split(". ", 1)[1] if ". " in flip else ""))
+
+
+def scope(df: pd.DataFrame) -> list[str]:
+    """What the run can and cannot say."""
+    runs = df.attrs.get("runs", [])
+    cpu = sorted({str(r.get("cpu")) for r in runs if r.get("cpu")})
+    acc = sorted({str(r.get("accelerator")) for r in runs if r.get("accelerator")})
+    threads = sorted({int(x) for x in df["threads"].dropna()}) if "threads" in df.columns else []
+    presets = sorted({f"{w} {p}" for w, p in zip(df["workload"], df["preset"])})
+    cold = sorted({int(x) for x in df["n_cold"].dropna()}) if "n_cold" in df.columns else []
+    warm = sorted({int(x) for x in df["n_warm"].dropna()}) if "n_warm" in df.columns else []
+    lines = [f"Machine: {', '.join(cpu) or 'not recorded'}" + (f"; accelerator {', '.join(acc)}" if acc else
+                                                                  "; CPU only: not evidence about GPUs")
+             + f"; {', '.join(map(str, threads)) or '?'} intra-op thread(s) for every framework; dtype "
+             f"{', '.join(sorted(set(df['dtype'].dropna())))}.",
+             f"Work: {', '.join(presets)}; processes per framework: {'/'.join(map(str, cold)) or '?'} cold + "
+             f"{'/'.join(map(str, warm)) or '?'} warm (steady state from the warm ones).",
+             "Equal work: the three implementations of each model are tested equivalent before anything is timed "
+             "(same numpy weights and inputs: logits, losses, gradients and optimizer steps against numpy float64 "
+             "references and finite differences, at tolerances ten times the error achieved; tests/)."]
+    return lines
