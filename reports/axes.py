@@ -396,15 +396,15 @@ def problem(task: str) -> str:
 
 
 def _size_axis(g: pd.DataFrame) -> tuple[str, list[float | str]]:
-    """The size a problem's tasks vary in (the first of SIZE_FIELDS that varies, else n -> m
+    """The size a problem's tasks vary in (the first of SIZE_FIELDS that varies, else the Jacobian's n
     for Jacobians, else the first present), and each row's value of it."""
     present = [k for k in SIZE_FIELDS if has(g, k)]
     varying = [k for k in present if g[k].nunique() > 1]
     if varying or (present and not has(g, "n")):
         k = (varying or present)[0]
         return k, [float(v) if finite(v) else str(t) for v, t in zip(g[k], g["task"])]
-    if has(g, "n") and has(g, "m"):
-        return "n -> m", [f"{n:.0f}->{m:.0f}" if finite(n) else str(t) for n, m, t in zip(g["n"], g["m"], g["task"])]
+    if has(g, "n") and has(g, "m"):     # the Jacobian: n m is fixed, so n alone places a shape, numerically
+        return "n (inputs; outputs m = n m / n)", [float(n) if finite(n) else str(t) for n, t in zip(g["n"], g["task"])]
     return "task", [str(t) for t in g["task"]]
 
 
@@ -492,7 +492,8 @@ def _crossover(t: pd.DataFrame, fam: stats.Family) -> list[str]:
             if a.empty or b.empty:
                 continue
             jj = judge(a.iloc[0], b.iloc[0], fam)
-            shape = _size_axis(h)[1][0]
+            r0 = h.iloc[0]
+            shape = f"{r0['n']:.0f}->{r0['m']:.0f}" if finite(r0.get("n")) and finite(r0.get("m")) else str(task)
             v = stats.coarse(jj.verdict)
             head = {stats.FASTER: "jacfwd faster", stats.SLOWER: "jacrev faster"}.get(v, stats.words(jj.verdict,
                                                                                                fam.margin))
@@ -620,44 +621,52 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
                                  "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
 
 
-def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool,
-             marker: Callable[[pd.Series], str]) -> Figure | None:
+def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool) -> Figure | None:
+    """One panel per stream: a point per case, colour = framework, marker = mode and
+    strategy (one legend for the figure): no text on the points, which overlapped."""
     d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
     if d.empty:
         return None
-    d = d.assign(_s=d.apply(_stream, axis=1))
+    d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
     col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
+    marks = "osD^v<>PXh*pH8d"
+    labels = sorted(d["_l"].unique())
+    mk = {lab: marks[i % len(marks)] for i, lab in enumerate(labels)}
+    ncols = min(3, len(streams))
     with F._style():
-        fig, axes = F._figure(1, len(streams), F.PANEL_W + 1.2, F.PANEL_H + 0.6)
-        for ax, s in zip(axes.ravel(), streams):
-            g = d[d["_s"] == s]
+        fig, axes = F._figure(math.ceil(len(streams) / ncols), ncols, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(axes.ravel()):
+            if i >= len(streams):
+                ax.set_visible(False)
+                continue
+            g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
-                ax.scatter(r[x], r[y], color=col[r["framework"]], marker=marker(r), s=36, edgecolor="black",
+                ax.scatter(r[x], r[y], color=col[r["framework"]], marker=mk[r["_l"]], s=34, edgecolor="black",
                            linewidth=0.4, zorder=3)
-                ax.annotate(strategy_label(r), (r[x], r[y]), xytext=(3, 2), textcoords="offset points", fontsize=5)
             if logx:
                 ax.set_xscale("log")
                 ax.set_yscale("log")
             if diag:
                 lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
                 ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
-            ax.set_title(s)
+            ax.set_title(streams[i])
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
-        F._framework_legend(fig, fws, col)
+        handles = [Line2D([], [], marker=mk[lab], color="grey", markeredgecolor="black", linestyle="", label=lab)
+                   for lab in labels]
+        F._framework_legend(fig, fws, col, handles)
     return fig
 
 
 def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
     return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
-                    "new-shape request (s, median)", True, True, lambda r: F.MODE_MARKERS.get(r["mode"], "D"))
+                    "new-shape request (s, median)", True, True)
 
 
 def fig_padding(d: pd.DataFrame) -> Figure | None:
     return _scatter(d, "compilations_cold", "padding_waste", "compilations (cold pass)",
-                    "padding waste (1 - needed / computed)", False, False,
-                    lambda r: "s" if r["strategy"] == "bucketed" else "o")
+                    "padding waste (1 - needed / computed)", False, False)
 
 
 def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: list[str] | None = None,
@@ -733,22 +742,40 @@ def fig_der_order(d: pd.DataFrame) -> Figure | None:
     return _der_lines(both, "_y", "seconds", "marker: transform")
 
 
+def _instrument(r: pd.Series) -> str:
+    """What measured a case's peak memory, in a few words (the axis label of its panel)."""
+    src = _memory_source(r).lower()
+    if "rss" in src:
+        return "process peak RSS delta of one call"
+    if "allocator" in src:
+        return f"{r['framework']} allocator peak over one call"
+    return short(_memory_source(r), 40)
+
+
 def fig_der_memory(d: pd.DataFrame) -> Figure | None:
+    """Peak memory of the HVP variants: one panel per problem and instrument, so no axis
+    mixes two instruments (process RSS for torch and JAX on the CPU, TensorFlow's BFC
+    allocator), each axis named by what measured it."""
     t = d[d["task"].map(problem).str.startswith("hvp")] if len(d) else d
     if not has(t, "peak_memory_bytes"):
         return None
     t = t[t["peak_memory_bytes"].notna()]
+    t = t.assign(_i=[_instrument(r) for _, r in t.iterrows()], mb=t["peak_memory_bytes"] / 2 ** 20, z=math.nan)
+    keys = sorted({(k, i) for k, i in zip(t["task"], t["_i"])})
     col, fws = F.colours(t["framework"]), F.framework_order(t["framework"])
-    labels = sorted({strategy_label(r) for _, r in t.iterrows()})
+    ncols = min(2, len(keys))
     with F._style():
-        fig, axes = F._figure(1, 1, max(F.PANEL_W, 0.9 * len(labels) * len(fws)), F.PANEL_H + 0.5)
-        ax = axes[0, 0]
-        t = t.assign(mb=t["peak_memory_bytes"] / 2 ** 20, z=math.nan)
-        F._bars(ax, t, strategy_label, labels, fws, "mb", "z", "z", col)
-        ax.set_ylabel("peak memory (MiB)")
-        src = ", ".join(sorted({f"{r['framework']}: {short(_memory_source(r), 50)}" for _, r in t.iterrows()}))
-        ax.set_title("HVP peak memory", fontsize=9)
-        ax.set_xlabel("measured by: " + src, fontsize=6)
+        fig, axes = F._figure(math.ceil(len(keys) / ncols), ncols, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
+        for n, ax in enumerate(axes.ravel()):
+            if n >= len(keys):
+                ax.set_visible(False)
+                continue
+            task, inst = keys[n]
+            g = t[(t["task"] == task) & (t["_i"] == inst)]
+            labels = sorted({strategy_label(r) for _, r in g.iterrows()})
+            F._bars(ax, g, strategy_label, labels, F.framework_order(g["framework"]), "mb", "z", "z", col)
+            ax.set_title(task)
+            ax.set_ylabel(f"MiB: {inst}", fontsize=7)
         F._framework_legend(fig, fws, col)
     return fig
 
@@ -769,14 +796,15 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str
                         "Cumulative time of the cold pass over the stream (fresh model, every shape new once), and "
                         "the median time of a warm pass (every shape seen) as the marker at the end."),
     "dyn_new_vs_seen": (DYNAMIC, fig_new_vs_seen, ("new_shape_latency_s", "seen_shape_latency_s"),
-                        "Median latency of a request whose shape is new against one whose shape was seen, per "
-                        "strategy (dotted: equal). Above the line: the strategy compiles (or traces) per shape."),
+                        "Median latency of a request whose shape is new against one whose shape was seen (colour "
+                        "framework, marker mode and strategy; dotted: equal). Above the line: the strategy compiles "
+                        "(or traces) per shape."),
     "dyn_padding": (DYNAMIC, fig_padding, ("padding_waste", "compilations_cold"),
                     "Padding waste (share of computed tokens or pixels that are padding) against the compilations "
-                    "of the cold pass; squares: bucketed, circles: unpadded strategies."),
+                    "of the cold pass; colour framework, marker mode and strategy (bucketed pads, the others do not)."),
     "der_time": (DERIVATIVES, fig_der_time, ("median_s",),
                  "Median time per problem against the size its tasks vary in (batch, parameter count, derivative "
-                 "order, n -> m; log-log where the sizes span a decade): colour framework, line style mode, marker "
+                 "order, the Jacobian's input size n at fixed n m; log-log where the sizes span a decade): colour framework, line style mode, marker "
                  "transform; the results table has each interval."),
     "der_vmap": (DERIVATIVES, fig_der_vmap, ("median_s",),
                  "Speedup of each vectorised transform over the same framework and mode's loop over examples "
@@ -785,7 +813,9 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str
                   "n-th derivative: run time (median) and compile time (the framework's own timer, else first call "
                   "minus the median) against the order; panels named run time / compile time."),
     "der_memory": (DERIVATIVES, fig_der_memory, ("peak_memory_bytes",),
-                   "Peak memory of the Hessian-vector-product variants, with what measured it per framework."),
+                   "Peak memory of one call of each Hessian-vector-product variant: a panel per problem and per "
+                   "instrument (the axis says which: the process's peak RSS delta for torch and JAX on the CPU, "
+                   "TensorFlow's allocator peak), so bars on one axis are measured the same way."),
 }
 
 

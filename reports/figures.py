@@ -179,8 +179,8 @@ def _mode_labels(sub: pd.DataFrame) -> list[str]:
 
 def _framework_legend(fig: Figure, fws: list[str], col: dict[str, str], extra: list[Any] = ()) -> None:
     handles = [Patch(facecolor=col[f], edgecolor="black", linewidth=0.4, label=f) for f in fws]
-    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=len(handles) + len(extra),
-               frameon=False)
+    n = len(handles) + len(extra)
+    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=min(n, 6), frameon=False)
 
 
 def _unit(sub: pd.DataFrame) -> str:
@@ -417,8 +417,88 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
 }
 
 
+def _visible_texts(ax: Any) -> list[tuple[str, Any]]:
+    """(kind, Text) of an axes' tick labels inside its view limits (matplotlib keeps labels of
+    ticks beyond them, undrawn) and of its annotations and texts, where drawn."""
+    out = []
+    for kind, axis in (("x tick", ax.xaxis), ("y tick", ax.yaxis)):
+        lo, hi = sorted(axis.get_view_interval())
+        for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+            if tick.get_visible() and tick.label1.get_visible() and lo - 1e-12 * abs(hi) <= tick.get_loc() <= hi * (1 + 1e-12) + 1e-300:
+                out.append((kind, tick.label1))
+    out += [("text", t) for t in ax.texts]
+    return [(k, t) for k, t in out if t.get_visible() and t.get_text().strip()]
+
+
+def _clash(ta, tb, ba, bb, tol: float) -> bool:
+    """Do two texts overlap on the page? Horizontal ones: their boxes; two slanted tick
+    labels (parallel bands): the gap between their anchors across the slant is below one
+    line of text."""
+    rot = ta.get_rotation() % 180
+    if rot and rot == tb.get_rotation() % 180:
+        right = ta.get_horizontalalignment() == "right"
+        gap = abs((ba.x1 - bb.x1) if right else (ba.x0 - bb.x0)) * math.sin(math.radians(rot))
+        return gap + tol < ta.get_fontsize() * ta.figure.dpi / 72 * 0.9
+    w = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+    h = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+    return w > tol and h > tol
+
+
+def _renderer(fig: Figure) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def label_problems(fig: Figure) -> list[str]:
+    """What would not read at print size: two tick labels of one axis, or two texts
+    (annotations) of one panel, that overlap by more than 2 points; a text that runs out of
+    the figure. matplotlib computes each text's box with the figure's renderer."""
+    r = _renderer(fig)
+    fb, tol = fig.bbox, 2 * fig.dpi / 72
+    out = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        texts = [(k, t, t.get_window_extent(r)) for k, t in _visible_texts(ax)]
+        for a, (ka, ta, ba) in enumerate(texts):
+            if ba.x0 < fb.x0 - 1 or ba.x1 > fb.x1 + 1 or ba.y0 < fb.y0 - 1 or ba.y1 > fb.y1 + 1:
+                out.append(f"panel {i}: {ka} {ta.get_text()!r} runs out of the figure")
+            for kb, tb, bb in texts[a + 1:]:
+                if ka == kb and _clash(ta, tb, ba, bb, tol):
+                    out.append(f"panel {i}: {ka} {ta.get_text()!r} overlaps {kb} {tb.get_text()!r}")
+    for t in fig.texts + [x for ax in fig.axes if ax.get_visible() for x in (ax.xaxis.label, ax.yaxis.label, ax.title)]:
+        if t.get_visible() and t.get_text().strip():
+            bx = t.get_window_extent(r)
+            if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1:
+                out.append(f"{t.get_text()[:40]!r} runs out of the figure")
+    return out
+
+
+def _x_overlaps(ax: Any, r: Any) -> bool:
+    texts = [(t, t.get_window_extent(r)) for k, t in _visible_texts(ax) if k == "x tick"]
+    return any(_clash(ta, tb, ba, bb, 2) for i, (ta, ba) in enumerate(texts) for tb, bb in texts[i + 1:])
+
+
+def declutter(fig: Figure) -> None:
+    """Where a panel's x tick labels overlap (long mode and strategy names side by side),
+    write them on one line, slanted and smaller; steeper and smaller still if they overlap."""
+    r = _renderer(fig)
+    for ax in fig.axes:
+        for angle, size in ((30, 7), (60, 6), (90, 5)):
+            if not _x_overlaps(ax, r):
+                break
+            ax.set_xticks(ax.get_xticks(), [" ".join(t.get_text().split()) for t in ax.get_xticklabels()],
+                          rotation=angle, ha="right" if angle < 90 else "center", fontsize=size,
+                          rotation_mode="anchor")
+            r = _renderer(fig)
+
+
 def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
-    """PNG (150 dpi, for screens and HTML) and PDF (vector, for papers), without timestamps."""
+    """PNG (150 dpi, for screens and HTML) and PDF (vector, for papers), without timestamps;
+    overlapping x tick labels are slanted first (declutter)."""
+    declutter(fig)
     out_dir.mkdir(parents=True, exist_ok=True)
     png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
     fig.savefig(png, dpi=150, metadata={"Software": None})
