@@ -578,14 +578,9 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
     d = d.assign(_s=d.apply(_stream, axis=1))
     keys = sorted({(s, f) for s, f in zip(d["_s"], d["framework"])},
                   key=lambda k: (k[0], F.framework_order(d["framework"]).index(k[1])))
-    ncols = min(3, len(keys))
-    nrows = math.ceil(len(keys) / ncols)
     with F._style():
-        fig, axes = F._figure(nrows, ncols, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
-        for i, ax in enumerate(axes.ravel()):
-            if i >= len(keys):
-                ax.set_visible(False)
-                continue
+        fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(panels):
             s, f = keys[i]
             panel = d[(d["_s"] == s) & (d["framework"] == f)]
             style = _strategy_styles([strategy_label(r) for _, r in panel.iterrows()])   # per panel: 10 colours
@@ -633,13 +628,9 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
     marks = "osD^v<>PXh*pH8d"
     labels = sorted(d["_l"].unique())
     mk = {lab: marks[i % len(marks)] for i, lab in enumerate(labels)}
-    ncols = min(3, len(streams))
     with F._style():
-        fig, axes = F._figure(math.ceil(len(streams) / ncols), ncols, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
-        for i, ax in enumerate(axes.ravel()):
-            if i >= len(streams):
-                ax.set_visible(False)
-                continue
+        fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(panels):
             g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
                 ax.scatter(r[x], r[y], color=col[r["framework"]], marker=mk[r["_l"]], s=34, edgecolor="black",
@@ -679,13 +670,9 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
         return None
     ps = sorted(d["problem"].unique())
     col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
-    ncols = min(3, len(ps))
     with F._style():
-        fig, axes = F._figure(math.ceil(len(ps) / ncols), ncols, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
-        for i, ax in enumerate(axes.ravel()):
-            if i >= len(ps):
-                ax.set_visible(False)
-                continue
+        fig, panels = F.panel_grid(len(ps), 3, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
+        for i, ax in enumerate(panels):
             g = d[d["problem"] == ps[i]]
             xname, size = _size_axis(g)
             numeric = all(isinstance(v, float) for v in size)
@@ -763,13 +750,9 @@ def fig_der_memory(d: pd.DataFrame) -> Figure | None:
     t = t.assign(_i=[_instrument(r) for _, r in t.iterrows()], mb=t["peak_memory_bytes"] / 2 ** 20, z=math.nan)
     keys = sorted({(k, i) for k, i in zip(t["task"], t["_i"])})
     col, fws = F.colours(t["framework"]), F.framework_order(t["framework"])
-    ncols = min(2, len(keys))
     with F._style():
-        fig, axes = F._figure(math.ceil(len(keys) / ncols), ncols, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
-        for n, ax in enumerate(axes.ravel()):
-            if n >= len(keys):
-                ax.set_visible(False)
-                continue
+        fig, panels = F.panel_grid(len(keys), 2, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
+        for n, ax in enumerate(panels):
             task, inst = keys[n]
             g = t[(t["task"] == task) & (t["_i"] == inst)]
             labels = sorted({strategy_label(r) for _, r in g.iterrows()})

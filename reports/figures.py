@@ -85,6 +85,17 @@ def _figure(nrows: int, ncols: int, w: float = PANEL_W, h: float = PANEL_H) -> t
     return fig, axes
 
 
+def panel_grid(n: int, ncols: int, w: float = PANEL_W, h: float = PANEL_H) -> tuple[Figure, list[Any]]:
+    """A figure of n panels in rows of at most ncols (call inside _style()), the unused ones
+    hidden; returns the figure and its n visible axes, in order."""
+    ncols = max(1, min(ncols, n))
+    fig, axes = _figure(math.ceil(n / ncols), ncols, w, h)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
 def _panels(df: pd.DataFrame, col: str) -> tuple[list[str], dict[str, list[str]]]:
     """Workloads (rows of panels) and, per workload, the values of `col` (one panel each)."""
     workloads = sorted(df["workload"].unique())
