@@ -20,11 +20,13 @@ def load(paths: Any, strict: bool = False) -> Any:
     return load_(paths, strict=strict)
 
 
-def render(df: Any, out_dir: Any, weights: dict[str, float] | None = None, margin: float | None = None) -> Any:
-    """Figures, report.md, report.html, tables.tex and data.csv (see reports.document.render);
-    `margin` is the verdicts' equivalence margin (default 0.10)."""
+def render(df: Any, out_dir: Any, weights: dict[str, float] | None = None, margin: float | None = None,
+           pdf: bool | None = None) -> Any:
+    """Figures, report.md, report.html, tables.tex, paper.tex (+ references.bib, and
+    paper.pdf with `pdf` and a LaTeX engine), data.csv and cases.csv (see
+    reports.document.render); `margin` is the verdicts' equivalence margin (default 0.10)."""
     from reports.document import render as render_
-    return render_(df, out_dir, weights, margin)
+    return render_(df, out_dir, weights, margin, pdf)
 
 
 __all__ = ["load", "render"]

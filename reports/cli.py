@@ -201,7 +201,9 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     _warn(cmd, df.attrs["problems"])
     with safe_write(out, "the report into"):
         paths = document.render(df, out, weights, margin)
-    print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  ({len(df)} records)")
+    _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
+    print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paths.get('pdf', paths['paper'])}  "
+          f"({len(df)} records)")
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from reports import data as rdata
-from reports import atomic, axes, escape, figures, findings, replicates, stats, summary
+from reports import atomic, axes, escape, figures, findings, latex, replicates, stats, summary
 from reports.data import TIMED, finite
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
@@ -685,24 +685,31 @@ def html_doc(blocks: list[Block]) -> str:
             + "\n".join(body) + "\n</body>\n</html>\n")
 
 
-def tex_escape(s: Any) -> str:
-    return escape.latex(_text(s))
+def latex_tables(blocks: list[Block]) -> str:
+    """tables.tex: every table, fitted to the line width (reports.latex)."""
+    return latex.tables_file(blocks)
 
 
-def latex(blocks: list[Block]) -> str:
-    out = ["% fwbench tables: \\usepackage{booktabs} in the preamble, then \\input{tables.tex}", ""]
-    for blk in blocks:
-        if blk[0] != "table":
-            continue
-        t, caption, label = blk[1], blk[2], blk[3]
-        spec = "l" * len(t.columns)
-        lines = [r"\begin{table}[htbp]", r"\centering", r"\small", rf"\caption{{{tex_escape(caption)}}}",
-                 rf"\label{{tab:fwbench-{escape.latex_label(label)}}}", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-                 " & ".join(tex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
-        lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in t.itertuples(index=False)]
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
-        out += lines
-    return "\n".join(out)
+def threats(df: pd.DataFrame) -> list[str]:
+    """Threats to validity of this run, for the article."""
+    out = []
+    if not df["device"].isin(["cuda", "gpu"]).any():
+        out.append("CPU only: nothing here is evidence about GPUs, where kernels, fusion and memory behave "
+                   "differently.")
+    th = sorted({int(x) for x in df["threads"].dropna()})
+    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread(s): per-step overheads (dispatch, Python "
+               "loops) weigh more than at training scale.")
+    sd = df.attrs.get("warm_sd", math.nan)
+    if finite(sd):
+        out.append(f"Processes of the same code differ by {100 * sd:.1f}% (SD of warm process medians): "
+                   "differences near the margin stay inconclusive, and equivalence within it needs more processes.")
+    out += ["Idioms differ by design: torch loops over a compiled step where JAX and TensorFlow compile the loop "
+            "(generate, sample); JAX's and TensorFlow's eager modes run op by op.",
+            "TensorFlow's persistent XLA cache keys programs by the tf.function's process-unique name, so its "
+            "warm first calls compile again: a property of TensorFlow, measured, not of the harness.",
+            "Equal work is checked at float32 tolerances (ten times the error achieved against float64 "
+            "references); a difference below them would go unseen."]
+    return out
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
@@ -711,17 +718,38 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
-           margin: float | None = None) -> dict[str, Path]:
+           margin: float | None = None, pdf: bool | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
     first into a hidden staging folder there, then moved into place together (reports.atomic),
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
     with atomic.staged(final) as staging:
-        paths = _render(df, staging, weights, stats.MARGIN if margin is None else margin)
-        return {k: final / p.relative_to(staging) for k, p in paths.items()}
+        paths = _render(df, staging, weights, stats.MARGIN if margin is None else margin, pdf)
+        return {k: final / p.relative_to(staging) if isinstance(p, Path) else p for k, p in paths.items()}
 
 
-def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, margin: float) -> dict[str, Path]:
+def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | None) -> dict[str, Any]:
+    """paper.tex and references.bib, and paper.pdf where a LaTeX engine is on the PATH
+    (pdf None: unless FWBENCH_PDF=0). Returns the paths written and `paper_problems`."""
+    import os
+    fam = findings.family_of(cases)
+    abstract = summary.key_findings(cases, fam)[:4] + summary.scope(cases)[:1]
+    tex, bib = out_dir / "paper.tex", out_dir / "references.bib"
+    tex.write_text(latex.article(blocks, abstract, threats(cases)), encoding="utf-8")
+    bib.write_text(latex.bibtex(), encoding="utf-8")
+    out: dict[str, Any] = {"paper": tex, "bib": bib, "paper_problems": []}
+    if pdf is None:
+        pdf = os.environ.get("FWBENCH_PDF", "1") != "0"
+    if pdf:
+        made, problems = latex.compile_pdf(tex)
+        out["paper_problems"] = problems
+        if made is not None:
+            out["pdf"] = made
+    return out
+
+
+def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, margin: float,
+            pdf: bool | None = None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     findings.prepare(cases, margin)              # verdicts first: figures show break-even and flags
@@ -732,7 +760,8 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
-    paths["tex"].write_text(latex(blocks), encoding="utf-8")
+    paths["tex"].write_text(latex_tables(blocks), encoding="utf-8")
+    paths.update(paper(cases, blocks, out_dir, pdf))
     write_csv(df, paths["csv"])
     write_csv(cases.drop(columns=replicates.process_columns(cases)).assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
