@@ -265,5 +265,5 @@ def compile_check(text: str, folder: Path, name: str = "check") -> list[str]:
 
 def wrap_tables(tables_tex: str) -> str:
     """The standard article (its default, narrowest margins) around tables.tex's content,
-    as a reader would \input it (for checks)."""
+    as a reader would \\input it (for checks)."""
     return "\n".join([r"\documentclass{article}", PACKAGES, r"\begin{document}", tables_tex, r"\end{document}"])
