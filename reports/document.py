@@ -272,6 +272,20 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
     return lines
 
 
+def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
+    """What the flags imply for this run, in one sentence."""
+    keys = {k for c in fam.flags.values() for ks in c.values() for k in ks}
+    stated = {k for k, j in fam.judged.items() if j.decided or j.verdict == stats.EQUIVALENT}
+    t = d[d["status"].isin(TIMED)]
+    busy = int((t.get("busy", pd.Series(dtype=object)) == True).sum())   # noqa: E712
+    if not keys and not busy:
+        return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
+                "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
+    return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
+            "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
+            "as provisional" + (f"; {busy} case(s) ran while the machine was busy" if busy else "") + ".")
+
+
 def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
     """One row per flag reason: how many cases and comparisons it touches, and what it means."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
@@ -457,6 +471,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     if not ft.empty:
         b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
                   "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
+    b.append(("p", flag_sentence(df, fam)))
 
     if not model.empty:
         b.append(("h", 2, "Compilation: cold and warm first calls"))

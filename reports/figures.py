@@ -155,7 +155,9 @@ def _line_label(ax: Any, y: float, text: str) -> None:
 def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[str], fws: list[str],
           y: str, lo: str, hi: str, col: dict[str, str], scale: float = 1.0) -> list[float]:
     """Grouped bars: a group per x category, a bar per framework, 95% CI whiskers;
-    fallback cases hatched. Returns the plotted heights and bounds (for the log decision)."""
+    fallback cases hatched; a flagged case (reports.findings.annotate: its instability could
+    change a verdict, or it ran on a busy machine) outlined in a thick dashed line. Returns
+    the plotted heights and bounds (for the log decision)."""
     width = 0.8 / max(len(fws), 1)
     values = []
     for j, fw in enumerate(fws):
@@ -165,7 +167,9 @@ def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[st
             pos = xs.index(x(r)) - 0.4 + width * (j + 0.5)
             height = r[y] * scale
             hatch = "//" if r["status"] == "fallback" else MODE_HATCH.get(r["mode"], "")
-            ax.bar(pos, height, width * 0.92, color=col[fw], edgecolor="black", linewidth=0.4, hatch=hatch)
+            flagged = isinstance(r.get("flags"), str) and bool(r.get("flags"))
+            ax.bar(pos, height, width * 0.92, color=col[fw], edgecolor="black", hatch=hatch,
+                   linewidth=1.6 if flagged else 0.4, linestyle="--" if flagged else "-")
             values.append(height)
             if finite(r[lo]) and finite(r[hi]):
                 # max(0, .): a point on its interval's end may differ from it by rounding
@@ -411,16 +415,16 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
 FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
     "throughput": (throughput, "Throughput per task by framework and mode (from the geometric mean of the warm "
                                "processes' median steps; whiskers: 95% t interval over processes). JAX's and "
-                               "TensorFlow's eager modes run op by op."),
+                               "TensorFlow's eager modes run op by op. A dashed outline marks a flagged case."),
     "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
                          "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's eager modes run op "
                          "by op. Solid line: no change; dashed: the \"up to 40%\" claim (1.4x), made for "
-                         "torch.compile over torch eager."),
+                         "torch.compile over torch eager. A dashed bar outline marks a flagged case."),
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
                                "guides: first call = k steps. Numbers: steps after which the compiled mode has "
                                "cost less total time than eager."),
     "utilisation": (utilisation, "Achieved model FLOP/s as a share of the machine's fp32 matrix-multiply rate "
-                                 "(dashed line: 100%)."),
+                                 "(dashed line: 100%; a dashed bar outline marks a flagged case)."),
     "cold_warm": (cold_warm, "First call of each non-eager case with every compile cache empty for the case "
                              "(cold processes) and with the run's cache filled by them (warm processes): geometric "
                              "mean over processes, whiskers: 95% t interval (two processes or more)."),
