@@ -380,6 +380,13 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam:
         else:
             b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"),
                                               "not shown")))
+        costs = axes.dynamic_costs(d)
+        if not costs.empty:
+            b.append(("table", costs, "The cost of serving N requests of each stream (the cold pass over its "
+                      "requests, then the rest at the warm per-request rate), each framework's best strategy that ran "
+                      "correctly without hitting a recompile limit; eager apart from accelerated modes (compiled, "
+                      "TensorFlow graph). The dynamic-shapes concern of the framework choice reads the accelerated rows.",
+                      "dynamic-costs"))
         for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
             b += _figure(figs, name)
         b.append(("ul", axes.dynamic_findings(d, fam) or ["Nothing to compare: no timed stream case."]))
