@@ -51,13 +51,17 @@ class TransformModel:
 class Func:
     """One framework's transforms and model functions, as the makers below use them.
     `logits(p, tokens)` is the GPT's forward (the ensemble's); `with_model` gives the same
-    transforms over another model's losses (the GPT's, for its per-sample gradients and HVP)."""
+    transforms over another model's losses (the GPT's, for its per-sample gradients and HVP).
+    `unflattener(mlp)` gives the function that turns the Hessian's flat parameter vector into
+    the MLP's parameter dict, as that framework's user splits one (made once, outside any
+    trace)."""
 
     def __init__(self, *, grad: Callable, vmap: Callable, jvp: Callable, jacfwd: Callable, jacrev: Callable,
-                 hessian: Callable, stack: Callable, reshape: Callable, tanh: Callable, mean_loss: Callable,
-                 example_loss: Callable, g: Callable, logits: Callable | None = None) -> None:
+                 hessian: Callable, stack: Callable, unflattener: Callable[[D.MLP], Callable[[Any], dict[str, Any]]],
+                 tanh: Callable, mean_loss: Callable, example_loss: Callable, g: Callable,
+                 logits: Callable | None = None) -> None:
         self.grad, self.vmap, self.jvp, self.jacfwd, self.jacrev, self.hessian = grad, vmap, jvp, jacfwd, jacrev, hessian
-        self.stack, self.reshape, self.tanh = stack, reshape, tanh
+        self.stack, self.unflattener, self.tanh = stack, unflattener, tanh
         self.mean_loss, self.example_loss, self.g, self.logits = mean_loss, example_loss, g, logits
 
     def with_model(self, mean_loss: Callable, example_loss: Callable, logits: Callable) -> "Func":
@@ -94,7 +98,8 @@ def make_hvp(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
 def make_hessian(strategy: str, f: Func, jit: Callable, mlp: D.MLP) -> Callable[..., Any]:
     compose = {"jacfwd_jacrev": lambda h: f.jacfwd(f.jacrev(h)), "jacrev_jacrev": lambda h: f.jacrev(f.jacrev(h)),
                "hessian": f.hessian}[strategy]
-    return jit(lambda theta, x, y: compose(lambda t: f.mean_loss(D.unflatten(t, mlp, f.reshape), x, y))(theta))
+    unflatten = f.unflattener(mlp)
+    return jit(lambda theta, x, y: compose(lambda t: f.mean_loss(unflatten(t), x, y))(theta))
 
 
 def make_jacobian(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
