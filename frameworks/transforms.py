@@ -149,14 +149,17 @@ class FuncModel(TransformModel):
         return dict(zip(D.MLP_KEYS, arrays))
 
     def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
+        D.check_examples(x)
         return self.fn("per_sample_grad", make_per_sample_grad, self.func, self.jit)(self.mlp(w1, b1, w2, b2), x, y)
 
     def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
             x: Any, y: Any) -> dict[str, Any]:
+        D.check_examples(x)
         fn = self.fn("hvp", make_hvp, self.func, self.jit)
         return fn(self.mlp(w1, b1, w2, b2), self.mlp(v1, vb1, v2, vb2), x, y)
 
     def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
+        D.check_hessian(theta, x, hidden, classes)
         mlp = D.MLP(int(x.shape[1]), hidden, classes)
         return self.fn("hessian", make_hessian, self.func, self.jit, mlp)(theta, x, y)
 
@@ -164,6 +167,7 @@ class FuncModel(TransformModel):
         return self.fn("jacobian", make_jacobian, self.func, self.jit)(a, b, x)
 
     def nth_derivative(self, x: Any, order: int) -> Any:
+        D.check_order(order)
         return self.fn("nth_derivative", self.make_nth_derivative, order)(x)
 
     # -- the GPT problems: `gpt` (a GPTFunc) holds the framework's functional GPT
@@ -171,29 +175,32 @@ class FuncModel(TransformModel):
 
     def per_sample_grad_gpt(self, tokens: Any, targets: Any) -> dict[str, Any]:
         g = self.gpt
+        g.config.check_batch(tokens, targets)
         return g.named(self.fn("per_sample_grad", make_per_sample_grad, g.func, self.jit)(g.params, tokens, targets))
 
     def hvp_gpt(self, tokens: Any, targets: Any, *v: Any) -> dict[str, Any]:
         g = self.gpt
+        D.check_gpt_hvp(g.config, tokens, targets, v)
         return g.named(self.fn("hvp", make_hvp, g.func, self.jit)(g.params, g.own(v), tokens, targets))
 
     def ensemble_gpt(self, tokens: Any, models: int) -> Any:
         g, strategy = self.gpt, self.strategy_for("ensemble")
+        D.check_ensemble(g.config, tokens, models, len(g.members))
         members = g.stacked(models) if strategy == "vmap" else g.members[:models]
         return self.fn("ensemble", make_ensemble, g.func, self.jit)(members, tokens)
 
 
 class GPTFunc:
-    """A framework's GPT as functions of a parameter dict: `func` (its transforms over the
-    GPT's losses and forward), member 0's parameters `params` and every ensemble member's
-    (`members`), all in the framework's own layout; `named` turns a result keyed like
+    """A framework's GPT (workloads.gpt config `config`) as functions of a parameter dict:
+    `func` (its transforms over the GPT's losses and forward), member 0's parameters
+    `params` and every ensemble member's (`members`), all in the framework's own layout; `named` turns a result keyed like
     `params` into GPT-2's names and layout, `own` the tangents given in GPT-2's layout (a
     tuple in workloads.gpt.param_shapes order) into a dict like `params`."""
 
-    def __init__(self, func: Func, members: list[dict[str, Any]], stack: Callable[[int], dict[str, Any]],
+    def __init__(self, config: Any, func: Func, members: list[dict[str, Any]], stack: Callable[[int], dict[str, Any]],
                  named: Callable[[dict[str, Any]], dict[str, Any]], own: Callable[[tuple[Any, ...]], dict[str, Any]]
                  ) -> None:
-        self.func, self.members, self.params = func, members, members[0]
+        self.config, self.func, self.members, self.params = config, func, members, members[0]
         self.named, self.own, self._stack = named, own, stack
         self._stacked: dict[int, dict[str, Any]] = {}
 

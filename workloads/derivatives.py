@@ -75,7 +75,7 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from workloads import gpt as G
-from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, max_rel_err, rel_err
+from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, max_rel_err, rel_err, shape_of
 
 NAME = "derivatives"
 PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
@@ -197,6 +197,9 @@ class DerivativesConfig:
                                f"({G.preset(self.gpt).config.block_size})")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
             raise FwbenchError(f"DerivativesConfig sizes must be positive integers, got {sizes}")
+        if not self.ensemble_models:
+            raise FwbenchError("DerivativesConfig.ensemble_models must list at least one K: init_params makes "
+                               "max(ensemble_models) GPTs, and member 0 is the GPT problems' model")
 
 
 PRESETS: dict[str, Preset] = {
@@ -645,6 +648,65 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
                     kwargs={"order": order}, note="elementwise: no matmul FLOPs counted",
                     sizes={"derivative_order": order, "points": cfg.points},
                     check=Check(problem, lambda: reference_nth_derivative(x0, order)))
+
+
+# ----------------------------------------------------------------------------- input rules
+# What every framework's model refuses, checked at the Python entry of each DerivativesModel
+# method before any compiled code (values inside a compiled function are tracers), so the
+# rule and its one-line message are the same in every framework and mode
+# (tests/test_bad_sizes.py). They read shapes and Python ints only: the MLP problems' calls
+# take 0.1 ms and less, and a host copy of an input would cost as much as 50 us (the GPT
+# problems' token ids are read, as workloads.gpt.GPTConfig.check_tokens does everywhere).
+
+def check_examples(x: Any, what: str = "x") -> None:
+    """The MLP problems' examples x (B, d_in): at least one (the mean loss of none is 0/0;
+    per-sample gradients of none were an empty result in some frameworks and an error in
+    others)."""
+    shape = shape_of(x)
+    if len(shape) != 2 or shape[0] < 1:
+        raise FwbenchError(f"{what} must be (examples, features) with at least one example, got shape {shape}")
+
+
+def check_order(order: Any) -> None:
+    """The n-th derivative's order: a positive Python int (TensorFlow's nested tapes recursed
+    without end at -1, torch and JAX returned the function itself for 0 and below)."""
+    if not isinstance(order, (int, np.integer)) or isinstance(order, bool) or order < 1:
+        raise FwbenchError(f"order must be a positive integer (the k-th derivative, k >= 1), got {order!r}")
+
+
+def check_hessian(theta: Any, x: Any, hidden: Any, classes: Any) -> None:
+    """The Hessian problem's inputs: hidden and classes positive ints, x (N, d_in) with
+    N >= 1, and theta the flat parameters of that MLP (its length must match)."""
+    for name, v in (("hidden", hidden), ("classes", classes)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise FwbenchError(f"{name} must be a positive integer, got {v!r}")
+    check_examples(x)
+    want = MLP(shape_of(x)[1], int(hidden), int(classes)).n_params
+    if shape_of(theta) != (want,):
+        raise FwbenchError(f"theta must be the {want} flat parameters of the {shape_of(x)[1]}-{hidden}-{classes} "
+                           f"MLP, got shape {shape_of(theta)}")
+
+
+def check_gpt_hvp(gcfg: G.GPTConfig, tokens: Any, targets: Any, v: tuple[Any, ...]) -> None:
+    """The GPT HVP's inputs: tokens and targets as every GPT method takes them
+    (GPTConfig.check_batch), and one tangent per parameter, in workloads.gpt.param_shapes
+    order and shapes (a shorter list was zipped away silently)."""
+    gcfg.check_batch(tokens, targets)
+    shapes = G.param_shapes(gcfg)
+    got = tuple(shape_of(t) for t in v)
+    if got != tuple(shapes.values()):
+        raise FwbenchError(f"the GPT HVP takes {len(shapes)} tangents shaped like the parameters in "
+                           f"workloads.gpt.param_shapes order, got {len(v)} of shapes {list(got[:2])}...")
+
+
+def check_ensemble(gcfg: G.GPTConfig, tokens: Any, models: Any, built: int) -> None:
+    """The ensemble's inputs: tokens as every GPT method takes them, and K a positive int at
+    most the GPTs built (max(ensemble_models)): K past them returned fewer results than asked
+    in torch and JAX."""
+    gcfg.check_tokens(tokens)
+    if not isinstance(models, (int, np.integer)) or isinstance(models, bool) or not 1 <= models <= built:
+        raise FwbenchError(f"models must be an integer in 1..{built} (the GPTs built: max(ensemble_models)), "
+                           f"got {models!r}")
 
 
 # ----------------------------------------------------------------------------- interface

@@ -74,12 +74,15 @@ class GPTConfig:
 
     def check_tokens(self, tokens: Any, what: str = "tokens") -> None:
         """Refuse token ids (numpy or any framework's array) the model cannot take, with the
-        reason, one message per rule: shape (batch, time), dtype int32 or int64, length
-        1..block_size, ids in [0, vocab_size). The ids are read from a host copy of the
+        reason, one message per rule: shape (batch, time), batch >= 1 (a batch of 0 is refused
+        in every framework: JAX's decoding divided by it, torch's and TF's indexed past it),
+        dtype int32 or int64, length 1..block_size, ids in [0, vocab_size). The ids are read from a host copy of the
         array (B*T ints; see docs/ARCHITECTURE.md, "Input rules")."""
         shape = shape_of(tokens)
         if len(shape) != 2:
             raise FwbenchError(f"{what} must be (batch, time), got shape {shape}")
+        if shape[0] < 1:
+            raise FwbenchError(f"{what} must hold at least one sequence (batch >= 1), got shape {shape}")
         dt = dtype_name(tokens)
         if dt not in TOKEN_DTYPES:
             raise FwbenchError(f"{what} must be int32 or int64 token ids, got {dt}")

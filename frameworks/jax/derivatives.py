@@ -98,7 +98,7 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray]) -> T.GP
     func = FUNC.with_model(lambda p, t, y: jgpt.loss(p, t, y, cfg=gcfg),
                            lambda p, t, y: jgpt.loss(p, t[None], y[None], cfg=gcfg),
                            lambda p, t: jgpt.logits(p, t, cfg=gcfg))
-    return T.GPTFunc(func, members, lambda k: jax.tree.map(lambda *xs: jnp.stack(xs), *members[:k]),
+    return T.GPTFunc(gcfg, func, members, lambda k: jax.tree.map(lambda *xs: jnp.stack(xs), *members[:k]),
                      named=lambda out: out, own=lambda v: dict(zip(names, v)))
 
 

@@ -185,7 +185,7 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
 
     members = [{k: p.detach() for k, p in n.named_parameters()} for n in nets]
     func_ = FUNC.with_model(loss, lambda p, t, y: loss(p, t[None], y[None]), logits)
-    return T.GPTFunc(func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
+    return T.GPTFunc(gcfg, func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
                      named=layout, own=lambda v: layout(dict(zip(names, v))))
 
 
