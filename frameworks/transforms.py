@@ -38,9 +38,10 @@ class TransformModel:
     def fn(self, problem: str, make: Callable[..., Callable[..., Any]], *static: Any) -> Callable[..., Any]:
         """make(strategy, *static), made once per problem and static sizes."""
         key = (problem, *static)
-        if key not in self._fns:
-            self._fns[key] = make(self.strategy_for(problem), *static)
-        return self._fns[key]
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._fns[key] = make(self.strategy_for(problem), *static)
+        return fn
 
 
 # ----------------------------------------------------------------------------- torch.func and JAX
@@ -54,13 +55,16 @@ class Func:
     transforms over another model's losses (the GPT's, for its per-sample gradients and HVP).
     `unflattener(mlp)` gives the function that turns the Hessian's flat parameter vector into
     the MLP's parameter dict, as that framework's user splits one (made once, outside any
-    trace)."""
+    trace). `vjp`, where given, makes the reverse-over-reverse HVP the vjp of the gradient
+    (torch.func's tutorial form) instead of the gradient of <gradient, v> (JAX's cookbook
+    form)."""
 
     def __init__(self, *, grad: Callable, vmap: Callable, jvp: Callable, jacfwd: Callable, jacrev: Callable,
                  hessian: Callable, stack: Callable, unflattener: Callable[[D.MLP], Callable[[Any], dict[str, Any]]],
                  tanh: Callable, mean_loss: Callable, example_loss: Callable, g: Callable,
-                 logits: Callable | None = None) -> None:
+                 logits: Callable | None = None, vjp: Callable | None = None) -> None:
         self.grad, self.vmap, self.jvp, self.jacfwd, self.jacrev, self.hessian = grad, vmap, jvp, jacfwd, jacrev, hessian
+        self.vjp = vjp
         self.stack, self.unflattener, self.tanh = stack, unflattener, tanh
         self.mean_loss, self.example_loss, self.g, self.logits = mean_loss, example_loss, g, logits
 
@@ -74,25 +78,57 @@ def tree_vdot(a: dict[str, Any], b: dict[str, Any]) -> Any:
     return sum((a[k] * b[k]).sum() for k in a)
 
 
-def make_per_sample_grad(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
-    """vmap: vmap(grad(one-example loss)) over the examples; loop: grad per example, stacked."""
+def mlp_params(w1: Any, b1: Any, w2: Any, b2: Any) -> dict[str, Any]:
+    return dict(zip(D.MLP_KEYS, (w1, b1, w2, b2)))
+
+
+def make_per_sample_grad(strategy: str, f: Func, jit: Callable, flat: bool = False) -> Callable[..., Any]:
+    """vmap: vmap(grad(one-example loss)) over the examples; loop: grad per example, stacked.
+    Called (p, x, y) with a parameter dict p (the GPT's), or with `flat` (w1, b1, w2, b2, x,
+    y) (the MLP's): the compiled function then takes the arrays and makes the dict inside,
+    as a user compiles it. A dict argument costs every call more than its arrays do (JAX
+    flattens the pytree, Dynamo guards its keys): the MLP's compiled HVP took 1.05x (JAX)
+    and 1.10x (torch) the cookbook's time with the dicts made outside (small preset, 1
+    thread, interleaved; tests/measure_cookbook.py)."""
     grad = f.grad(f.example_loss)
     if strategy == "vmap":
-        return jit(f.vmap(grad, (None, 0, 0)))
+        batched = f.vmap(grad, (None, 0, 0))
+        if flat:    # the dict made inline: a call of a helper of ours is one more guard per call
+            keys = D.MLP_KEYS
+            return jit(lambda w1, b1, w2, b2, x, y: batched(dict(zip(keys, (w1, b1, w2, b2))), x, y))
+        return jit(batched)
     one = jit(grad)
 
     def loop(p: dict[str, Any], x: Any, y: Any) -> dict[str, Any]:
         grads = [one(p, x[i], y[i]) for i in range(x.shape[0])]
         return {k: f.stack([gi[k] for gi in grads]) for k in p}
+    if flat:
+        return lambda w1, b1, w2, b2, x, y: loop(mlp_params(w1, b1, w2, b2), x, y)
     return loop
 
 
-def make_hvp(strategy: str, f: Func, jit: Callable) -> Callable[..., Any]:
-    """fwd_rev: jvp of grad; rev_rev: grad of <grad, v>."""
+def hvp_of(strategy: str, f: Func) -> Callable[..., Any]:
+    """(p, v, x, y) -> H v of the mean loss at p. fwd_rev: jvp of grad; rev_rev: the vjp of
+    grad where the framework's docs write it so (torch.func), else grad of <grad, v> (JAX's
+    autodiff cookbook). torch's grad of <grad, v> took 1.41x (MLP) and 1.32x (GPT) the
+    vjp form's time in eager mode (small preset, 1 thread, interleaved)."""
     gradient = f.grad(f.mean_loss)
     if strategy == "fwd_rev":
-        return jit(lambda p, v, x, y: f.jvp(lambda q: gradient(q, x, y), (p,), (v,))[1])
-    return jit(lambda p, v, x, y: f.grad(lambda q: tree_vdot(gradient(q, x, y), v))(p))
+        return lambda p, v, x, y: f.jvp(lambda q: gradient(q, x, y), (p,), (v,))[1]
+    if f.vjp is not None:
+        return lambda p, v, x, y: f.vjp(lambda q: gradient(q, x, y), p)[1](v)[0]
+    return lambda p, v, x, y: f.grad(lambda q: tree_vdot(gradient(q, x, y), v))(p)
+
+
+def make_hvp(strategy: str, f: Func, jit: Callable, flat: bool = False) -> Callable[..., Any]:
+    """The compiled HVP, called (p, v, x, y) with dicts (the GPT's) or with `flat` (w1, b1,
+    w2, b2, v1, vb1, v2, vb2, x, y) (the MLP's; see make_per_sample_grad)."""
+    hvp = hvp_of(strategy, f)
+    if flat:
+        keys = D.MLP_KEYS
+        return jit(lambda w1, b1, w2, b2, v1, vb1, v2, vb2, x, y:
+                   hvp(dict(zip(keys, (w1, b1, w2, b2))), dict(zip(keys, (v1, vb1, v2, vb2))), x, y))
+    return jit(hvp)
 
 
 def make_hessian(strategy: str, f: Func, jit: Callable, mlp: D.MLP) -> Callable[..., Any]:
@@ -144,19 +180,23 @@ class FuncModel(TransformModel):
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[Any], Any]:
         return make_nth_derivative(strategy, self.func, self.jit, order)
 
-    @staticmethod
-    def mlp(*arrays: Any) -> dict[str, Any]:
-        return dict(zip(D.MLP_KEYS, arrays))
-
+    # The MLP problems' and the Jacobian's calls take 0.1 ms and less, so their methods do as
+    # little as they can in Python: the cache key is the problem alone, the makers below bound
+    # methods (every Python step in such a call shows: a 0.5 us check measured 2 us there).
     def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
         D.check_examples(x)
-        return self.fn("per_sample_grad", make_per_sample_grad, self.func, self.jit)(self.mlp(w1, b1, w2, b2), x, y)
+        return self.fn("per_sample_grad", self._make_psg)(w1, b1, w2, b2, x, y)
+
+    def _make_psg(self, strategy: str) -> Callable[..., Any]:
+        return make_per_sample_grad(strategy, self.func, self.jit, True)
 
     def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
             x: Any, y: Any) -> dict[str, Any]:
         D.check_examples(x)
-        fn = self.fn("hvp", make_hvp, self.func, self.jit)
-        return fn(self.mlp(w1, b1, w2, b2), self.mlp(v1, vb1, v2, vb2), x, y)
+        return self.fn("hvp", self._make_hvp)(w1, b1, w2, b2, v1, vb1, v2, vb2, x, y)
+
+    def _make_hvp(self, strategy: str) -> Callable[..., Any]:
+        return make_hvp(strategy, self.func, self.jit, True)
 
     def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
         D.check_hessian(theta, x, hidden, classes)
@@ -164,7 +204,10 @@ class FuncModel(TransformModel):
         return self.fn("hessian", make_hessian, self.func, self.jit, mlp)(theta, x, y)
 
     def jacobian(self, a: Any, b: Any, x: Any) -> Any:
-        return self.fn("jacobian", make_jacobian, self.func, self.jit)(a, b, x)
+        return self.fn("jacobian", self._make_jacobian)(a, b, x)
+
+    def _make_jacobian(self, strategy: str) -> Callable[..., Any]:
+        return make_jacobian(strategy, self.func, self.jit)
 
     def nth_derivative(self, x: Any, order: int) -> Any:
         D.check_order(order)

@@ -662,9 +662,10 @@ def check_examples(x: Any, what: str = "x") -> None:
     """The MLP problems' examples x (B, d_in): at least one (the mean loss of none is 0/0;
     per-sample gradients of none were an empty result in some frameworks and an error in
     others)."""
-    shape = shape_of(x)
-    if len(shape) != 2 or shape[0] < 1:
-        raise FwbenchError(f"{what} must be (examples, features) with at least one example, got shape {shape}")
+    shape = x.shape         # no conversion on the common path: this runs in 0.1 ms timed calls
+    if len(shape) == 2 and shape[0]:
+        return
+    raise FwbenchError(f"{what} must be (examples, features) with at least one example, got shape {tuple(shape)}")
 
 
 def check_order(order: Any) -> None:

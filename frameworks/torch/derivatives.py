@@ -5,8 +5,9 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
 
     per-sample gradients   vmap: torch.func.vmap(torch.func.grad(one-example loss));
                            loop: torch.func.grad per example in a Python loop, stacked
-    HVP                    fwd_rev: torch.func.jvp of torch.func.grad; rev_rev:
-                           torch.func.grad of <grad, v>
+    HVP                    fwd_rev: torch.func.jvp of torch.func.grad; rev_rev: the
+                           torch.func.vjp of torch.func.grad applied to v (the tutorial's
+                           hvp_revrev)
     Hessian                torch.func.jacfwd(jacrev), jacrev(jacrev), torch.func.hessian
     Jacobian               torch.func.jacrev / torch.func.jacfwd
     n-th derivative        grad: k nested torch.func.grad of the sum over points; vmap:
@@ -17,13 +18,13 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
     GPT per-sample grads   vmap / loop as above, over torch.func.functional_call of
                            frameworks/torch/gpt.py's module; GPT HVP fwd_rev / rev_rev
     ensemble               vmap: torch.func.vmap of functional_call over the parameters of
-                           torch.func.stack_module_state(K modules); loop: each module's
-                           (compiled) forward, stacked
+                           torch.func.stack_module_state(K modules); loop: each module
+                           called as it is (compiled), stacked
 
 Modes: "eager" runs the transforms as they are; "compiled" is torch.compile over the
-transformed function with its defaults (frameworks.torch.compile_counted: the first call's
-graph breaks, from Dynamo's counters, make the case a `fallback`; see `compiled`), for the
-loop baseline over the one-example gradient.
+transformed function with its defaults (frameworks.torch.compile_counted: graph breaks,
+read from Dynamo's counters, make the case a `fallback`; see `compiled`), for the loop
+baseline over the one-example gradient.
 
 torch.compile over torch.autograd.grad (torch 2.13, measured on the n-th derivative):
 by default Dynamo breaks the graph at autograd.grad ("using `torch.autograd.grad` with
@@ -83,7 +84,8 @@ def unflattener(mlp: D.MLP) -> Callable[[torch.Tensor], Params]:
 
 FUNC = T.Func(grad=func.grad, vmap=lambda f, in_dims: func.vmap(f, in_dims=in_dims), jvp=func.jvp,
               jacfwd=func.jacfwd, jacrev=func.jacrev, hessian=func.hessian, stack=torch.stack,
-              unflattener=unflattener, tanh=torch.tanh, mean_loss=mean_loss, example_loss=example_loss, g=g)
+              unflattener=unflattener, tanh=torch.tanh, mean_loss=mean_loss, example_loss=example_loss, g=g,
+              vjp=func.vjp)
 
 
 # What AOTAutograd says when it refuses a double backward (a refusal: `unsupported`).
@@ -112,6 +114,19 @@ class TorchDerivatives(T.FuncModel):
         with sdpa_kernel(SDPBackend.MATH):
             return super().hvp_gpt(tokens, targets, *v)
 
+    def ensemble_gpt(self, tokens: torch.Tensor, models: int) -> torch.Tensor:
+        """loop: each member's module called as it is (compiled in compiled mode), as the
+        "Model ensembling" tutorial's baseline writes it ([model(minibatch) for model in
+        models]). Through functional_call with each member's parameter dict, which swaps the
+        module's parameters on every call, the eager loop took 1.8x that at the tiny preset
+        (1 thread, interleaved; tests/measure_cookbook.py). vmap: FuncModel's."""
+        if self.strategy_for("ensemble") != "loop":
+            return super().ensemble_gpt(tokens, models)
+        g = self.gpt
+        D.check_ensemble(g.config, tokens, models, len(g.members))
+        forwards = self.fn("ensemble", lambda strategy, k: [self.jit(net) for net in g.nets[:k]], models)
+        return torch.stack([forward(tokens) for forward in forwards])
+
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if strategy == "autograd":
             return refusal_unsupported(self.jit(lambda x: autograd_nth(x, order)))
@@ -139,17 +154,17 @@ def refusal_unsupported(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """torch.compile with its defaults, as a torch.func user compiles a transform, its first
-    call's graph breaks recorded from Dynamo's counters (frameworks.torch.compile_counted:
-    a break makes the case a `fallback`).
+    """torch.compile with its defaults, as a torch.func user compiles a transform, and nothing
+    of fwbench's around it; its graph breaks are recorded from Dynamo's counters
+    (frameworks.torch.compile_counted: a break makes the case a `fallback`).
 
     Before issue 19 this was torch.compile(fullgraph=True, dynamic=False). Both settings
     cost per call, inside torch.compile's wrapper (measured on the compiled 100x100
     Jacobian, torch 2.13, 1 thread, interleaved: 114 us with the defaults, 123 us with
     dynamic=False, which patches Dynamo's config around every call, 127 us with
     fullgraph=True, 130 us with both), a tax on 0.1 ms calls that a user of the defaults
-    does not pay. What they were for is kept: breaks are still caught (on the first call,
-    which compiles), and every case still compiles a static graph of its one shape, now
+    does not pay. What they were for is kept: breaks are still caught (from the counters),
+    and every case still compiles a static graph of its one shape, now
     because each case starts from reset Dynamo state (`build`, and the harness's
     case_caches). dynamic=False was there because a process times several sizes of one
     transform, and without a reset the second size recompiled with dynamic shapes
@@ -185,8 +200,10 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
 
     members = [{k: p.detach() for k, p in n.named_parameters()} for n in nets]
     func_ = FUNC.with_model(loss, lambda p, t, y: loss(p, t[None], y[None]), logits)
-    return T.GPTFunc(gcfg, func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
-                     named=layout, own=lambda v: layout(dict(zip(names, v))))
+    out = T.GPTFunc(gcfg, func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
+                    named=layout, own=lambda v: layout(dict(zip(names, v))))
+    out.nets = nets       # the ensemble's loop calls the modules themselves (TorchDerivatives.ensemble_gpt)
+    return out
 
 
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
