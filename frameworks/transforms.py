@@ -12,6 +12,7 @@ gradient and loop in Python), so a first call includes tracing and compiling.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Callable
 
 from frameworks.base import Unsupported
@@ -180,12 +181,15 @@ class FuncModel(TransformModel):
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[Any], Any]:
         return make_nth_derivative(strategy, self.func, self.jit, order)
 
-    # The MLP problems' and the Jacobian's calls take 0.1 ms and less, so their methods do as
-    # little as they can in Python: the cache key is the problem alone, the makers below bound
-    # methods (every Python step in such a call shows: a 0.5 us check measured 2 us there).
+    # The MLP problems', the Jacobian's and the n-th derivative's calls take 0.02-0.1 ms, so
+    # their methods do as little as they can in Python before the compiled call: the made
+    # function is looked up by a constant key first (tests/measure_cookbook.py compares them
+    # with what a user writes; right after a call every Python step costs several times what
+    # it costs alone, measured with JAX at 1 thread: a 0.5 us check took 2 us there).
     def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
         D.check_examples(x)
-        return self.fn("per_sample_grad", self._make_psg)(w1, b1, w2, b2, x, y)
+        fn = self._fns.get(("per_sample_grad",)) or self.fn("per_sample_grad", self._make_psg)
+        return fn(w1, b1, w2, b2, x, y)
 
     def _make_psg(self, strategy: str) -> Callable[..., Any]:
         return make_per_sample_grad(strategy, self.func, self.jit, True)
@@ -193,32 +197,41 @@ class FuncModel(TransformModel):
     def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
             x: Any, y: Any) -> dict[str, Any]:
         D.check_examples(x)
-        return self.fn("hvp", self._make_hvp)(w1, b1, w2, b2, v1, vb1, v2, vb2, x, y)
+        fn = self._fns.get(("hvp",)) or self.fn("hvp", self._make_hvp)
+        return fn(w1, b1, w2, b2, v1, vb1, v2, vb2, x, y)
 
     def _make_hvp(self, strategy: str) -> Callable[..., Any]:
         return make_hvp(strategy, self.func, self.jit, True)
 
     def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
         D.check_hessian(theta, x, hidden, classes)
-        mlp = D.MLP(int(x.shape[1]), hidden, classes)
-        return self.fn("hessian", make_hessian, self.func, self.jit, mlp)(theta, x, y)
+        return self.fn("hessian", self._make_hessian, x.shape[1], hidden, classes)(theta, x, y)
+
+    def _make_hessian(self, strategy: str, d_in: int, hidden: int, classes: int) -> Callable[..., Any]:
+        return make_hessian(strategy, self.func, self.jit, D.MLP(int(d_in), int(hidden), int(classes)))
 
     def jacobian(self, a: Any, b: Any, x: Any) -> Any:
-        return self.fn("jacobian", self._make_jacobian)(a, b, x)
+        fn = self._fns.get(("jacobian",)) or self.fn("jacobian", self._make_jacobian)
+        return fn(a, b, x)
 
     def _make_jacobian(self, strategy: str) -> Callable[..., Any]:
         return make_jacobian(strategy, self.func, self.jit)
 
     def nth_derivative(self, x: Any, order: int) -> Any:
-        D.check_order(order)
-        return self.fn("nth_derivative", self.make_nth_derivative, order)(x)
+        # a call takes 20 us compiled: an order whose function exists has passed the rule
+        # (a Python int: True, equal to 1 as a key, takes the checked path)
+        fn = self._fns.get(("nth_derivative", order)) if type(order) is int else None
+        if fn is None:
+            D.check_order(order)
+            fn = self.fn("nth_derivative", self.make_nth_derivative, order)
+        return fn(x)
 
     # -- the GPT problems: `gpt` (a GPTFunc) holds the framework's functional GPT
     gpt: "GPTFunc"
 
     def per_sample_grad_gpt(self, tokens: Any, targets: Any) -> dict[str, Any]:
         g = self.gpt
-        g.config.check_batch(tokens, targets)
+        D.check_gpt_batch(g.config, tokens, targets)
         return g.named(self.fn("per_sample_grad", make_per_sample_grad, g.func, self.jit)(g.params, tokens, targets))
 
     def hvp_gpt(self, tokens: Any, targets: Any, *v: Any) -> dict[str, Any]:
@@ -227,10 +240,16 @@ class FuncModel(TransformModel):
         return g.named(self.fn("hvp", make_hvp, g.func, self.jit)(g.params, g.own(v), tokens, targets))
 
     def ensemble_gpt(self, tokens: Any, models: int) -> Any:
-        g, strategy = self.gpt, self.strategy_for("ensemble")
+        g = self.gpt
         D.check_ensemble(g.config, tokens, models, len(g.members))
-        members = g.stacked(models) if strategy == "vmap" else g.members[:models]
-        return self.fn("ensemble", make_ensemble, g.func, self.jit)(members, tokens)
+        return self.fn("ensemble", self.make_ensemble, models)(tokens)
+
+    def make_ensemble(self, strategy: str, k: int) -> Callable[[Any], Any]:
+        """tokens -> the first k members' logits, stacked: make_ensemble's function with its
+        members bound (the stacked parameters for vmap, the k parameter dicts for loop)."""
+        g = self.gpt
+        members = g.stacked(k) if strategy == "vmap" else g.members[:k]
+        return functools.partial(make_ensemble(strategy, g.func, self.jit), members)
 
 
 class GPTFunc:

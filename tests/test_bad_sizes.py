@@ -60,6 +60,7 @@ PROMPT = DY.task_spec(YCFG, 1, "prefill").inputs[0][0]              # (1, T) a p
 T = PROMPT.shape[1]
 PADDED = DY.task_spec(YCFG, 1, "prefill_int").inputs[0][0]         # (1, block_size)
 FULL = np.zeros((1, GCFG.block_size), np.int32)
+FULL40 = np.zeros((1, GCFG.block_size + 8), np.int32)
 W1, B1, W2, B2, X, Y = DV.task_spec(VCFG, 1, "per_sample_grad_mlp_b4").inputs[0]
 HVP = DV.task_spec(VCFG, 1, "hvp_mlp").inputs[0]
 THETA, HX, HY = DV.task_spec(VCFG, 1, "hessian_p30").inputs[0]
@@ -93,7 +94,9 @@ CASES: dict[str, tuple] = {
     "derivatives-hvp-batch0": ("derivatives", "hvp", (*HVP[:8], HVP[8][:0], HVP[9][:0]), {},
                                DV.check_examples, (HVP[8][:0],)),
     "derivatives-per_sample_grad_gpt-batch0": ("derivatives", "per_sample_grad_gpt", (GTOK[:0], GTGT[:0]), {},
-                                               GCFG.check_batch, (GTOK[:0], GTGT[:0])),
+                                               DV.check_gpt_batch, (GCFG, GTOK[:0], GTGT[:0])),
+    "derivatives-per_sample_grad_gpt-past-block": ("derivatives", "per_sample_grad_gpt", (FULL40, FULL40), {},
+                                                   DV.check_gpt_batch, (GCFG, FULL40, FULL40)),
     # positions and lengths out of range
     "dynamic-prefill-last-past": ("dynamic", "prefill", (PROMPT, last(T + 3)), {}, YCFG.check_prefill,
                                   (PROMPT, last(T + 3))),

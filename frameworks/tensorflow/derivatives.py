@@ -256,7 +256,7 @@ class TFDerivatives(TransformModel):
     gpt: "TFGPTs"
 
     def per_sample_grad_gpt(self, tokens: tf.Tensor, targets: tf.Tensor) -> dict[str, tf.Tensor]:
-        self.gpt.models[0].config.check_batch(tokens, targets)
+        D.check_gpt_batch(self.gpt.models[0].config, tokens, targets)
         if self.strategy_for("per_sample_grad") == "batch_jacobian":
             raise Unsupported(BATCH_JACOBIAN_GPT)
         g = self.gpt

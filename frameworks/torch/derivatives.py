@@ -114,18 +114,16 @@ class TorchDerivatives(T.FuncModel):
         with sdpa_kernel(SDPBackend.MATH):
             return super().hvp_gpt(tokens, targets, *v)
 
-    def ensemble_gpt(self, tokens: torch.Tensor, models: int) -> torch.Tensor:
+    def make_ensemble(self, strategy: str, k: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """loop: each member's module called as it is (compiled in compiled mode), as the
         "Model ensembling" tutorial's baseline writes it ([model(minibatch) for model in
         models]). Through functional_call with each member's parameter dict, which swaps the
         module's parameters on every call, the eager loop took 1.8x that at the tiny preset
         (1 thread, interleaved; tests/measure_cookbook.py). vmap: FuncModel's."""
-        if self.strategy_for("ensemble") != "loop":
-            return super().ensemble_gpt(tokens, models)
-        g = self.gpt
-        D.check_ensemble(g.config, tokens, models, len(g.members))
-        forwards = self.fn("ensemble", lambda strategy, k: [self.jit(net) for net in g.nets[:k]], models)
-        return torch.stack([forward(tokens) for forward in forwards])
+        if strategy != "loop":
+            return super().make_ensemble(strategy, k)
+        forwards = [self.jit(net) for net in self.gpt.nets[:k]]
+        return lambda tokens: torch.stack([forward(tokens) for forward in forwards])
 
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if strategy == "autograd":
