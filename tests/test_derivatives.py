@@ -202,6 +202,29 @@ def test_torch_compile_refuses_a_double_backward_as_unsupported_and_traces_it_wh
         run("torch", "eager", "nth_derivative_4", "autograd_traced")
 
 
+@pytest.mark.slow
+def test_torch_compiled_transforms_record_breaks_from_dynamos_counters():
+    """frameworks.torch.compile_counted (the derivatives' torch.compile, with its defaults):
+    torch.autograd.grad at order 1 breaks the graph and the break is recorded with Dynamo's
+    reason (the case is `fallback`); the Jacobian compiles one graph on its first call,
+    records no break, and its later calls compile nothing."""
+    pytest.importorskip("torch")
+    adapter = frameworks.load("torch")
+    import torch
+    n0 = len(adapter.model_fallbacks())
+    spec, out = run("torch", "compiled", "nth_derivative_1", "autograd")
+    assert spec.check(out) is None
+    assert any("torch.autograd.grad" in r for r in adapter.model_fallbacks()[n0:]), adapter.model_fallbacks()[n0:]
+    n1, graphs = len(adapter.model_fallbacks()), lambda: torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    spec = D.task_spec(TINY, 1, "jacobian_n12_m3")
+    model = adapter.build("derivatives", TINY, PARAMS, "compiled", "cpu", strategy="jacrev")
+    g0 = graphs()
+    for inputs in (*spec.inputs, *spec.inputs):
+        out = model.jacobian(*(adapter.asarray(a, "cpu") for a in inputs))
+    assert graphs() - g0 == 1 and adapter.model_fallbacks()[n1:] == []
+    assert spec.check(adapter.to_numpy(model.jacobian(*(adapter.asarray(a, "cpu") for a in spec.inputs[0])))) is None
+
+
 @pytest.mark.parametrize("variants,expected,absent", [
     ("all", ["jax-compiled-hessian_p30-jacrev_jacrev", "jax-eager-nth_derivative_4-jet",
              "tensorflow-graph-per_sample_grad_mlp_b4-loop"], []),

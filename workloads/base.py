@@ -84,13 +84,21 @@ def check_positive(obj: Any, *names: str) -> None:
 
 def shape_of(x: Any) -> tuple[int, ...]:
     """The shape of a numpy or framework array as a tuple of ints (torch.Size, TensorShape...)."""
-    return tuple(int(d) for d in x.shape)
+    return tuple(map(int, x.shape))
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
 
 
 def dtype_name(x: Any) -> str:
-    """The dtype of a numpy or framework array as numpy names it ('int32', 'float32')."""
+    """The dtype of a numpy or framework array as numpy names it ('int32', 'float32'),
+    remembered per dtype object: numpy computes `dtype.name` in Python, and input checks run
+    in timed calls (measured: it cost a 0.75 ms JAX call 30 us when run right before it)."""
     d = x.dtype
-    return getattr(d, "name", None) or str(d).rpartition(".")[2]   # torch.int32 has no .name
+    name = _DTYPE_NAMES.get(d)
+    if name is None:
+        name = _DTYPE_NAMES[d] = getattr(d, "name", None) or str(d).rpartition(".")[2]   # torch.int32 has no .name
+    return name
 
 
 def host_values(x: Any) -> np.ndarray:

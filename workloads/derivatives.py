@@ -197,6 +197,9 @@ class DerivativesConfig:
                                f"({G.preset(self.gpt).config.block_size})")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
             raise FwbenchError(f"DerivativesConfig sizes must be positive integers, got {sizes}")
+        if not self.ensemble_models:
+            raise FwbenchError("DerivativesConfig.ensemble_models must list at least one K: init_params makes "
+                               "max(ensemble_models) GPTs, and member 0 is the GPT problems' model")
 
 
 PRESETS: dict[str, Preset] = {
@@ -645,6 +648,83 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
                     kwargs={"order": order}, note="elementwise: no matmul FLOPs counted",
                     sizes={"derivative_order": order, "points": cfg.points},
                     check=Check(problem, lambda: reference_nth_derivative(x0, order)))
+
+
+# ----------------------------------------------------------------------------- input rules
+# What every framework's model refuses, checked at the Python entry of each DerivativesModel
+# method before any compiled code (values inside a compiled function are tracers), so the
+# rule and its one-line message are the same in every framework and mode
+# (tests/test_bad_sizes.py). They read shapes and Python ints only, on a path of a few
+# Python steps: these calls take 0.02 to a few ms, are compared with what a user writes
+# (tests/measure_cookbook.py: at most 1.02x), and every step before the call shows there.
+# Measured (JAX, 1 thread): GPTConfig.check_tokens' host copy of the token ids, 5 us alone,
+# cost the 0.75 ms ensemble 60 us in the timed loop (right after a call, the copy competes
+# with XLA's threads finishing the last one), so the GPT problems' token ids are not read
+# (their shapes are), unlike the GPT workload's methods.
+
+def check_examples(x: Any, what: str = "x") -> None:
+    """The MLP problems' examples x (B, d_in): at least one (the mean loss of none is 0/0;
+    per-sample gradients of none were an empty result in some frameworks and an error in
+    others)."""
+    shape = x.shape         # no conversion on the common path
+    if len(shape) == 2 and shape[0]:
+        return
+    raise FwbenchError(f"{what} must be (examples, features) with at least one example, got shape {tuple(shape)}")
+
+
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v > 0 or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 0)
+
+
+def check_order(order: Any) -> None:
+    """The n-th derivative's order: a positive Python int (TensorFlow's nested tapes recursed
+    without end at -1, torch and JAX returned the function itself for 0 and below)."""
+    if not _positive_int(order):
+        raise FwbenchError(f"order must be a positive integer (the k-th derivative, k >= 1), got {order!r}")
+
+
+def check_hessian(theta: Any, x: Any, hidden: Any, classes: Any) -> None:
+    """The Hessian problem's inputs: hidden and classes positive ints, x (N, d_in) with
+    N >= 1, and theta the flat parameters of that MLP, (d_in + 1) hidden + (hidden + 1)
+    classes of them (a mismatch failed deep inside)."""
+    for name, v in (("hidden", hidden), ("classes", classes)):
+        if not _positive_int(v):
+            raise FwbenchError(f"{name} must be a positive integer, got {v!r}")
+    check_examples(x)
+    d = x.shape[1]
+    want = (d + 1) * hidden + (hidden + 1) * classes
+    if tuple(theta.shape) != (want,):
+        raise FwbenchError(f"theta must be the {want} flat parameters of the {d}-{hidden}-{classes} MLP, "
+                           f"got shape {tuple(theta.shape)}")
+
+
+def check_gpt_batch(gcfg: G.GPTConfig, tokens: Any, targets: Any) -> None:
+    """The GPT problems' sequences: GPTConfig.check_batch's rules on shapes and dtypes
+    (batch >= 1, 1..block_size tokens, int32 or int64, targets of the tokens' shape), the
+    ids unread (see above)."""
+    gcfg.check_batch(tokens, targets, values=False)
+
+
+def check_gpt_hvp(gcfg: G.GPTConfig, tokens: Any, targets: Any, v: tuple[Any, ...]) -> None:
+    """The GPT HVP's inputs: sequences as check_gpt_batch takes them, and one tangent per
+    parameter, in workloads.gpt.param_shapes order and shapes (a shorter list was zipped
+    away silently)."""
+    check_gpt_batch(gcfg, tokens, targets)
+    shapes = G.param_shapes(gcfg)
+    if len(v) != len(shapes) or not all(tuple(t.shape) == s for t, s in zip(v, shapes.values())):
+        raise FwbenchError(f"the GPT HVP takes {len(shapes)} tangents shaped like the parameters in "
+                           f"workloads.gpt.param_shapes order, got {len(v)} of shapes "
+                           f"{[tuple(t.shape) for t in v[:2]]}...")
+
+
+def check_ensemble(gcfg: G.GPTConfig, tokens: Any, models: Any, built: int) -> None:
+    """The ensemble's inputs: tokens as check_gpt_batch takes them, and K a positive int at
+    most the GPTs built (max(ensemble_models)): K past them returned fewer results than asked
+    in torch and JAX."""
+    gcfg.check_tokens(tokens, values=False)
+    if not (_positive_int(models) and models <= built):
+        raise FwbenchError(f"models must be an integer in 1..{built} (the GPTs built: max(ensemble_models)), "
+                           f"got {models!r}")
 
 
 # ----------------------------------------------------------------------------- interface

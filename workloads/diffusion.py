@@ -201,12 +201,15 @@ class DiffusionConfig:
 
     def check_images(self, x: Any, what: str = "images", dtypes: tuple[str, ...] = ("float32",)) -> None:
         """Refuse images (numpy or any framework's array) the model cannot take, with the
-        reason: NHWC (batch, image_size, image_size, in_channels), float32 (the float64
+        reason: NHWC (batch, image_size, image_size, in_channels), batch >= 1 (TF's BiasAdd
+        refused a batch of 0 where torch and JAX returned nothing), float32 (the float64
         reference also takes float64)."""
         want = (self.image_size, self.image_size, self.in_channels)
         shape = shape_of(x)
         if len(shape) != 4 or shape[1:] != want:
             raise FwbenchError(f"{what} must be NHWC (batch, {', '.join(map(str, want))}), got shape {shape}")
+        if shape[0] < 1:
+            raise FwbenchError(f"{what} must hold at least one image (batch >= 1), got shape {shape}")
         if dtype_name(x) not in dtypes:
             raise FwbenchError(f"{what} must be {' or '.join(dtypes)}, got {dtype_name(x)}")
 

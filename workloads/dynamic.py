@@ -90,7 +90,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads import diffusion, gpt
-from workloads.base import FwbenchError, Preset, Stream, TaskSpec, check_positive, choose, replace_config
+from workloads.base import (FwbenchError, Preset, Stream, TaskSpec, check_positive, choose, dtype_name, host_values,
+                            replace_config, shape_of)
 
 NAME = "dynamic"
 TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
@@ -187,6 +188,57 @@ class DynamicConfig:
     def gpt(self) -> gpt.GPTConfig:
         return gpt.preset(self.gpt_preset).config
 
+    # -- input rules: checked at the Python entry of every PrefillModel method, before any
+    # compiled code (a value inside jit or tf.function is abstract), the same in every
+    # framework (tests/test_bad_sizes.py). Before them JAX clamped what torch and TensorFlow
+    # refused: a `last` past the prompt read the last position, prefill_int's length -3 gave
+    # length 29's result and 40 length 32's, generate past the block returned tokens.
+    def check_prefill(self, tokens: Any, last: Any) -> None:
+        """prefill's inputs: tokens as every GPT method takes them (GPTConfig.check_tokens),
+        and last (B,) integers, each a position of its row: 0 <= last < T (B ints read from a
+        host copy)."""
+        self.gpt.check_tokens(tokens)
+        B, T = shape_of(tokens)
+        dt = dtype_name(last)
+        if shape_of(last) != (B,) or not dt.startswith(("int", "uint")):
+            raise FwbenchError(f"last must be integers of shape ({B},), got {dt} {shape_of(last)}")
+        v = host_values(last)
+        if v.min() < 0 or v.max() >= T:
+            raise FwbenchError(f"last must be positions of the prompt, in 0..{T - 1}, got {v.min()}..{v.max()}")
+
+    def check_generate(self, tokens: Any, last: Any) -> None:
+        """generate's inputs: as prefill's, every row the same length (one decode position),
+        and the prompt (last + 1 tokens) and its new_tokens within the block, as
+        GPTConfig.check_generate asks of the GPT's own generate."""
+        self.check_prefill(tokens, last)
+        v = host_values(last)
+        if v.min() != v.max():
+            raise FwbenchError(f"last must be the same in every row (one decode position), got {v.min()}..{v.max()}")
+        if int(v[0]) + 1 + self.new_tokens > self.gpt.block_size:
+            raise FwbenchError(f"prompt length {int(v[0]) + 1} + new_tokens {self.new_tokens} must be at most "
+                               f"block_size {self.gpt.block_size}")
+
+    def check_train(self, tokens: Any, targets: Any, weights: Any) -> None:
+        """train's inputs: tokens and targets as GPTConfig.check_batch takes them, and
+        weights of their shape, float32, non-negative, with a positive sum (the loss divides
+        by it)."""
+        self.gpt.check_batch(tokens, targets)
+        if shape_of(weights) != shape_of(tokens) or dtype_name(weights) != "float32":
+            raise FwbenchError(f"weights must be float32 of the tokens' shape {shape_of(tokens)}, "
+                               f"got {dtype_name(weights)} {shape_of(weights)}")
+        w = host_values(weights)
+        if not (w.min() >= 0 and w.sum() > 0):
+            raise FwbenchError(f"weights must be non-negative with a positive sum, got {w.min()}..{w.max()} "
+                               f"(sum {w.sum()})")
+
+    def check_length(self, tokens: Any, length: Any) -> None:
+        """prefill_int's inputs: tokens as every GPT method takes them, and the real length a
+        Python int in 1..T (the padded prompt's length)."""
+        self.gpt.check_tokens(tokens)
+        T = shape_of(tokens)[1]
+        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or not 1 <= length <= T:
+            raise FwbenchError(f"length must be a Python int in 1..{T} (the prompt's tokens), got {length!r}")
+
     def buckets(self) -> tuple[int, ...]:
         """Powers of two from the first one >= min_len, the last one the block size."""
         b, out = 1, []
@@ -246,6 +298,11 @@ def prompt_lengths(config: DynamicConfig, seed: int = 0, n: int | None = None) -
 
 
 def bucket_of(config: DynamicConfig, length: int) -> int:
+    """The bucket (DynamicConfig.buckets) a sequence of `length` tokens is padded to: the
+    first at least that long; a length in 1..block_size, else FwbenchError."""
+    if not 1 <= length <= config.gpt.block_size:
+        raise FwbenchError(f"sequence length {length} must be in 1..block_size ({config.gpt.block_size}): "
+                           f"the buckets are {', '.join(map(str, config.buckets()))}")
     return next(b for b in config.buckets() if b >= length)
 
 

@@ -72,14 +72,19 @@ class GPTConfig:
     def head_size(self) -> int:
         return self.n_embd // self.n_head
 
-    def check_tokens(self, tokens: Any, what: str = "tokens") -> None:
+    def check_tokens(self, tokens: Any, what: str = "tokens", values: bool = True) -> None:
         """Refuse token ids (numpy or any framework's array) the model cannot take, with the
-        reason, one message per rule: shape (batch, time), dtype int32 or int64, length
-        1..block_size, ids in [0, vocab_size). The ids are read from a host copy of the
-        array (B*T ints; see docs/ARCHITECTURE.md, "Input rules")."""
+        reason, one message per rule: shape (batch, time), batch >= 1 (a batch of 0 is refused
+        in every framework: JAX's decoding divided by it, torch's and TF's indexed past it),
+        dtype int32 or int64, length 1..block_size, ids in [0, vocab_size). The ids are read from a host copy of the
+        array (B*T ints; see docs/ARCHITECTURE.md, "Input rules"); values=False leaves them
+        unread (the derivatives' calls, where a host copy before the call costs up to a tenth
+        of it: workloads.derivatives.check_gpt_batch)."""
         shape = shape_of(tokens)
         if len(shape) != 2:
             raise FwbenchError(f"{what} must be (batch, time), got shape {shape}")
+        if shape[0] < 1:
+            raise FwbenchError(f"{what} must hold at least one sequence (batch >= 1), got shape {shape}")
         dt = dtype_name(tokens)
         if dt not in TOKEN_DTYPES:
             raise FwbenchError(f"{what} must be int32 or int64 token ids, got {dt}")
@@ -87,14 +92,16 @@ class GPTConfig:
             raise FwbenchError(f"sequence length {shape[1]} exceeds block_size {self.block_size}")
         if shape[1] < 1:
             raise FwbenchError(f"{what} must hold at least one token per row, got shape {shape}")
+        if not values:
+            return
         ids = host_values(tokens)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise FwbenchError(f"{what} ids must lie in [0, {self.vocab_size}), got {ids.min()}..{ids.max()}")
 
-    def check_batch(self, tokens: Any, targets: Any) -> None:
+    def check_batch(self, tokens: Any, targets: Any, values: bool = True) -> None:
         """The inputs of loss, grads and train_step: tokens and next-token targets."""
-        self.check_tokens(tokens)
-        self.check_tokens(targets, "targets")
+        self.check_tokens(tokens, values=values)
+        self.check_tokens(targets, "targets", values=values)
         if shape_of(targets) != shape_of(tokens):
             raise FwbenchError(f"targets must have the tokens' shape {shape_of(tokens)}, got {shape_of(targets)}")
 

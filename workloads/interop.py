@@ -5,8 +5,12 @@ idiomatically in each framework. Running it under each mode classifies the mode:
 
     eager         the mode runs Python as it is (the reference behaviour)
     compiled      compiled as it is, every output and side effect as in eager
-    graph_breaks  compiled in pieces, Python between them (torch.compile: Dynamo's own
-                  count of graphs and breaks and its reasons, from torch._dynamo.explain)
+    graph_breaks  compiled in pieces, Python between them (torch.compile: a compile of the
+                  program as one graph, fullgraph=True, raises on some input, with Dynamo's
+                  reason; Dynamo's own graph and break counters over the probe's calls are
+                  kept beside it. torch._dynamo.explain is not used: in torch 2.13 it reports
+                  0 breaks for Python's random.random(), which fullgraph=True refuses and the
+                  default compile runs as 2 graphs with Python between them)
     wrong         runs, but differs from eager: a side effect that happened only while
                   tracing, or a branch / Python value frozen at trace time (found by comparing
                   every call with the reference, on inputs that take both branches)
@@ -212,19 +216,34 @@ class Verdict:
                 "dynamo_graph_breaks": self.graph_breaks}
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """How to see, for a compiler that compiles in pieces (torch.compile), whether a program
+    is one graph: `fullgraph(fn)` compiles fn as one graph or raises (torch.compile's
+    fullgraph=True: the compiler's own refusal to break the graph, with its reason), and
+    `counters()` reads the compiler's cumulative (graphs, graph breaks) of the process
+    (Dynamo's counters), which the probe reads before and after its calls."""
+    fullgraph: Callable[[Callable[[Any], Any]], Callable[[Any], Any]]
+    counters: Callable[[], tuple[int, int]]
+
+
 def probe(program: Program, fn: Callable[[Any], Any], inputs: list[Any], to_numpy: Callable[[Any], Any],
-          eager: bool, breaks: Callable[[Any], tuple[int, int, list[str]]] | None = None) -> Verdict:
+          eager: bool, pieces: Pieces | None = None, source: Callable[[Any], Any] | None = None) -> Verdict:
     """Run `fn` (the program under a mode, freshly made) on every input PROBE_PASSES times,
     in order, comparing each call's output and side effects with the reference; classify.
 
-    breaks(x), where the mode compiles in pieces (torch.compile), gives (graphs, graph
-    breaks, reasons) for one input (torch._dynamo.explain); the record keeps the most graphs
-    and breaks of one call over the inputs, and every reason."""
+    Where the mode compiles in pieces (`pieces`, torch.compile), the compiler's graphs and
+    breaks over those calls are recorded (the growth of pieces.counters()), and the program
+    (`source`, as written) is then compiled as one graph (pieces.fullgraph) and called on
+    every input, by the same protocol: a break may lie on one branch only. The outcome is
+    graph_breaks where that raises on some input or the break counter grew, with every
+    distinct reason the compiler gave."""
     call, host = Call(fn), [np.asarray(to_numpy(x), np.float64) for x in inputs]
     n = PROBE_PASSES * len(inputs)
     expected = n * (program.printed + program.appended)
     seen = matching = 0
     worst = 0.0
+    before = pieces.counters() if pieces is not None else None
     for k in range(n):
         x = host[k % len(inputs)]
         try:
@@ -249,18 +268,30 @@ def probe(program: Program, fn: Callable[[Any], Any], inputs: list[Any], to_nump
                         f"(largest relative error {worst:.2g}): a branch or Python value frozen at trace time")
         return Verdict("wrong", "; ".join(what) or f"{n - matching} of {n} calls differ from eager",
                        n, matching, expected, seen)
-    graphs = n_breaks = None
-    reasons: list[str] = []
-    if breaks is not None:   # every input: a break may lie on one branch only
-        counts = [breaks(x) for x in inputs]
-        graphs, n_breaks = max(c[0] for c in counts), max(c[1] for c in counts)
-        reasons = [r for c in counts for r in c[2]]
-    if eager:
-        outcome = "eager"
-    else:
-        outcome = "graph_breaks" if n_breaks else "compiled"
-    reason = "; ".join(dict.fromkeys(reasons))[:1000] if n_breaks else None
+    if eager or pieces is None:
+        return Verdict("eager" if eager else "compiled", None, n, matching, expected, seen)
+    after = pieces.counters()
+    graphs, n_breaks = after[0] - before[0], after[1] - before[1]
+    reasons = [r for r in (one_graph(pieces.fullgraph(source or fn), x) for x in inputs) if r]
+    outcome = "graph_breaks" if reasons or n_breaks else "compiled"
+    reason = "; ".join(dict.fromkeys(reasons))[:1000] if reasons else (
+        f"{n_breaks} graph breaks counted" if n_breaks else None)
     return Verdict(outcome, reason, n, matching, expected, seen, graphs, n_breaks)
+
+
+def one_graph(fn: Callable[[Any], Any], x: Any) -> str | None:
+    """None when fn (a program compiled as one graph) runs on x, else the compiler's reason:
+    its message on one line, up to its hints (Dynamo's messages run over several lines:
+    what failed, an explanation, hints), at most 300 characters. Called by the protocol of
+    this module, LOG emptied afterwards."""
+    try:
+        Call(fn)(x)
+    except Exception as e:  # noqa: BLE001  the compiler's refusal to make one graph
+        text = " ".join(str(e).split()).split(" Hint:")[0]
+        return f"{type(e).__name__}: {text}"[:300]
+    finally:
+        LOG.clear()
+    return None
 
 
 def _close(value: Any, want: float, to_numpy: Callable[[Any], Any]) -> bool:
@@ -280,14 +311,14 @@ class Programs:
     keys in `record_extra`. A refused program raises `refused(reason)` (the harness records
     it unsupported), a wrong one WrongResult (recorded failed, never timed).
 
-    make(fn) -> the program under the mode; breaks as for `probe`."""
+    make(fn) -> the program under the mode; pieces as for `probe`."""
 
     def __init__(self, programs: dict[str, Callable[[Any], Any]], make: Callable[[Callable], Callable],
                  to_numpy: Callable[[Any], Any], asarray: Callable[[np.ndarray], Any], config: InteropConfig,
                  mode: str, refused: Callable[[str], Exception],
-                 breaks: Callable[[Callable], Callable[[Any], tuple[int, int, list[str]]]] | None = None) -> None:
+                 pieces: Pieces | None = None) -> None:
         assert set(programs) == set(PROGRAMS), "a framework implements every program"
-        self._programs, self._make, self._to_numpy, self._breaks = programs, make, to_numpy, breaks
+        self._programs, self._make, self._to_numpy, self._pieces = programs, make, to_numpy, pieces
         self._refused, self.mode, self.config = refused, mode, config
         self._inputs = [asarray(x) for x in make_inputs(config)]
         self.verdicts: dict[str, Verdict] = {}
@@ -295,9 +326,8 @@ class Programs:
     def verdict(self, name: str) -> Verdict:
         if name not in self.verdicts:
             fn = self._programs[name]
-            breaks = None if self._breaks is None else self._breaks(fn)
             self.verdicts[name] = probe(PROGRAMS[name], self._make(fn), self._inputs, self._to_numpy,
-                                        self.mode == "eager", breaks)
+                                        self.mode == "eager", self._pieces, fn)
         return self.verdicts[name]
 
     def timed(self, name: str) -> Call:

@@ -5,7 +5,8 @@ the parameter dict (a pytree) and JAX's own transforms, composed in frameworks/t
     per-sample gradients   vmap: jax.vmap(jax.grad(one-example loss)); loop: jax.grad per
                            example in a Python loop, stacked
     HVP                    fwd_rev: jax.jvp of jax.grad; rev_rev: jax.grad of <grad, v>
-    Hessian                jax.jacfwd(jax.jacrev), jax.jacrev(jax.jacrev), jax.hessian
+    Hessian                jax.jacfwd(jax.jacrev), jax.jacrev(jax.jacrev), jax.hessian, of the
+                           loss of the flat parameters unravelled by ravel_pytree's function
     Jacobian               jax.jacrev / jax.jacfwd
     n-th derivative        grad: k nested jax.grad of the sum over points; vmap: jax.vmap of
                            k nested jax.grad of the scalar function; jet: Taylor mode
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.flatten_util import ravel_pytree
 
 from frameworks import transforms as T
 from frameworks.jax import gpt as jgpt
@@ -53,9 +55,20 @@ def g(x: jax.Array) -> jax.Array:
     return jnp.sin(x) * jnp.exp(x / 2)
 
 
+def unflattener(mlp: D.MLP) -> Callable[[jax.Array], Params]:
+    """The MLP's parameters from the flat vector as a JAX user splits one: the unravel
+    function of jax.flatten_util.ravel_pytree over the parameters in flat order (one
+    lax.split, then a reshape each). Static slices theta[i:i + n] per parameter
+    (workloads.derivatives.unflatten), which fwbench used before, compiled to a slower
+    Hessian program: 1.14x and 1.09x the ravel_pytree version's time (issue 19, interleaved,
+    1 thread; 1.09x at P = 100 re-measured here)."""
+    _, unravel = ravel_pytree([np.zeros(s, np.float32) for s in mlp.shapes().values()])
+    return lambda theta: dict(zip(D.MLP_KEYS, unravel(theta)))
+
+
 FUNC = T.Func(grad=jax.grad, vmap=lambda f, in_dims: jax.vmap(f, in_axes=in_dims), jvp=jax.jvp,
-              jacfwd=jax.jacfwd, jacrev=jax.jacrev, hessian=jax.hessian, stack=jnp.stack, reshape=jnp.reshape, tanh=jnp.tanh,
-              mean_loss=mean_loss, example_loss=example_loss, g=g)
+              jacfwd=jax.jacfwd, jacrev=jax.jacrev, hessian=jax.hessian, stack=jnp.stack,
+              unflattener=unflattener, tanh=jnp.tanh, mean_loss=mean_loss, example_loss=example_loss, g=g)
 
 
 class JaxDerivatives(T.FuncModel):
@@ -85,7 +98,7 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray]) -> T.GP
     func = FUNC.with_model(lambda p, t, y: jgpt.loss(p, t, y, cfg=gcfg),
                            lambda p, t, y: jgpt.loss(p, t[None], y[None], cfg=gcfg),
                            lambda p, t: jgpt.logits(p, t, cfg=gcfg))
-    return T.GPTFunc(func, members, lambda k: jax.tree.map(lambda *xs: jnp.stack(xs), *members[:k]),
+    return T.GPTFunc(gcfg, func, members, lambda k: jax.tree.map(lambda *xs: jnp.stack(xs), *members[:k]),
                      named=lambda out: out, own=lambda v: dict(zip(names, v)))
 
 

@@ -230,15 +230,18 @@ class TFDerivatives(TransformModel):
 
     def per_sample_grad(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor,
                         x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
+        D.check_examples(x)
         grads = self.fn("per_sample_grad", make_per_sample_grad, self.jit)([w1, b1, w2, b2], x, y)
         return dict(zip(D.MLP_KEYS, grads))
 
     def hvp(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor, v1: tf.Tensor,
             vb1: tf.Tensor, v2: tf.Tensor, vb2: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
+        D.check_examples(x)
         hv = self.fn("hvp", make_hvp, self.jit)([w1, b1, w2, b2], [v1, vb1, v2, vb2], x, y)
         return dict(zip(D.MLP_KEYS, hv))
 
     def hessian(self, theta: tf.Tensor, x: tf.Tensor, y: tf.Tensor, hidden: int, classes: int) -> tf.Tensor:
+        D.check_hessian(theta, x, hidden, classes)
         fn = self.fn("hessian", make_hessian, self.jit, D.MLP(int(x.shape[1]), hidden, classes))
         return fn(theta, x, y)
 
@@ -246,12 +249,14 @@ class TFDerivatives(TransformModel):
         return self.fn("jacobian", make_jacobian, self.jit)(a, b, x)
 
     def nth_derivative(self, x: tf.Tensor, order: int) -> tf.Tensor:
+        D.check_order(order)
         return self.fn("nth_derivative", make_nth_derivative, self.jit, order)(x)
 
     # -- the GPT problems (self.gpt: TFGPTs)
     gpt: "TFGPTs"
 
     def per_sample_grad_gpt(self, tokens: tf.Tensor, targets: tf.Tensor) -> dict[str, tf.Tensor]:
+        D.check_gpt_batch(self.gpt.models[0].config, tokens, targets)
         if self.strategy_for("per_sample_grad") == "batch_jacobian":
             raise Unsupported(BATCH_JACOBIAN_GPT)
         g = self.gpt
@@ -259,12 +264,14 @@ class TFDerivatives(TransformModel):
         return dict(zip(g.names, grads))
 
     def hvp_gpt(self, tokens: tf.Tensor, targets: tf.Tensor, *v: tf.Tensor) -> dict[str, tf.Tensor]:
+        D.check_gpt_hvp(self.gpt.models[0].config, tokens, targets, v)
         g = self.gpt
         given = dict(zip(g.shapes, v))
         hv = self.fn("hvp", make_hvp, self.jit, g.loss)(g.vars, [given[n] for n in g.names], tokens, targets)
         return dict(zip(g.names, hv))
 
     def ensemble_gpt(self, tokens: tf.Tensor, models: int) -> tf.Tensor:
+        D.check_ensemble(self.gpt.models[0].config, tokens, models, len(self.gpt.models))
         if self.strategy_for("ensemble") == "vectorized_map":
             raise Unsupported(VECTORIZED_ENSEMBLE)
         g = self.gpt

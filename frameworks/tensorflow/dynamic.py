@@ -67,7 +67,7 @@ class TFPrefill:
         return model.head(x)
 
     def prefill(self, tokens: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_prefill(tokens, last)
         with tf.device(self._device):
             return self._fn(tokens, last)
 
@@ -98,7 +98,7 @@ class TFPrefill:
         return tf.while_loop(lambda j, *_: j < n - 1, step, (tf.constant(0), tok, out, cache))[2]
 
     def generate(self, tokens: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_generate(tokens, last)
         with tf.device(self._device):
             return self._generate(tokens, last)
 
@@ -115,7 +115,7 @@ class TFPrefill:
         return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
 
     def train(self, tokens: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> dict[str, tf.Tensor]:
-        self.config.gpt.check_batch(tokens, targets)
+        self.config.check_train(tokens, targets, weights)
         with tf.device(self._device):
             loss, grads = self._train(tokens, targets, weights)
         return {"loss": loss, **dict(zip(self.gpt.model.named, grads))}
@@ -165,7 +165,7 @@ class TFPrefillInt(TFPrefill):
         return model.head(tf.reshape(x, (-1, length, self.config.gpt.n_embd))[:, -1])
 
     def prefill_int(self, tokens: tf.Tensor, length: int) -> tf.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_length(tokens, length)
         with tf.device(self._device):
             return self._int(tokens, length)
 

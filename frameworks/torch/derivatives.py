@@ -5,8 +5,9 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
 
     per-sample gradients   vmap: torch.func.vmap(torch.func.grad(one-example loss));
                            loop: torch.func.grad per example in a Python loop, stacked
-    HVP                    fwd_rev: torch.func.jvp of torch.func.grad; rev_rev:
-                           torch.func.grad of <grad, v>
+    HVP                    fwd_rev: torch.func.jvp of torch.func.grad; rev_rev: the
+                           torch.func.vjp of torch.func.grad applied to v (the tutorial's
+                           hvp_revrev)
     Hessian                torch.func.jacfwd(jacrev), jacrev(jacrev), torch.func.hessian
     Jacobian               torch.func.jacrev / torch.func.jacfwd
     n-th derivative        grad: k nested torch.func.grad of the sum over points; vmap:
@@ -17,13 +18,13 @@ frameworks/transforms.py (shared with JAX, whose transforms have the same signat
     GPT per-sample grads   vmap / loop as above, over torch.func.functional_call of
                            frameworks/torch/gpt.py's module; GPT HVP fwd_rev / rev_rev
     ensemble               vmap: torch.func.vmap of functional_call over the parameters of
-                           torch.func.stack_module_state(K modules); loop: each module's
-                           (compiled) forward, stacked
+                           torch.func.stack_module_state(K modules); loop: each module
+                           called as it is (compiled), stacked
 
 Modes: "eager" runs the transforms as they are; "compiled" is torch.compile over the
-transformed function (frameworks.torch.compile_model: fullgraph first; a graph break is
-recorded and makes the case a `fallback`; a graph per shape, see `compiled`), for the
-loop baseline over the one-example gradient.
+transformed function with its defaults (frameworks.torch.compile_counted: graph breaks,
+read from Dynamo's counters, make the case a `fallback`; see `compiled`), for the loop
+baseline over the one-example gradient.
 
 torch.compile over torch.autograd.grad (torch 2.13, measured on the n-th derivative):
 by default Dynamo breaks the graph at autograd.grad ("using `torch.autograd.grad` with
@@ -48,7 +49,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from frameworks import transforms as T
 from frameworks.base import Unsupported
-from frameworks.torch import compile_model
+from frameworks.torch import compile_counted
 from frameworks.torch import gpt as tgpt
 from workloads import gpt as G
 from workloads import derivatives as D
@@ -74,9 +75,17 @@ def g(x: torch.Tensor) -> torch.Tensor:
     return torch.sin(x) * torch.exp(x / 2)
 
 
+def unflattener(mlp: D.MLP) -> Callable[[torch.Tensor], Params]:
+    """The MLP's parameters from the flat vector by a slice and a view per parameter, as
+    torch's own torch.nn.utils.vector_to_parameters reads one (torch.split and views measured
+    the same: compiled Hessian at P = 100, 1.02x, within noise)."""
+    return lambda theta: D.unflatten(theta, mlp, torch.reshape)
+
+
 FUNC = T.Func(grad=func.grad, vmap=lambda f, in_dims: func.vmap(f, in_dims=in_dims), jvp=func.jvp,
-              jacfwd=func.jacfwd, jacrev=func.jacrev, hessian=func.hessian, stack=torch.stack, reshape=torch.reshape, tanh=torch.tanh,
-              mean_loss=mean_loss, example_loss=example_loss, g=g)
+              jacfwd=func.jacfwd, jacrev=func.jacrev, hessian=func.hessian, stack=torch.stack,
+              unflattener=unflattener, tanh=torch.tanh, mean_loss=mean_loss, example_loss=example_loss, g=g,
+              vjp=func.vjp)
 
 
 # What AOTAutograd says when it refuses a double backward (a refusal: `unsupported`).
@@ -105,6 +114,17 @@ class TorchDerivatives(T.FuncModel):
         with sdpa_kernel(SDPBackend.MATH):
             return super().hvp_gpt(tokens, targets, *v)
 
+    def make_ensemble(self, strategy: str, k: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """loop: each member's module called as it is (compiled in compiled mode), as the
+        "Model ensembling" tutorial's baseline writes it ([model(minibatch) for model in
+        models]). Through functional_call with each member's parameter dict, which swaps the
+        module's parameters on every call, the eager loop took 1.8x that at the tiny preset
+        (1 thread, interleaved; tests/measure_cookbook.py). vmap: FuncModel's."""
+        if strategy != "loop":
+            return super().make_ensemble(strategy, k)
+        forwards = [self.jit(net) for net in self.gpt.nets[:k]]
+        return lambda tokens: torch.stack([forward(tokens) for forward in forwards])
+
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[torch.Tensor], torch.Tensor]:
         if strategy == "autograd":
             return refusal_unsupported(self.jit(lambda x: autograd_nth(x, order)))
@@ -132,13 +152,24 @@ def refusal_unsupported(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """torch.compile with a graph per shape (dynamic=False), as jax.jit and XLA specialise:
-    every task is one fixed shape, and a process times several sizes of one transform, which
-    would otherwise recompile the second size with dynamic shapes, so that a case's graph
-    depended on which cases ran before it. (Measured: jacfwd then failed to compile with
-    dynamic shapes, "failed while attempting to run meta for
-    aten._new_zeros_with_same_feature_meta".)"""
-    return compile_model(fn, dynamic=False)
+    """torch.compile with its defaults, as a torch.func user compiles a transform, and nothing
+    of fwbench's around it; its graph breaks are recorded from Dynamo's counters
+    (frameworks.torch.compile_counted: a break makes the case a `fallback`).
+
+    Before issue 19 this was torch.compile(fullgraph=True, dynamic=False). Both settings
+    cost per call, inside torch.compile's wrapper (measured on the compiled 100x100
+    Jacobian, torch 2.13, 1 thread, interleaved: 114 us with the defaults, 123 us with
+    dynamic=False, which patches Dynamo's config around every call, 127 us with
+    fullgraph=True, 130 us with both), a tax on 0.1 ms calls that a user of the defaults
+    does not pay. What they were for is kept: breaks are still caught (from the counters),
+    and every case still compiles a static graph of its one shape, now
+    because each case starts from reset Dynamo state (`build`, and the harness's
+    case_caches). dynamic=False was there because a process times several sizes of one
+    transform, and without a reset the second size recompiled with dynamic shapes
+    (measured then: jacfwd failed, "failed while attempting to run meta for
+    aten._new_zeros_with_same_feature_meta"); after torch._dynamo.reset() a second size
+    compiles static (Dynamo's guards read size=[64, 50], without the reset [64, None])."""
+    return compile_counted(fn)
 
 
 def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device: str) -> T.GPTFunc:
@@ -167,8 +198,10 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
 
     members = [{k: p.detach() for k, p in n.named_parameters()} for n in nets]
     func_ = FUNC.with_model(loss, lambda p, t, y: loss(p, t[None], y[None]), logits)
-    return T.GPTFunc(func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
-                     named=layout, own=lambda v: layout(dict(zip(names, v))))
+    out = T.GPTFunc(gcfg, func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
+                    named=layout, own=lambda v: layout(dict(zip(names, v))))
+    out.nets = nets       # the ensemble's loop calls the modules themselves (TorchDerivatives.ensemble_gpt)
+    return out
 
 
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,

@@ -60,7 +60,7 @@ class TorchPrefill:
         return net.lm_head(x)
 
     def prefill(self, tokens: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_prefill(tokens, last)
         if self.mark:
             torch._dynamo.mark_dynamic(tokens, 1)
         with torch.no_grad():
@@ -77,7 +77,7 @@ class TorchPrefill:
         return self.gpt.net.lm_head(x).argmax(-1).to(idx.dtype)
 
     def generate(self, tokens: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_generate(tokens, last)
         c = self.config.gpt
         if self.mark:
             torch._dynamo.mark_dynamic(tokens, 1)
@@ -103,7 +103,7 @@ class TorchPrefill:
         return (ce * w).sum() / w.sum()
 
     def train(self, tokens: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> dict[str, torch.Tensor]:
-        self.config.gpt.check_batch(tokens, targets)
+        self.config.check_train(tokens, targets, weights)
         if self.mark:
             for t in (tokens, targets, weights):
                 torch._dynamo.mark_dynamic(t, 1)
@@ -161,7 +161,7 @@ class TorchPrefillInt(TorchPrefill):
         return net.lm_head(x[:, -1])
 
     def prefill_int(self, tokens: torch.Tensor, length: int) -> torch.Tensor:
-        self.config.gpt.check_tokens(tokens)
+        self.config.check_length(tokens, length)
         with torch.no_grad():
             return self._int(tokens, length)
 

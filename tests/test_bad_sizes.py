@@ -1,0 +1,178 @@
+"""Bad sizes (issue 19): every model method and config refuses what it cannot compute with
+one FwbenchError line, the same in every framework and mode, from one rule in `workloads`
+(GPTConfig.check_tokens, DiffusionConfig.check_images, DynamicConfig.check_prefill /
+check_generate / check_train / check_length, workloads.derivatives.check_*). Each bad input
+below is given to every installed framework and mode; its message must be the one the
+workload's rule gives for the same numpy input, so no framework can drift from it.
+
+Before: JAX clamped what torch and TensorFlow refused (prefill_int's length -3 gave length
+29's logits, 40 length 32's; a `last` past the prompt read its last position; generate past
+the block returned tokens), a batch of 0 crashed deep inside (JAX's decoding with
+ZeroDivisionError, torch's and TF's generate, the GPT's per-sample gradients in torch and
+TF, TF's UNet), `ensemble_models=()` passed the config and failed in init_params, TF's
+nth_derivative(order=-1) recursed without end, `bucket_of` past the block raised a bare
+StopIteration, and ensemble_gpt(models=5) with 2 GPTs built returned 2 results."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import frameworks
+from tests.helpers import impls
+from workloads import derivatives as DV
+from workloads import diffusion as DF
+from workloads import dynamic as DY
+from workloads import gpt as G
+from workloads.base import FwbenchError
+
+GCFG = G.preset("tiny").config
+DCFG = DF.preset("tiny").config
+YCFG = DY.preset("tiny").config
+VCFG = DV.preset("tiny").config
+IMPLS = impls()
+_models: dict = {}
+
+
+def model(workload: str, framework: str, mode: str) -> tuple[Any, Any]:
+    """(adapter, model) of a tiny preset, built once per workload, framework and mode."""
+    key = (workload, framework, mode)
+    if key not in _models:
+        adapter = frameworks.load(framework)
+        cfg, mod = {"gpt": (GCFG, G), "diffusion": (DCFG, DF), "dynamic": (YCFG, DY),
+                    "derivatives": (VCFG, DV)}[workload]
+        _models[key] = adapter, adapter.build(workload, cfg, mod.init_params(cfg), mode, "cpu")
+    return _models[key]
+
+
+def message(rule: Callable[..., Any], *args: Any) -> str:
+    """What the workload's rule says about these (numpy) inputs: the one line every
+    framework must give."""
+    with pytest.raises(FwbenchError) as e:
+        rule(*args)
+    return str(e.value)
+
+
+TOKENS, TARGETS = G.make_batch(GCFG, 2, seed=0, seq_len=8)
+NONE = np.zeros((0, 8), np.int32)
+PROMPT = DY.task_spec(YCFG, 1, "prefill").inputs[0][0]              # (1, T) a prefill request
+T = PROMPT.shape[1]
+PADDED = DY.task_spec(YCFG, 1, "prefill_int").inputs[0][0]         # (1, block_size)
+FULL = np.zeros((1, GCFG.block_size), np.int32)
+FULL40 = np.zeros((1, GCFG.block_size + 8), np.int32)
+W1, B1, W2, B2, X, Y = DV.task_spec(VCFG, 1, "per_sample_grad_mlp_b4").inputs[0]
+HVP = DV.task_spec(VCFG, 1, "hvp_mlp").inputs[0]
+THETA, HX, HY = DV.task_spec(VCFG, 1, "hessian_p30").inputs[0]
+HSIZE = DV.task_spec(VCFG, 1, "hessian_p30").kwargs
+POINTS = DV.task_spec(VCFG, 1, "nth_derivative_1").inputs[0][0]
+GTOK, GTGT = DV.task_spec(VCFG, 1, "per_sample_grad_gpt_b3").inputs[0]
+GHVP = DV.task_spec(VCFG, 1, "hvp_gpt").inputs[0]
+BUILT = max(VCFG.ensemble_models)
+IMAGES = np.zeros((0, DCFG.image_size, DCFG.image_size, DCFG.in_channels), np.float32)
+NO_T = np.zeros((0,), np.int32)
+
+
+def last(*v: int) -> np.ndarray:
+    return np.array(v, np.int32)
+
+
+# id -> (workload, method, positional inputs (numpy arrays converted, others as they are),
+#        keyword arguments, the workload rule and its inputs that give the expected message)
+CASES: dict[str, tuple] = {
+    # batch 0, everywhere a batch is
+    "gpt-logits-batch0": ("gpt", "logits", (NONE,), {}, GCFG.check_tokens, (NONE,)),
+    "gpt-train_step-batch0": ("gpt", "train_step", (NONE, NONE), {}, GCFG.check_batch, (NONE, NONE)),
+    "gpt-generate-batch0": ("gpt", "generate", (NONE,), {"n_new": 2}, GCFG.check_generate, (NONE, 2)),
+    "diffusion-eps-batch0": ("diffusion", "eps", (IMAGES, NO_T), {}, DCFG.check_eps_inputs, (IMAGES, NO_T)),
+    "dynamic-prefill-batch0": ("dynamic", "prefill", (PROMPT[:0], last()), {}, YCFG.check_prefill,
+                               (PROMPT[:0], last())),
+    "dynamic-generate-batch0": ("dynamic", "generate", (PROMPT[:0], last()), {}, YCFG.check_generate,
+                                (PROMPT[:0], last())),
+    "derivatives-per_sample_grad-batch0": ("derivatives", "per_sample_grad", (W1, B1, W2, B2, X[:0], Y[:0]), {},
+                                           DV.check_examples, (X[:0],)),
+    "derivatives-hvp-batch0": ("derivatives", "hvp", (*HVP[:8], HVP[8][:0], HVP[9][:0]), {},
+                               DV.check_examples, (HVP[8][:0],)),
+    "derivatives-per_sample_grad_gpt-batch0": ("derivatives", "per_sample_grad_gpt", (GTOK[:0], GTGT[:0]), {},
+                                               DV.check_gpt_batch, (GCFG, GTOK[:0], GTGT[:0])),
+    "derivatives-per_sample_grad_gpt-past-block": ("derivatives", "per_sample_grad_gpt", (FULL40, FULL40), {},
+                                                   DV.check_gpt_batch, (GCFG, FULL40, FULL40)),
+    # positions and lengths out of range
+    "dynamic-prefill-last-past": ("dynamic", "prefill", (PROMPT, last(T + 3)), {}, YCFG.check_prefill,
+                                  (PROMPT, last(T + 3))),
+    "dynamic-prefill-last-negative": ("dynamic", "prefill", (PROMPT, last(-1)), {}, YCFG.check_prefill,
+                                      (PROMPT, last(-1))),
+    "dynamic-generate-past-block": ("dynamic", "generate", (FULL, last(GCFG.block_size - 1)), {},
+                                    YCFG.check_generate, (FULL, last(GCFG.block_size - 1))),
+    "dynamic-generate-rows-differ": ("dynamic", "generate", (np.repeat(PROMPT, 2, 0), last(2, 5)), {},
+                                     YCFG.check_generate, (np.repeat(PROMPT, 2, 0), last(2, 5))),
+    "dynamic-prefill_int-negative": ("dynamic", "prefill_int", (PADDED, -3), {}, YCFG.check_length, (PADDED, -3)),
+    "dynamic-prefill_int-past": ("dynamic", "prefill_int", (PADDED, 40), {}, YCFG.check_length, (PADDED, 40)),
+    "dynamic-prefill_int-zero": ("dynamic", "prefill_int", (PADDED, 0), {}, YCFG.check_length, (PADDED, 0)),
+    "dynamic-train-zero-weights": ("dynamic", "train", (TOKENS, TARGETS, np.zeros(TOKENS.shape, np.float32)), {},
+                                   YCFG.check_train, (TOKENS, TARGETS, np.zeros(TOKENS.shape, np.float32))),
+    "dynamic-train-weights-shape": ("dynamic", "train", (TOKENS, TARGETS, np.ones((2, 3), np.float32)), {},
+                                    YCFG.check_train, (TOKENS, TARGETS, np.ones((2, 3), np.float32))),
+    # orders, model counts and mismatched sizes
+    "derivatives-nth-order-negative": ("derivatives", "nth_derivative", (POINTS,), {"order": -1},
+                                       DV.check_order, (-1,)),
+    "derivatives-nth-order-zero": ("derivatives", "nth_derivative", (POINTS,), {"order": 0}, DV.check_order, (0,)),
+    "derivatives-ensemble-past-built": ("derivatives", "ensemble_gpt", (GTOK,), {"models": BUILT + 3},
+                                        DV.check_ensemble, (GCFG, GTOK, BUILT + 3, BUILT)),
+    "derivatives-ensemble-zero": ("derivatives", "ensemble_gpt", (GTOK,), {"models": 0},
+                                  DV.check_ensemble, (GCFG, GTOK, 0, BUILT)),
+    "derivatives-hessian-theta-length": ("derivatives", "hessian", (THETA[:-1], HX, HY), HSIZE,
+                                         DV.check_hessian, (THETA[:-1], HX, HSIZE["hidden"], HSIZE["classes"])),
+    "derivatives-hvp_gpt-tangents-missing": ("derivatives", "hvp_gpt", GHVP[:-1], {},
+                                             DV.check_gpt_hvp, (GCFG, GHVP[0], GHVP[1], GHVP[2:-1])),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("framework,mode", IMPLS)
+def test_each_bad_input_is_one_line_the_same_everywhere(framework, mode, case):
+    workload, method, args, kwargs, rule, rule_args = CASES[case]
+    want = message(rule, *rule_args)
+    adapter, m = model(workload, framework, mode)
+    x = tuple(adapter.asarray(a, "cpu") if isinstance(a, np.ndarray) else a for a in args)
+    with pytest.raises(FwbenchError) as e:
+        getattr(m, method)(*x, **kwargs)
+    assert str(e.value) == want and "\n" not in want, (str(e.value), want)
+    assert type(e.value) is FwbenchError        # not a framework's Unsupported or a wrapped error
+
+
+def test_configs_and_helpers_refuse_with_one_line():
+    with pytest.raises(FwbenchError, match="ensemble_models must list at least one K"):
+        DV.DerivativesConfig(ensemble_models=())
+    for length in (0, GCFG.block_size + 1):
+        with pytest.raises(FwbenchError, match=r"must be in 1\.\.block_size \(32\): the buckets are 8, 16, 32"):
+            DY.bucket_of(YCFG, length)
+    assert DY.bucket_of(YCFG, GCFG.block_size) == GCFG.block_size and DY.bucket_of(YCFG, 9) == 16
+    for order in (True, 2.0, "3"):
+        with pytest.raises(FwbenchError, match="order must be a positive integer"):
+            DV.check_order(order)
+
+
+def test_the_rules_accept_every_request_the_workloads_make():
+    """No rule refuses what the harness passes: every request of the tiny streams and every
+    tiny derivatives task."""
+    for task in DY.TASKS:
+        if task == "ddpm":
+            continue
+        for strategy in (None, "bucketed") if task != "prefill_int" else (None,):
+            for args in DY.task_spec(YCFG, 1, task, strategy=strategy).inputs:
+                {"prefill": YCFG.check_prefill, "generate": YCFG.check_generate, "train": YCFG.check_train,
+                 "prefill_int": YCFG.check_length}[task](*args)
+    for task in DV.tasks(VCFG):
+        spec = DV.task_spec(VCFG, 1, task)
+        for args in spec.inputs:
+            if spec.method in ("per_sample_grad", "hvp"):
+                DV.check_examples(args[-2])
+            elif spec.method == "hessian":
+                DV.check_hessian(args[0], args[1], **spec.kwargs)
+            elif spec.method == "nth_derivative":
+                DV.check_order(spec.kwargs["order"])
+            elif spec.method == "hvp_gpt":
+                DV.check_gpt_hvp(GCFG, args[0], args[1], args[2:])
+            elif spec.method == "ensemble_gpt":
+                DV.check_ensemble(GCFG, args[0], spec.kwargs["models"], BUILT)
