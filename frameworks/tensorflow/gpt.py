@@ -199,7 +199,11 @@ class GPT(tf.Module):
         """One greedy-decoding step: tok (B,) at position t (int32 scalar) attends to the
         cache [(k, v) (B, nh, block, hs) per layer] -> logits (B, vocab), updated cache."""
         B = dims(tok)[0]
-        x = tf.gather(self.wte, tok) + self.wpe[t]                           # (B, C) = (B*1, C)
+        # the position's embedding by a gather, not self.wpe[t]: a strided slice of a variable
+        # needs its begin as a compile-time constant in XLA, so under jit_compile TF keys the
+        # program on t's value (measured: the compiled bucketed generate stream compiled once
+        # per prompt length, 9 programs for 2 buckets at tiny); a gather's index is data
+        x = tf.gather(self.wte, tok) + tf.gather(self.wpe, t)               # (B, C) = (B*1, C)
         pos = tf.range(self.config.block_size)
         seen = (pos <= t)[None, :]                                           # (1, block)
         at = (pos == t)[:, None]                                             # (block, 1)
