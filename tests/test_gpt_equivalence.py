@@ -113,7 +113,8 @@ def hvp_cases() -> list:
     for impl in IMPLS:
         name, mode = impl.values
         if mode == "eager":
-            out += [pytest.param(name, mode, s, id=f"{name}-{mode}-{s}", marks=impl.marks) for s in ("fwd_rev", "rev_rev")]
+            out += [pytest.param(name, mode, s, id=f"{name}-{mode}-{s}", marks=impl.marks)
+                    for s in ("fwd_rev", "rev_rev")]
         elif name in ("jax", "tensorflow"):
             out.append(pytest.param(name, mode, "fwd_rev", id=f"{name}-{mode}-fwd_rev", marks=impl.marks))
     return out

@@ -144,3 +144,46 @@ def test_ensemble_loop_is_one_tf_function_over_the_k_models():
     assert spec.check(call()) is None and adapter.compilations() - c0 == 1
     call()
     assert adapter.compilations() - c0 == 1
+
+
+# ----------------------------------------------------------------------------- the cookbook
+
+def tolerance(task: str) -> float:
+    problem = D.problem_of(task)[0]
+    return D.TOL.get(f"{problem}_gpt", D.TOL[problem]) if "gpt" in task else D.TOL[problem]
+
+
+def cookbook_error(mode: str, task: str, strategy: str) -> float:
+    """The relative error of the cookbook's output (tests/cookbook/tensorflow.py) against
+    fwbench's, same inputs (the worst over a dict's arrays)."""
+    from tests.cookbook import tensorflow as cookbook
+    adapter = frameworks.load("tensorflow")
+    spec, call = derivatives_case(mode, task, strategy)
+    ours = call()
+    inputs = tuple(adapter.asarray(a, "cpu") for a in spec.inputs[0])
+    theirs = adapter.to_numpy(cookbook.make(task, strategy, mode, TINY, inputs, dict(spec.kwargs), PARAMS)(
+        *inputs, **spec.kwargs))
+    if isinstance(ours, dict):
+        assert set(theirs) == set(ours)
+        return max(rel_err(np.asarray(theirs[k]), np.asarray(ours[k], np.float64)) for k in ours)
+    assert np.shape(theirs) == np.shape(ours)
+    return rel_err(np.asarray(theirs), np.asarray(ours, np.float64))
+
+
+@pytest.mark.parametrize("mode,task,strategy", [
+    ("eager", "per_sample_grad_mlp_b4", "vectorized_map"), ("graph", "hessian_p30", "pfor"),
+    ("eager", "jacobian_n12_m3", "jacfwd"), ("eager", "nth_derivative_4", "tapes"),
+    ("eager", "per_sample_grad_gpt_b3", "jacobian"), ("graph", "hvp_gpt", "fwd_rev"), ("eager", "hvp_gpt", "moments"),
+    ("eager", "ensemble_gpt_k2", "vectorized_map"), ("graph", "ensemble_gpt_k2", "loop")])
+def test_the_cookbook_computes_what_fwbench_computes(mode, task, strategy):
+    """What tests/measure_cookbook.py times against fwbench's case must be the same work: equal
+    outputs (measured at tiny: bit-identical in every TF case and mode but the compiled pfor
+    Hessian, 1.1e-8: tf.split against slices)."""
+    assert cookbook_error(mode, task, strategy) <= tolerance(task)
+
+
+def test_the_cookbook_has_no_form_where_fwbench_builds_its_own():
+    from tests.cookbook import tensorflow as cookbook
+    for task, strategy in (("per_sample_grad_mlp_b4", "batch_jacobian"), ("hvp_mlp", "moments")):
+        spec = D.task_spec(TINY, 1, task, strategy=strategy)
+        assert cookbook.make(task, strategy, "eager", TINY, spec.inputs[0], dict(spec.kwargs), PARAMS) is None
