@@ -177,8 +177,7 @@ def cookbook_error(mode: str, task: str, strategy: str) -> float:
     ("eager", "ensemble_gpt_k2", "vectorized_map"), ("graph", "ensemble_gpt_k2", "loop")])
 def test_the_cookbook_computes_what_fwbench_computes(mode, task, strategy):
     """What tests/measure_cookbook.py times against fwbench's case must be the same work: equal
-    outputs (measured at tiny: bit-identical in every TF case and mode but the compiled pfor
-    Hessian, 1.1e-8: tf.split against slices)."""
+    outputs (measured at tiny: bit-identical in every TF case and mode)."""
     assert cookbook_error(mode, task, strategy) <= tolerance(task)
 
 
