@@ -10,12 +10,19 @@ and calls these checks. Every reference is independent of the implementation che
     random direction per parameter group (directional derivatives);
   * the parameters after 3 optimizer steps match `adamw_reference` fed with the
     implementation's own gradients at each step (compared as updates, p3 - p0);
-  * the loss falls over 20 steps on one batch; compiled/graph modes agree with eager.
+  * the loss falls over 20 steps on one batch; compiled/graph modes agree with eager;
+  * (the GPT) second order on whole tensors: the Hessian-vector product H v of the mean loss,
+    every parameter tensor, against 4th-order central differences of the float64 numpy
+    gradient along v (`reference_gpt_grad`, analytic backpropagation, itself checked against
+    differences of the float64 loss), so a LayerNorm exact at first order only (a variance
+    around stop_gradient(mean), as tf.nn.moments computes it) fails it in any framework.
 
 Relative error is the Frobenius norm ||a - b|| / ||b|| per tensor (workloads.base.rel_err).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,6 +30,7 @@ import numpy as np
 import pytest
 
 import frameworks
+from workloads import gpt
 from workloads.base import AdamW, adamw_reference, rel_err
 
 STEPS = 20
@@ -50,6 +58,10 @@ TOL: dict[tuple[str, str], float] = {
     ("mode_forward", "diffusion"): 8e-5,
     ("mode_grads", "gpt"): 1e-4,
     ("mode_grads", "diffusion"): 1e-4,
+    # H v of the GPT's mean loss, per tensor (the worst tensor) against differences of the
+    # float64 gradient (tests/test_gpt_equivalence.py, tiny, O(1) weights, fwd_rev and rev_rev;
+    # eager, JAX jit, TF graph and XLA): a LayerNorm with stop_gradient(mean) is 2.3e-2 off (TF)
+    ("hvp", "gpt"): 5e-5,             # 4.4e-6, 5.3e-6, 4.7e-6 (whole vector 2.8e-6..3.8e-6)
     # primitives (tests/primitives.py), against numpy float64 on the same float32 inputs
     ("gelu", "primitive"): 4e-7,               # 2.0e-8, 3.3e-8, 3.4e-8
     ("layer_norm", "primitive"): 1e-6,         # 8.6e-8, 8.7e-8, 8.6e-8 (row std 1e-3..1e2)
@@ -210,3 +222,124 @@ class Workload:
         assert rel_err(out["forward"], eager["forward"]) <= tol("mode_forward", self.name)
         err = max(rel_err(out["grads"][k], eager["grads"][k]) for k in eager["grads"] if not self.zero_grad(k))
         assert err <= tol("mode_grads", self.name)
+
+
+# ----------------------------------------------------------------------------- the GPT, second order
+
+def _ln_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    mu = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + gpt.LN_EPS)
+    xhat = (x - mu) * rstd
+    return xhat * w + b, (xhat, rstd, w)
+
+
+def _ln_backward(dy: np.ndarray, cache: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dx, dw, db) of y = xhat w + b, xhat = (x - mean) / sqrt(var + eps): the mean and the
+    variance both differentiated."""
+    xhat, rstd, w = cache
+    dxhat = dy * w
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    return dx, (dy * xhat).reshape(-1, w.size).sum(0), dy.reshape(-1, w.size).sum(0)
+
+
+def _gelu_grad(x: np.ndarray) -> np.ndarray:
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * x * x)
+
+
+def reference_gpt_grad(cfg: gpt.GPTConfig, params: dict[str, np.ndarray], tokens: np.ndarray,
+                       targets: np.ndarray) -> dict[str, np.ndarray]:
+    """The gradient of workloads.gpt.reference_loss (mean token cross-entropy), float64, by
+    backpropagation written out in numpy (no framework, no autodiff): the forward of
+    reference_logits keeping what the backward needs, then each layer's backward in reverse.
+    Tested against central differences of the float64 loss (tests/test_gpt_equivalence.py)."""
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    B, T = tokens.shape
+    nh, hs, C = cfg.n_head, cfg.head_size, cfg.n_embd
+    heads = lambda z: z.reshape(B, T, nh, hs).transpose(0, 2, 1, 3)          # noqa: E731  (B, T, C) -> (B, nh, T, hs)
+    merge = lambda z: z.transpose(0, 2, 1, 3).reshape(B, T, C)              # noqa: E731
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    x = p["wte.weight"][tokens] + p["wpe.weight"][:T]
+    saved = []
+    for i in range(cfg.n_layer):
+        h = f"h.{i}."
+        a, ln1 = _ln_forward(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"])
+        q, k, v = (heads(z) for z in np.split(a @ p[h + "attn.c_attn.weight"] + p[h + "attn.c_attn.bias"], 3, -1))
+        att = np.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs), -np.inf)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        y = merge(att @ v)
+        x = x + y @ p[h + "attn.c_proj.weight"] + p[h + "attn.c_proj.bias"]
+        m, ln2 = _ln_forward(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"])
+        pre = m @ p[h + "mlp.c_fc.weight"] + p[h + "mlp.c_fc.bias"]
+        act = gpt.gelu_tanh(pre)
+        x = x + act @ p[h + "mlp.c_proj.weight"] + p[h + "mlp.c_proj.bias"]
+        saved.append((a, ln1, q, k, v, att, y, m, ln2, pre, act))
+    xf, lnf = _ln_forward(x, p["ln_f.weight"], p["ln_f.bias"])
+    logits = xf @ p["wte.weight"].T
+    prob = np.exp(logits - logits.max(-1, keepdims=True))
+    prob /= prob.sum(-1, keepdims=True)
+    dlogits = prob
+    np.put_along_axis(dlogits, targets[..., None].astype(np.int64),
+                      np.take_along_axis(prob, targets[..., None].astype(np.int64), -1) - 1.0, -1)
+    dlogits /= B * T
+    g = {k: np.zeros_like(v) for k, v in p.items()}
+    rows = lambda z: z.reshape(B * T, -1)                                   # noqa: E731
+    g["wte.weight"] += rows(dlogits).T @ rows(xf)                           # the tied head
+    dx, g["ln_f.weight"], g["ln_f.bias"] = _ln_backward(dlogits @ p["wte.weight"], lnf)
+    for i in reversed(range(cfg.n_layer)):
+        h = f"h.{i}."
+        a, ln1, q, k, v, att, y, m, ln2, pre, act = saved[i]
+        g[h + "mlp.c_proj.weight"], g[h + "mlp.c_proj.bias"] = rows(act).T @ rows(dx), rows(dx).sum(0)
+        dpre = (dx @ p[h + "mlp.c_proj.weight"].T) * _gelu_grad(pre)
+        g[h + "mlp.c_fc.weight"], g[h + "mlp.c_fc.bias"] = rows(m).T @ rows(dpre), rows(dpre).sum(0)
+        dln, g[h + "ln_2.weight"], g[h + "ln_2.bias"] = _ln_backward(dpre @ p[h + "mlp.c_fc.weight"].T, ln2)
+        dx = dx + dln
+        g[h + "attn.c_proj.weight"], g[h + "attn.c_proj.bias"] = rows(y).T @ rows(dx), rows(dx).sum(0)
+        dy = heads(dx @ p[h + "attn.c_proj.weight"].T)
+        datt = dy @ v.transpose(0, 1, 3, 2)
+        dv = att.transpose(0, 1, 3, 2) @ dy
+        ds = att * (datt - (datt * att).sum(-1, keepdims=True)) / math.sqrt(hs)
+        dq, dk = ds @ k, ds.transpose(0, 1, 3, 2) @ q
+        dqkv = np.concatenate([merge(dq), merge(dk), merge(dv)], -1)
+        g[h + "attn.c_attn.weight"], g[h + "attn.c_attn.bias"] = rows(a).T @ rows(dqkv), rows(dqkv).sum(0)
+        dln, g[h + "ln_1.weight"], g[h + "ln_1.bias"] = _ln_backward(dqkv @ p[h + "attn.c_attn.weight"].T, ln1)
+        dx = dx + dln
+    np.add.at(g["wte.weight"], tokens.reshape(-1), rows(dx))
+    g["wpe.weight"][:T] += dx.sum(0)
+    return g
+
+
+def reference_gpt_hvp(cfg: gpt.GPTConfig, params: dict[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
+                      v: dict[str, np.ndarray], h: float = FD_H) -> dict[str, np.ndarray]:
+    """H v of the mean loss, float64, every tensor: the 4th-order central difference of
+    reference_gpt_grad along v / |v| (step h), times |v|."""
+    p0 = {k: np.asarray(a, np.float64) for k, a in params.items()}
+    norm = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in v.values()))
+    w = {k: np.asarray(a, np.float64) / norm for k, a in v.items()}
+    grad = lambda s: reference_gpt_grad(cfg, {k: p0[k] + s * w[k] for k in p0}, tokens, targets)  # noqa: E731
+    g1, g_1, g2, g_2 = grad(h), grad(-h), grad(2 * h), grad(-2 * h)
+    return {k: norm * (8 * (g1[k] - g_1[k]) - (g2[k] - g_2[k])) / (12 * h) for k in p0}
+
+
+def gpt_hvp(name: str, mode: str, cfg: gpt.GPTConfig, params: dict[str, np.ndarray], tokens: np.ndarray,
+            targets: np.ndarray, v: dict[str, np.ndarray], strategy: str) -> dict[str, np.ndarray]:
+    """H v of the GPT's mean loss computed by a framework: its frameworks/<fw>/gpt.py (the model
+    of these tests) differentiated twice by its own transforms, through the derivatives
+    workload's hvp_gpt (`strategy` fwd_rev or rev_rev) with these parameters as member 0."""
+    from workloads import derivatives
+    fw = frameworks.load(name)
+    T, B = tokens.shape[1], tokens.shape[0]
+    presets = [n for n, pr in gpt.PRESETS.items() if pr.config == cfg]
+    dcfg = dataclasses.replace(derivatives.preset("tiny").config, gpt=presets[0], gpt_seq=T, gpt_hvp_batch=B,
+                               ensemble_models=(1,))
+    model = fw.build("derivatives", dcfg, {f"m0.{k}": a for k, a in params.items()}, mode, "cpu", strategy=strategy)
+    arrays = [tokens, targets, *(v[k] for k in gpt.param_shapes(cfg))]
+    return fw.to_numpy(model.hvp_gpt(*(fw.asarray(a, "cpu") for a in arrays)))
+
+
+def hvp_err(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> tuple[float, str]:
+    """The worst relative error over the tensors, and which."""
+    assert set(out) == set(ref), sorted(set(out) ^ set(ref))
+    return max((rel_err(np.asarray(out[k], np.float64), ref[k]), k) for k in ref)

@@ -15,7 +15,7 @@ load and export as plain copies (bit-exact round trip).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -46,6 +46,27 @@ def gelu(x):
 
 
 def layer_norm(x, w, b):
+    """(x - mean) / sqrt(var + eps) * w + b over the last axis, mean and (biased) variance by
+    ordinary ops, so that every derivative order is exact. Not tf.nn.moments: its variance is
+    reduce_mean(squared_difference(x, stop_gradient(mean))) (TF 2.21's nn_impl.py), exact
+    for the first derivative (the variance's gradient through the mean is zero) but wrong for
+    the second (the variance's Hessian comes out (2/n) I, without the -2/n^2 1 1^T of the
+    mean). Measured at tiny, H v of the GPT's loss with it: 2.2e-2 off the derivatives
+    workload's check, 2.3e-2 on the worst whole tensor (tests/test_gpt_equivalence.py); with
+    this form 2.3e-6 (the check's own difference error) and 4.7e-6. First derivatives, hence
+    training, agree to float32 rounding (7.5e-7), step times within 1% (graph, XLA, eager;
+    small preset). `moments_layer_norm` keeps the tf.nn.moments form."""
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    var = tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True)
+    return centred * tf.math.rsqrt(var + LN_EPS) * w + b
+
+
+def moments_layer_norm(x, w, b):
+    """The idiomatic TF LayerNorm: tf.nn.moments, as Keras 3's LayerNormalization on the TF
+    backend computes it (keras.ops.layer_normalization -> ops.moments -> tf.nn.moments).
+    Exact at first order only (see layer_norm); the derivatives workload's `moments` HVP
+    strategy uses it, to show what idiomatic TensorFlow gives at second order."""
     mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
     return (x - mean) * tf.math.rsqrt(var + LN_EPS) * w + b
 
@@ -70,15 +91,18 @@ def causal_attention(q, k, v):
 
 
 class LayerNorm(tf.Module):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis, biased variance."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis, biased variance:
+    `norm` (e.g. moments_layer_norm), else the module-level layer_norm, looked up at each
+    call so that a test can patch it."""
 
-    def __init__(self, params, prefix, named):
+    def __init__(self, params, prefix, named, norm=None):
         super().__init__()
         self.weight = variable(params, prefix + ".weight", named)
         self.bias = variable(params, prefix + ".bias", named)
+        self.norm = norm
 
     def __call__(self, x):
-        return layer_norm(x, self.weight, self.bias)
+        return (self.norm or layer_norm)(x, self.weight, self.bias)
 
 
 class Linear(tf.Module):
@@ -138,11 +162,11 @@ class MLP(tf.Module):
 class Block(tf.Module):
     """Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
-    def __init__(self, config, params, prefix, named):
+    def __init__(self, config, params, prefix, named, norm=None):
         super().__init__()
-        self.ln_1 = LayerNorm(params, prefix + ".ln_1", named)
+        self.ln_1 = LayerNorm(params, prefix + ".ln_1", named, norm)
         self.attn = CausalSelfAttention(config, params, prefix + ".attn", named)
-        self.ln_2 = LayerNorm(params, prefix + ".ln_2", named)
+        self.ln_2 = LayerNorm(params, prefix + ".ln_2", named, norm)
         self.mlp = MLP(params, prefix + ".mlp", named)
 
     def __call__(self, x, B, T, mask, cache=None):
@@ -155,16 +179,17 @@ class Block(tf.Module):
 class GPT(tf.Module):
     """The network: token + position embeddings, n_layer blocks, final LayerNorm and the
     output head tied to the token embedding. `named` maps each GPT-2 parameter name to
-    its tf.Variable, in the checkpoint's order."""
+    its tf.Variable, in the checkpoint's order. `norm`: the LayerNorm function (None: the
+    module-level layer_norm, exact at every derivative order)."""
 
-    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray]):
+    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray], norm=None):
         super().__init__(name="gpt")
         self.config = config
         self.named: dict[str, tf.Variable] = {}
         self.wte = variable(params, "wte.weight", self.named)
         self.wpe = variable(params, "wpe.weight", self.named)
-        self.h = [Block(config, params, f"h.{i}", self.named) for i in range(config.n_layer)]
-        self.ln_f = LayerNorm(params, "ln_f", self.named)
+        self.h = [Block(config, params, f"h.{i}", self.named, norm) for i in range(config.n_layer)]
+        self.ln_f = LayerNorm(params, "ln_f", self.named, norm)
 
     def __call__(self, idx):
         """idx (B, T) int32 -> final hidden states (B*T, C) before ln_f, and each layer's
@@ -199,7 +224,11 @@ class GPT(tf.Module):
         """One greedy-decoding step: tok (B,) at position t (int32 scalar) attends to the
         cache [(k, v) (B, nh, block, hs) per layer] -> logits (B, vocab), updated cache."""
         B = dims(tok)[0]
-        x = tf.gather(self.wte, tok) + self.wpe[t]                           # (B, C) = (B*1, C)
+        # the position's embedding by a gather, not self.wpe[t]: a strided slice of a variable
+        # needs its begin as a compile-time constant in XLA, so under jit_compile TF keys the
+        # program on t's value (measured: the compiled bucketed generate stream compiled once
+        # per prompt length, 9 programs for 2 buckets at tiny); a gather's index is data
+        x = tf.gather(self.wte, tok) + tf.gather(self.wpe, t)               # (B, C) = (B*1, C)
         pos = tf.range(self.config.block_size)
         seen = (pos <= t)[None, :]                                           # (1, block)
         at = (pos == t)[:, None]                                             # (block, 1)
@@ -208,6 +237,52 @@ class GPT(tf.Module):
             x, kv = block(x, B, 1, seen, (k, v, at))
             new_cache.append(kv)
         return self.head(x), new_cache
+
+
+def functional_call(module: tf.Module, params: Mapping[str, Any], method: str, *args: Any) -> Any:
+    """getattr(module, method)(*args) with each of the module's tf.Variables named in `params`
+    (by the name `module.named` gives it, GPT-2's) read as the tensor given there: a
+    functional call of a tf.Module, as torch.func.functional_call is one of an nn.Module
+    (which swaps the module's parameters the same way, for the call's duration).
+    TensorFlow has none for a tf.Module (Keras 3's Layer.stateless_call is one for Keras
+    layers). Under tracing (tf.function, tf.vectorized_map) the tensors are swapped in while
+    the function is traced, so the graph reads them, not the variables; the variables are
+    back in place when the call returns or raises."""
+    slots = _variable_slots(module)
+    by_id = {id(v): name for name, v in module.named.items()}
+    swapped = [(owner, attr, getattr(owner, attr)) for owner, attr in slots
+               if by_id.get(id(getattr(owner, attr))) in params]
+    try:
+        for owner, attr, var in swapped:
+            object.__setattr__(owner, attr, params[by_id[id(var)]])   # plain attributes: no tracking
+        return getattr(module, method)(*args)
+    finally:
+        for owner, attr, var in swapped:
+            object.__setattr__(owner, attr, var)
+
+
+def _variable_slots(module: tf.Module) -> list[tuple[tf.Module, str]]:
+    """(owner, attribute) of every tf.Variable a module and its sub-modules (attributes,
+    lists of modules) hold directly; `named`-like dicts are left alone. Cached per module."""
+    cached = module.__dict__.get("_fwbench_slots")
+    if cached is not None:
+        return cached
+    out: list[tuple[tf.Module, str]] = []
+
+    def walk(m: tf.Module) -> None:
+        for attr, value in vars(m).items():
+            if attr.startswith("_"):
+                continue
+            if isinstance(value, tf.Variable):
+                out.append((m, attr))
+            elif isinstance(value, tf.Module):
+                walk(value)
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, tf.Module) for v in value):
+                for v in value:
+                    walk(v)
+    walk(module)
+    object.__setattr__(module, "_fwbench_slots", out)
+    return out
 
 
 class AdamWUpdate(tf.Module):
