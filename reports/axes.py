@@ -333,58 +333,110 @@ def outcome(r: pd.Series) -> str:
     return o if isinstance(o, str) else OUTCOME_OF_STATUS.get(r["status"], r["status"])
 
 
-def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
-    """program x framework/mode: the outcome, the median call where it ran, and the record's
-    reason, shortened."""
-    d = d[_has_mode(d, lacking)]
-    if d.empty:
-        return pd.DataFrame()
+IDIOMATIC = "idiomatic"     # workloads.interop's strategy: the framework's own rewrite of a program
+
+
+def _as_written(d: pd.DataFrame) -> pd.DataFrame:
+    return d[d["strategy"].isna()] if "strategy" in d.columns else d
+
+
+def _rewritten(d: pd.DataFrame) -> pd.DataFrame:
+    return d[d["strategy"] == IDIOMATIC] if "strategy" in d.columns else d.iloc[:0]
+
+
+def _cell(r: pd.Series) -> str:
+    why = short(r["reason"])
+    took = f" ({stats.fmt_seconds(r['median_s'])})" if r["status"] in TIMED and finite(r["median_s"]) else ""
+    return outcome(r) + took + (f": {why}" if why else "")
+
+
+def _matrix(d: pd.DataFrame, cell: Callable[[pd.Series], str]) -> pd.DataFrame:
     cols = [f"{f} {m}" for f in F.framework_order(d["framework"])
             for m in F.mode_order(d.loc[d["framework"] == f, "mode"])]
     rows = []
     for task, g in d.groupby("task", sort=True):
         row = {"program": task}
         for _, r in g.iterrows():
-            why = short(r["reason"])
-            took = f" ({stats.fmt_seconds(r['median_s'])})" if r["status"] in TIMED and finite(r["median_s"]) else ""
-            row[f"{r['framework']} {r['mode']}"] = outcome(r) + took + (f": {why}" if why else "")
+            row[f"{r['framework']} {r['mode']}"] = cell(r)
         rows.append(row)
-    return pd.DataFrame(rows).reindex(columns=["program", *cols]).fillna("not run")
+    return pd.DataFrame(rows).reindex(columns=["program", *cols])
+
+
+def interop_matrix(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
+    """program x framework/mode, each program as written: the outcome, the median call where
+    it ran, and the record's reason, shortened."""
+    d = _as_written(d[_has_mode(d, lacking)])
+    if d.empty:
+        return pd.DataFrame()
+    return _matrix(d, _cell).fillna("not run")
+
+
+def interop_rewrites(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd.DataFrame:
+    """program x framework/accelerated mode, each framework's idiomatic rewrite (strategy
+    `idiomatic`): the outcome, its median call, what it uses and the lines it changes; "-"
+    where the framework has none (it compiles the program as written, or has no such mode)."""
+    d = _rewritten(d[_has_mode(d, lacking)])
+    if d.empty:
+        return pd.DataFrame()
+
+    def cell(r: pd.Series) -> str:
+        n = r.get("rewrite_lines")
+        how = f"{r.get('rewrite_uses')}, {int(n)} line{'s' if n != 1 else ''}" if finite(n) else ""
+        return _cell(r) + (f" [{how}]" if how else "")
+    return _matrix(d, cell).fillna("-")
 
 
 INTEROP_SCORE = {"compiled": 1.0, "graph_breaks": 0.5, "refused": 0.5, "wrong": 0.0}
+REWRITE_CREDIT = 0.75      # a program that compiles only once rewritten, in the framework's idiom
 
 
 def interop_score(d: pd.DataFrame, fws: list[str], lacking: set[tuple[str, str]]) -> dict[str, float]:
-    """Per program, the framework's best accelerated mode scores INTEROP_SCORE of its outcome:
-    compiled whole and correct 1, but 0.5 when its call is slower than the same framework's
-    eager call (a compile that does not pay is no success); graph breaks (correct, partly in
-    Python) 0.5; refused with an error 0.5 (you learn at once and rewrite); wrong, silently,
-    0. The mean over the programs."""
+    """Per program, the framework's best accelerated mode scores INTEROP_SCORE of its outcome
+    as written: compiled whole and correct 1, but 0.5 when its call is slower than the same
+    framework's eager call (a compile that does not pay is no success); graph breaks
+    (correct, partly in Python) 0.5; refused with an error 0.5 (you learn at once and
+    rewrite); wrong, silently, 0. Where the framework's idiomatic rewrite (strategy
+    `idiomatic`) scores more, it counts at REWRITE_CREDIT of its own score (compiled whole
+    after a rewrite 0.75: the program had to change). The mean over the programs."""
     c = d[(d["mode"] != "eager") & _has_mode(d, lacking)]
     if c.empty:
         return {}
-    eager = d[(d["mode"] == "eager") & d["status"].isin(TIMED)].set_index(["framework", "task"])["median_s"]
+    eager = _as_written(d[(d["mode"] == "eager") & d["status"].isin(TIMED)]).set_index(
+        ["framework", "task"])["median_s"]
 
     def score(r: pd.Series) -> float:
         o = outcome(r)
         x = INTEROP_SCORE.get(o, 0.0)
         e = eager.get((r["framework"], r["task"]))
         if o == "compiled" and finite(e) and finite(r.get("median_s")) and r["median_s"] > e:
-            return 0.5
-        return x
+            x = 0.5
+        return x * (REWRITE_CREDIT if r.get("strategy") == IDIOMATIC else 1.0)
     s = c.assign(score=[score(r) for _, r in c.iterrows()])
     best = s.groupby(["framework", "task"])["score"].max()
     programs = c["task"].nunique()
     return {f: float(best.loc[f].sum()) / programs if f in best.index.get_level_values(0) else math.nan for f in fws}
 
 
+def _span(x: pd.Series) -> str:
+    lo, hi = int(x.min()), int(x.max())
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
 def interop_findings(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> list[str]:
     c = d[(d["mode"] != "eager") & _has_mode(d, lacking)]
     out = []
-    for (f, m), g in c.groupby(["framework", "mode"], sort=False):
+    w, rw = _as_written(c), _rewritten(c)
+    for (f, m), g in w.groupby(["framework", "mode"], sort=False):
         n = g.assign(o=[outcome(r) for _, r in g.iterrows()])["o"].value_counts()
-        out.append(f"{f} {m}: of {len(g)} programs, " + ", ".join(f"{v} {k}" for k, v in n.items()) + ".")
+        n = n.reindex(sorted(n.index, key=lambda o: (list(INTEROP_SCORE).index(o) if o in INTEROP_SCORE else 9, o)))
+        line = f"{f} {m}: of {len(g)} programs as written, " + ", ".join(f"{v} {k}" for k, v in n.items())
+        h = rw[(rw["framework"] == f) & (rw["mode"] == m)]
+        if not h.empty:
+            ok = h[[outcome(r) == "compiled" for _, r in h.iterrows()]]
+            lines = ok["rewrite_lines"].dropna() if "rewrite_lines" in ok.columns else pd.Series(dtype=float)
+            line += (f"; of {len(h)} idiomatic rewrites, {len(ok)} compile whole and correct"
+                     + (f" ({_span(lines)} line{'' if lines.max() == 1 else 's'} changed)" if len(lines) else ""))
+        out.append(line + ".")
     return out
 
 

@@ -35,8 +35,9 @@ CONCERN_TEXT = {
                "without hitting a recompile limit; geometric mean over the streams and N.",
     "interop": "Python interop (weight name interop): per program, the outcome of the framework's best accelerated "
                "mode: compiled whole 1 (0.5 when its call is slower than eager's: a compile that does not pay), "
-               "graph breaks 0.5, refused 0.5 (an error at once), wrong 0 (a silent wrong result); the mean over "
-               "programs.",
+               "graph breaks 0.5, refused 0.5 (an error at once), wrong 0 (a silent wrong result), each as written; "
+               "where the framework's idiomatic rewrite scores more, it counts at 0.75 of its own score (compiled "
+               "after a rewrite 0.75: the program had to change); the mean over programs.",
     "derivatives": "Derivatives and vmap (weight name derivatives): the mean of a speed score (geometric mean over "
                    "the tasks two frameworks ran of the best framework's time over this framework's best transform "
                    "and mode) and its coverage (share of task x eager/accelerated slots it ran with some transform; "
@@ -352,6 +353,13 @@ METHOD_AXES = {
         "(runs, but an output or side-effect count differs: a print or append at trace time only, a frozen branch "
         "or random value; failed, never timed), refused (the framework's own error; unsupported). The matrix "
         "cells hold the record's own reason.",
+        "interop, idiomatic rewrites: where a framework's compiler does not take a program as written, the program "
+        "is also run as that framework's documentation tells a user to write it for its compiler (jax.debug.print, "
+        "lax.cond, jax.pure_callback, tf.print, tf.numpy_function, torch.cond, a torch.library.custom_op, ...), "
+        "probed and timed the same way; the lines it changes are counted against the program as written (a "
+        "replaced run counts its longer side; helpers and configuration lines count in full). The programs are "
+        "what the frameworks' idioms make of them, so times compare the rewrites as their users would run them, "
+        "not identical programs (a host callback in a compiled program against a Python call in eager).",
     ],
     "derivatives": [
         "derivatives: every result is compared with a float64 reference before it is timed; a difference or a "
@@ -399,6 +407,12 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam:
                       "framework's own reason (shortened; full text under failed and unsupported cases and in the "
                       "appendix): compiled, graph_breaks (ran correctly, partly in Python), wrong (ran, but "
                       "outputs or side effects differ from eager), refused (the framework's error).", "interop"))
+        rw = axes.interop_rewrites(d, lacking)
+        if not rw.empty:
+            b.append(("table", rw, "Each framework's idiomatic rewrite of the programs its compiler does not take as "
+                      "written, per accelerated mode: the outcome, its median call, [what it uses, lines changed "
+                      "against the program as written]; - : no rewrite (the program compiles as written).",
+                      "interop-rewrites"))
         b.append(("ul", axes.interop_findings(d, lacking) or ["No non-eager interop records."]))
     d = df[df["workload"] == axes.DERIVATIVES]
     if not d.empty:

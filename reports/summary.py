@@ -23,7 +23,7 @@ import pandas as pd
 
 from reports import axes, findings, replicates, stats
 from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order
+from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
 
 MODEL = ("gpt", "diffusion")
 
@@ -193,17 +193,21 @@ def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
                        "framework's best strategy), cheapest: " + "; ".join(costs) + ".")
     d = df[df["workload"] == axes.INTEROP]
     if not d.empty:
-        c = d[d["mode"] != "eager"]
+        c = d[(d["mode"] != "eager") & axes._has_mode(d, lacking_modes(df))]   # not a mode the framework lacks
         per = []
         for f in framework_order(c["framework"]):
             g = c[c["framework"] == f]
-            best = g.assign(o=[axes.outcome(r) for _, r in g.iterrows()]).groupby("task")["o"].agg(
-                lambda o: min(o, key=lambda x: ("compiled", "graph_breaks", "refused", "wrong").index(x)
-                              if x in ("compiled", "graph_breaks", "refused", "wrong") else 9))
-            counts = best.value_counts()
-            per.append(f"{f} " + ", ".join(f"{n} {k}" for k, n in counts.items()))
-        out.append(f"Python interop, {d['task'].nunique()} programs under each framework's best accelerated mode: "
-                   + "; ".join(per) + ".")
+            written, rw = _best_outcomes(axes._as_written(g)), axes._rewritten(g)
+            text = f"{f} " + ", ".join(f"{n} {k}" for k, n in written.value_counts().items())
+            fixed = [t for t, o in _best_outcomes(rw).items() if o == "compiled" and written.get(t) != "compiled"]
+            if fixed:
+                n = sorted({int(v) for v in rw.loc[rw["task"].isin(fixed), "rewrite_lines"] if finite(v)}
+                           if "rewrite_lines" in rw.columns else ())
+                text += (f" (then {len(fixed)} more compiled once rewritten in its own idiom"
+                         + (f", {axes._span(pd.Series(n))} line{'' if n[-1] == 1 else 's'} each" if n else "") + ")")
+            per.append(text)
+        out.append(f"Python interop, {d['task'].nunique()} programs as written under each framework's best "
+                   "accelerated mode: " + "; ".join(per) + ".")
     d = df[df["workload"] == axes.DERIVATIVES]
     if not d.empty:
         v = axes._vs_loop(d)
@@ -212,6 +216,17 @@ def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
             out.append("Derivatives: the best vectorised transform over the loop over examples reaches "
                        + ", ".join(f"{f} {x:.1f}x" for f, x in best.items()) + " (per-task verdicts in its section).")
     return out
+
+
+def _best_outcomes(g: pd.DataFrame) -> pd.Series:
+    """Per program (task), the best interop outcome over the rows (compiled before graph
+    breaks, refused, wrong)."""
+    order = ("compiled", "graph_breaks", "refused", "wrong")
+    if g.empty:
+        return pd.Series(dtype=object)
+    o = [axes.outcome(r) for _, r in g.iterrows()]
+    ranked = g.assign(o=o, rank=[order.index(x) if x in order else 9 for x in o]).sort_values("rank", kind="stable")
+    return ranked.groupby("task", sort=True)["o"].first()
 
 
 def recommendations(rank: pd.DataFrame) -> list[str]:

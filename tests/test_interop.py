@@ -279,3 +279,84 @@ def test_the_harness_records_each_outcome(benchmark, task, mode, status, outcome
     assert record_mod.problems(rec) == []
     assert rec["status"] == status and rec["interop_outcome"] == outcome
     assert rec["side_effects_expected"] == (2 * I.POOL if task == "print" else 0)
+
+
+# ----------------------------------------------------------------------------- idiomatic rewrites
+
+def test_lines_changed_counts_the_longer_side_and_every_helper_line():
+    def helper(x):
+        return x
+    rw = I.Rewrite(lambda x: x, "nothing")
+    assert I._code_lines(I.value_branch, True) == ["if x.sum() > 0:", "return x * 2", "return x - 1"]
+
+    def one_line(x):
+        """A docstring is not code."""
+        return x * 2 if x.sum() > 0 else x - 1   # replaces three lines
+    assert I.lines_changed(I.value_branch, I.Rewrite(one_line, "a conditional expression")) == 3
+    assert I.lines_changed(I.print_, I.Rewrite(I.print_, "as written", setup=("config.flag = True",))) == 1
+    assert I.lines_changed(I.print_, I.Rewrite(I.print_, "as written", helpers=(helper,))) == 2
+    assert rw.native_print is False
+
+
+def test_a_native_print_is_captured_from_the_file_descriptor():
+    import os
+
+    def native(x):
+        os.write(1, b"from native code\n")
+        return x
+    call = I.Call(native, native_print=True)
+    call(np.zeros(2))
+    assert call.printed == 1
+    plain = I.Call(native)
+    plain(np.zeros(2))       # what a redirect of sys.stdout misses
+    assert plain.printed == 0
+
+
+@pytest.mark.parametrize("framework", ["jax", "tensorflow", "torch"])
+def test_each_framework_rewrites_exactly_the_programs_it_declares(framework):
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    mod = importlib.import_module(f"frameworks.{framework}.interop")
+    assert set(mod.REWRITES) == set(I.REWRITTEN[framework])
+    for name, rw in mod.REWRITES.items():
+        assert 1 <= I.lines_changed(mod.PROGRAMS[name], rw) <= 8, name
+    assert I.strategies(framework, "eager", "print") == (None,)
+
+
+# Each rewrite under each accelerated mode, as the framework behaves (observed by the probe
+# and, for torch.compile, one graph with no break over the probe's calls): XLA compiles
+# neither TensorFlow's PrintV2 nor its PyFunc (tf.numpy_function), so those are refused there.
+REWRITE_EXPECTED = {
+    ("jax", "compiled"): {t: "compiled" for t in I.REWRITTEN["jax"]},
+    ("tensorflow", "graph"): {t: "compiled" for t in I.REWRITTEN["tensorflow"]},
+    ("tensorflow", "compiled"): {"print": "refused", "item_branch": "compiled", "numpy_call": "refused",
+                                 "scipy_call": "refused", "list_append": "refused", "python_random": "refused"},
+    ("torch", "compiled"): {t: "compiled" for t in I.REWRITTEN["torch"]},
+}
+XLA_REFUSES = {"print": "PrintV2", "numpy_call": "PyFunc", "scipy_call": "PyFunc", "list_append": "PyFunc",
+               "python_random": "PyFunc"}
+
+
+@pytest.mark.parametrize("framework,mode", sorted(REWRITE_EXPECTED))
+def test_every_rewrite_cell_is_what_the_framework_does(framework, mode):
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    model = frameworks.load(framework).build("interop", CFG, {}, mode, "cpu", strategy=I.IDIOMATIC)
+    for t, want in REWRITE_EXPECTED[(framework, mode)].items():
+        v = model.verdict(t)
+        assert v.outcome == want, (t, v.reason)
+        if want == "compiled":
+            assert v.calls_matching == v.calls == 2 * I.POOL and v.effects_seen == v.effects_expected, (t, v)
+        else:
+            assert XLA_REFUSES[t] in v.reason and "_XlaMustCompile" not in v.reason, (t, v.reason)
+        if framework == "torch":
+            assert (v.graphs, v.graph_breaks) == (1, 0), (t, v)
+    extra = model.timed(next(iter(REWRITE_EXPECTED[(framework, mode)]))).record_extra if mode != "compiled" or \
+        framework != "tensorflow" else None
+    if extra:
+        assert extra["rewrite_lines"] >= 1 and extra["rewrite_uses"]
+    with pytest.raises(Exception, match="no idiomatic rewrite"):
+        missing = next((t for t in I.TASKS if t not in I.REWRITTEN[framework]), None)
+        if missing is None:
+            raise RuntimeError("no idiomatic rewrite: every program has one")
+        model.verdict(missing)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports import axes, document, findings, replicates
+from reports import summary, axes, document, findings, replicates
 from tests.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
 
@@ -150,6 +150,43 @@ def test_a_compile_slower_than_eager_is_no_interop_success(tmp_path):
     slow = _cases(tmp_path / "slow", [case("eager", 0.001), case("compiled", 0.002)])
     assert axes.interop_score(fast, ["torch"], set()) == {"torch": 1.0}
     assert axes.interop_score(slow, ["torch"], set()) == {"torch": 0.5}
+
+
+def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp_path):
+    """A program refused as written but compiled once rewritten: the matrix keeps the program
+    as written, the rewrites table shows the rewrite with what it uses and its lines, and the
+    score takes 0.75 of the rewrite's where that beats the program as written."""
+    def rec(task, status, strategy=None, med=None, **fields):
+        return ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": task, "strategy": strategy,
+                 "status": status, "reason": None if status == "ok" else "TracerBoolConversionError: no",
+                 "fields": fields}, med)
+    c = _cases(tmp_path, [
+        rec("value_branch", "unsupported", interop_outcome="refused"),
+        rec("value_branch", "ok", "idiomatic", 0.001, interop_outcome="compiled", rewrite_uses="jax.lax.cond",
+            rewrite_lines=3),
+        rec("print", "failed", interop_outcome="wrong"),
+        rec("print", "unsupported", "idiomatic", interop_outcome="refused", rewrite_uses="jax.debug.print",
+            rewrite_lines=1),
+    ], processes=1)
+    m = axes.interop_matrix(c, set()).set_index("program")
+    assert m.at["value_branch", "jax compiled"].startswith("refused")
+    rw = axes.interop_rewrites(c, set()).set_index("program")
+    assert re.fullmatch(r"compiled \([\d.]+ ms\) \[jax.lax.cond, 3 lines\]", rw.at["value_branch", "jax compiled"])
+    assert rw.at["print", "jax compiled"].endswith("[jax.debug.print, 1 line]")
+    # value_branch: max(0.5 refused, 0.75 x 1 compiled rewrite); print: max(0 wrong, 0.75 x 0.5 refused rewrite)
+    assert axes.interop_score(c, ["jax"], set()) == {"jax": pytest.approx((0.75 + 0.375) / 2)}
+    (line,) = axes.interop_findings(c, set())
+    assert line == ("jax compiled: of 2 programs as written, 1 refused, 1 wrong; of 2 idiomatic rewrites, "
+                    "1 compile whole and correct (3 lines changed).")
+    # the summary's sentence: a mode JAX lacks (recorded unsupported, "jax has no 'graph' mode") is no refusal
+    lack = _cases(tmp_path / "lack", [
+        rec("print", "failed", interop_outcome="wrong"),
+        ({"framework": "jax", "mode": "graph", "workload": "interop", "task": "print", "status": "unsupported",
+          "reason": "jax has no 'graph' mode (it has eager, compiled)"}, None),
+        rec("print", "ok", "idiomatic", 0.001, interop_outcome="compiled", rewrite_uses="jax.debug.print",
+            rewrite_lines=1)], processes=1)
+    (line,) = [x for x in summary._axes_sentences(lack, _fam(lack)) if x.startswith("Python interop")]
+    assert "jax 1 wrong (then 1 more compiled once rewritten in its own idiom, 1 line each)" in line, line
 
 
 def _der(fw, mode, task, strategy, med, status="ok", **fields):

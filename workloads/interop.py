@@ -22,6 +22,13 @@ and records it (docs/ARCHITECTURE.md, "What could not be compiled"): eager and c
 wrong `failed` with what differed and never timed. Tasks are the programs, so the capability
 matrix in the report comes from these records.
 
+Strategy `idiomatic` (accelerated modes, where a framework has one: REWRITTEN): the program
+as that framework's documentation tells a user to write it for its compiler
+(`jax.debug.print`, `lax.cond`, `jax.pure_callback`, `tf.numpy_function`, `torch.cond`, a
+`torch.library.custom_op`, ...), probed and timed by the same protocol, its record carrying
+what it uses (`rewrite_uses`) and how many lines it changes against the program as written
+(`rewrite_lines`, counted by `lines_changed`): the price of compiling that program.
+
 Protocol of one call (the same for the reference and every framework, probe and timed
 calls): Python's `random` is seeded with SEED + k before call k; the program's printed
 lines are captured; LOG (the list programs append to) is emptied before the call and read
@@ -30,9 +37,15 @@ after it.
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
 import io
 import math
+import os
 import random
+import sys
+import tempfile
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -157,8 +170,73 @@ def make_inputs(config: InteropConfig, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+IDIOMATIC = "idiomatic"
+# The programs each framework has an idiomatic rewrite of (frameworks/<fw>/interop.py's
+# REWRITES hold them): those its compilers refuse, run wrongly or break as written. A program
+# its compilers take as written has none (TensorFlow's AutoGraph turns the Python `if` and
+# `while` on a tensor into tf.cond / tf.while_loop; Dynamo traces the numpy call and the
+# list append).
+REWRITTEN: dict[str, tuple[str, ...]] = {
+    "jax": TASKS,
+    "tensorflow": ("print", "item_branch", "numpy_call", "scipy_call", "list_append", "python_random"),
+    "torch": ("print", "value_branch", "item_branch", "scipy_call", "while_loop", "python_random"),
+}
+
+
 def strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
+    """The program as written (None), and in accelerated modes its idiomatic rewrite where the
+    framework has one (eager runs every program as written)."""
+    if mode != "eager" and task in REWRITTEN.get(framework, ()):
+        return (None, IDIOMATIC)
     return (None,)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A program rewritten in a framework's own idiom for its compiler: `fn` in place of the
+    program, `uses` the API it rests on (in words, for the report), `helpers` the module-level
+    definitions it needs (a custom op, ...; every line of them counts as changed), `setup`
+    lines of configuration it needs (counted; `configure`, a context-manager factory, is
+    entered around the compiled function's first call, where it is traced), `native_print`
+    where it prints from native code (tf.print), which a redirect of sys.stdout does not see:
+    its calls capture file descriptor 1 instead."""
+    fn: Callable[[Any], Any]
+    uses: str
+    helpers: tuple[Any, ...] = ()
+    setup: tuple[str, ...] = ()
+    configure: Callable[[], Any] | None = None
+    native_print: bool = False
+
+
+def _code_lines(obj: Any, body: bool) -> list[str]:
+    """The source lines of a function (its body only when `body`: decorators and signature
+    dropped), stripped, without blank lines, comments and docstring lines."""
+    src = textwrap.dedent(inspect.getsource(inspect.unwrap(obj)))
+    lines = [ln.strip() for ln in src.splitlines()]
+    if body:
+        while lines and not lines[0].startswith("def "):
+            lines.pop(0)
+        lines = lines[1:]
+    quote = '"' * 3
+    out, in_doc = [], False
+    for ln in lines:
+        if ln.startswith(quote):
+            in_doc = in_doc if len(ln) > 3 and ln.endswith(quote) else not in_doc
+            continue
+        if in_doc or not ln or ln.startswith("#"):
+            continue
+        out.append(ln)
+    return out
+
+
+def lines_changed(original: Callable[[Any], Any], rewrite: Rewrite) -> int:
+    """Lines a rewrite changes against the program as written: in the function bodies, a
+    replaced run of lines counts its longer side (difflib's opcodes), an added or removed line
+    one; plus every line of its helpers (decorators and signature included) and its setup."""
+    a, b = _code_lines(original, True), _code_lines(rewrite.fn, True)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    n = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+    return n + sum(len(_code_lines(h, False)) for h in rewrite.helpers) + len(rewrite.setup)
 
 
 def task_spec(config: InteropConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
@@ -172,10 +250,14 @@ def task_spec(config: InteropConfig, batch: int, task: str, seed: int = 0, strat
 
 class Call:
     """A program under a mode, called by the protocol of this module (seeded random,
-    captured print, LOG emptied): what the probe and the timed rounds both call."""
+    captured print, LOG emptied): what the probe and the timed rounds both call. `sync`
+    waits for the result inside the capture (a compiled program's host callbacks, e.g.
+    jax.debug.print's, may run after the call returns); `native_print` captures file
+    descriptor 1 rather than sys.stdout (what native code prints: tf.print)."""
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
-        self.fn, self.k = fn, 0
+    def __init__(self, fn: Callable[[Any], Any], sync: Callable[[Any], Any] | None = None,
+                 native_print: bool = False) -> None:
+        self.fn, self.k, self.sync, self.native = fn, 0, sync or _same, native_print
         self.printed, self.appended = 0, []   # of the last call
 
     def __call__(self, x: Any) -> Any:
@@ -183,12 +265,45 @@ class Call:
         self.k += 1
         LOG.clear()
         out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            y = self.fn(x)
+        with (_fd_stdout(out) if self.native else contextlib.redirect_stdout(out)):
+            y = self.sync(self.fn(x))
         self.printed = out.getvalue().count("\n")
         self.appended = list(LOG)
         LOG.clear()
         return y
+
+
+def _same(y: Any) -> Any:
+    return y
+
+
+@contextlib.contextmanager
+def _fd_stdout(out: io.StringIO) -> Any:
+    """What is written to file descriptor 1 (native code's stdout) while inside, into `out`."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            tmp.seek(0)
+            out.write(tmp.read().decode(errors="replace"))
+
+
+def first_call_within(fn: Callable[[Any], Any], configure: Callable[[], Any]) -> Callable[[Any], Any]:
+    """fn, its first call (where a compiler traces) made inside configure()'s context."""
+    first = [True]
+
+    def call(x: Any) -> Any:
+        if first:
+            first.clear()
+            with configure():
+                return fn(x)
+        return fn(x)
+    return call
 
 
 @dataclass
@@ -228,7 +343,8 @@ class Pieces:
 
 
 def probe(program: Program, fn: Callable[[Any], Any], inputs: list[Any], to_numpy: Callable[[Any], Any],
-          eager: bool, pieces: Pieces | None = None, source: Callable[[Any], Any] | None = None) -> Verdict:
+          eager: bool, pieces: Pieces | None = None, source: Callable[[Any], Any] | None = None,
+          call: Call | None = None) -> Verdict:
     """Run `fn` (the program under a mode, freshly made) on every input PROBE_PASSES times,
     in order, comparing each call's output and side effects with the reference; classify.
 
@@ -237,8 +353,8 @@ def probe(program: Program, fn: Callable[[Any], Any], inputs: list[Any], to_nump
     (`source`, as written) is then compiled as one graph (pieces.fullgraph) and called on
     every input, by the same protocol: a break may lie on one branch only. The outcome is
     graph_breaks where that raises on some input or the break counter grew, with every
-    distinct reason the compiler gave."""
-    call, host = Call(fn), [np.asarray(to_numpy(x), np.float64) for x in inputs]
+    distinct reason the compiler gave. `call`: fn under the protocol (default Call(fn))."""
+    call, host = call or Call(fn), [np.asarray(to_numpy(x), np.float64) for x in inputs]
     n = PROBE_PASSES * len(inputs)
     expected = n * (program.printed + program.appended)
     seen = matching = 0
@@ -311,34 +427,69 @@ class Programs:
     keys in `record_extra`. A refused program raises `refused(reason)` (the harness records
     it unsupported), a wrong one WrongResult (recorded failed, never timed).
 
-    make(fn) -> the program under the mode; pieces as for `probe`."""
+    make(fn) -> the program under the mode; pieces as for `probe`; sync(y) waits for a
+    result (the adapter's); tidy(reason) shortens a framework's message without changing its
+    words (TensorFlow's graph names with their attributes). With strategy IDIOMATIC each program is the framework's rewrite
+    (`rewrites`, a Rewrite per program of REWRITTEN[framework]; a program without one raises
+    `refused`), and the record also carries rewrite_uses and rewrite_lines."""
 
     def __init__(self, programs: dict[str, Callable[[Any], Any]], make: Callable[[Callable], Callable],
                  to_numpy: Callable[[Any], Any], asarray: Callable[[np.ndarray], Any], config: InteropConfig,
                  mode: str, refused: Callable[[str], Exception],
-                 pieces: Pieces | None = None) -> None:
+                 pieces: Pieces | None = None, sync: Callable[[Any], Any] | None = None,
+                 rewrites: dict[str, Rewrite] | None = None, strategy: str | None = None,
+                 tidy: Callable[[str], str] | None = None) -> None:
         assert set(programs) == set(PROGRAMS), "a framework implements every program"
+        choose("interop strategy", strategy or "as written", ("as written", IDIOMATIC))
         self._programs, self._make, self._to_numpy, self._pieces = programs, make, to_numpy, pieces
-        self._refused, self.mode, self.config = refused, mode, config
+        self._refused, self.mode, self.config, self._sync = refused, mode, config, sync
+        self._rewrites = (rewrites or {}) if strategy == IDIOMATIC else None
+        self._tidy = tidy
         self._inputs = [asarray(x) for x in make_inputs(config)]
         self.verdicts: dict[str, Verdict] = {}
 
+    def _rewrite(self, name: str) -> Rewrite | None:
+        if self._rewrites is None:
+            return None
+        if name not in self._rewrites:
+            raise self._refused(f"no idiomatic rewrite of {name!r} in this framework (it has: "
+                                f"{', '.join(sorted(self._rewrites)) or 'none'})")
+        return self._rewrites[name]
+
+    def _made(self, name: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any], Call]:
+        """(the program's source function, it under the mode, a Call of that by the protocol)."""
+        rw = self._rewrite(name)
+        fn = rw.fn if rw else self._programs[name]
+        made = self._make(fn)
+        if rw and rw.configure and self.mode != "eager":
+            made = first_call_within(made, rw.configure)
+        return fn, made, Call(made, self._sync, bool(rw and rw.native_print))
+
     def verdict(self, name: str) -> Verdict:
         if name not in self.verdicts:
-            fn = self._programs[name]
-            self.verdicts[name] = probe(PROGRAMS[name], self._make(fn), self._inputs, self._to_numpy,
-                                        self.mode == "eager", self._pieces, fn)
+            fn, made, call = self._made(name)
+            rw, pieces = self._rewrite(name), self._pieces
+            if rw and rw.configure and pieces is not None:
+                pieces = Pieces(lambda f: first_call_within(self._pieces.fullgraph(f), rw.configure),
+                                self._pieces.counters)
+            v = probe(PROGRAMS[name], made, self._inputs, self._to_numpy, self.mode == "eager", pieces, fn, call)
+            if v.reason and self._tidy:
+                v.reason = self._tidy(v.reason)
+            self.verdicts[name] = v
         return self.verdicts[name]
 
     def timed(self, name: str) -> Call:
         """The program's timed callable, after its verdict (which raises if it is not timed)."""
         v = self.verdict(name)
         extra = {**v.record(), "status": v.status, "reason": v.reason}
+        rw = self._rewrite(name)
+        if rw:
+            extra.update(rewrite_uses=rw.uses, rewrite_lines=lines_changed(self._programs[name], rw))
         if v.outcome == "refused":
             raise _with(self._refused(v.reason or "refused"), extra)
         if v.outcome == "wrong":
             raise _with(WrongResult(v.reason or "wrong result"), extra)
-        call = Call(self._make(self._programs[name]))
+        call = self._made(name)[2]
         call.record_extra = extra
         return call
 
