@@ -270,7 +270,9 @@ def scope(df: pd.DataFrame) -> list[str]:
              + f"; {', '.join(map(str, threads)) or '?'} intra-op thread(s) for every framework; dtype "
              f"{', '.join(sorted(set(df['dtype'].dropna())))}.",
              f"Work: {', '.join(presets)}; processes per framework: {'/'.join(map(str, cold)) or '?'} cold + "
-             f"{'/'.join(map(str, warm)) or '?'} warm (steady state from the warm ones).",
+             f"{'/'.join(map(str, warm)) or '?'} warm ("
+             + ("steady state from the warm ones" if warm and min(warm) > 0 else
+                "steady state from the cold processes where a case had no warm one") + ").",
              "Equal work: the three implementations of each model are tested equivalent before anything is timed "
              "(same numpy weights and inputs: logits, losses, gradients and optimizer steps against numpy float64 "
              "references and finite differences, at tolerances ten times the error achieved; tests/)."]
