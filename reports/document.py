@@ -359,7 +359,9 @@ METHOD_AXES = {
         "probed and timed the same way; the lines it changes are counted against the program as written (a "
         "replaced run counts its longer side; helpers and configuration lines count in full). The programs are "
         "what the frameworks' idioms make of them, so times compare the rewrites as their users would run them, "
-        "not identical programs (a host callback in a compiled program against a Python call in eager).",
+        "not identical programs (a host callback in a compiled program against a Python call in eager). tf.print "
+        "writes from native code, so its rewrite's calls capture file descriptor 1 (a few system calls each) where "
+        "every other call redirects Python's sys.stdout: its time includes them.",
     ],
     "derivatives": [
         "derivatives: every result is compared with a float64 reference before it is timed; a difference or a "

@@ -258,6 +258,7 @@ class Call:
     def __init__(self, fn: Callable[[Any], Any], sync: Callable[[Any], Any] | None = None,
                  native_print: bool = False) -> None:
         self.fn, self.k, self.sync, self.native = fn, 0, sync or _same, native_print
+        self._tmp: Any = None
         self.printed, self.appended = 0, []   # of the last call
 
     def __call__(self, x: Any) -> Any:
@@ -265,7 +266,9 @@ class Call:
         self.k += 1
         LOG.clear()
         out = io.StringIO()
-        with (_fd_stdout(out) if self.native else contextlib.redirect_stdout(out)):
+        if self.native and self._tmp is None:
+            self._tmp = tempfile.TemporaryFile()     # one per Call: not made on the timed path
+        with (_fd_stdout(out, self._tmp) if self.native else contextlib.redirect_stdout(out)):
             y = self.sync(self.fn(x))
         self.printed = out.getvalue().count("\n")
         self.appended = list(LOG)
@@ -278,19 +281,22 @@ def _same(y: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _fd_stdout(out: io.StringIO) -> Any:
-    """What is written to file descriptor 1 (native code's stdout) while inside, into `out`."""
+def _fd_stdout(out: io.StringIO, tmp: Any) -> Any:
+    """What is written to file descriptor 1 (native code's stdout) while inside, into `out`,
+    through the file `tmp` (emptied each time): a few system calls per call (dup, dup2, seek,
+    read, truncate), where a redirect of sys.stdout swaps one Python attribute."""
     sys.stdout.flush()
     saved = os.dup(1)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 1)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            tmp.seek(0)
-            out.write(tmp.read().decode(errors="replace"))
+    os.dup2(tmp.fileno(), 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        tmp.seek(0)
+        out.write(tmp.read().decode(errors="replace"))
+        tmp.seek(0)
+        tmp.truncate()
 
 
 def first_call_within(fn: Callable[[Any], Any], configure: Callable[[], Any]) -> Callable[[Any], Any]:
