@@ -293,6 +293,12 @@ def test_lines_changed_counts_the_longer_side_and_every_helper_line():
         """A docstring is not code."""
         return x * 2 if x.sum() > 0 else x - 1   # replaces three lines
     assert I.lines_changed(I.value_branch, I.Rewrite(one_line, "a conditional expression")) == 3
+
+    def documented(x):
+        """A docstring
+        over lines."""
+        return x * 2 if x.sum() > 0 else x - 1
+    assert I.lines_changed(I.value_branch, I.Rewrite(documented, "the same, documented")) == 3
     assert I.lines_changed(I.print_, I.Rewrite(I.print_, "as written", setup=("config.flag = True",))) == 1
     assert I.lines_changed(I.print_, I.Rewrite(I.print_, "as written", helpers=(helper,))) == 2
     assert rw.native_print is False

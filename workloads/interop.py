@@ -220,12 +220,14 @@ def _code_lines(obj: Any, body: bool) -> list[str]:
     quote = '"' * 3
     out, in_doc = [], False
     for ln in lines:
-        if ln.startswith(quote):
-            in_doc = in_doc if len(ln) > 3 and ln.endswith(quote) else not in_doc
+        if in_doc:                       # inside a docstring: up to the line that closes it
+            in_doc = quote not in ln
             continue
-        if in_doc or not ln or ln.startswith("#"):
+        if ln.startswith(quote):         # a docstring opens: closed on the same line or later
+            in_doc = not (len(ln) > 3 and ln.endswith(quote))
             continue
-        out.append(ln)
+        if ln and not ln.startswith("#"):
+            out.append(ln)
     return out
 
 
