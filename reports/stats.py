@@ -83,6 +83,12 @@ def _logs(values: Mapping[str, float]) -> dict[str, float]:
             if v is not None and isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) and v > 0}
 
 
+
+def exp_bound(x: float) -> float:
+    """exp(x), inf past the float range: an interval bound at df = 1 and a Holm-adjusted level
+    can lie beyond it (two processes, many comparisons), which reads "unbounded", not an error."""
+    return math.exp(x) if x < 709.0 else math.inf
+
 @dataclass
 class Est:
     """One value per process (keyed by process), on the log scale. `halves` holds each
@@ -135,7 +141,7 @@ class Est:
         (round noise only, see `note`); nan without either."""
         if self.n >= 2:
             h = t_quantile(self.df, level) * self.se
-            return math.exp(self.mean - h), math.exp(self.mean + h)
+            return exp_bound(self.mean - h), exp_bound(self.mean + h)
         if self.n == 1 and self.rounds:
             lo, hi, _ = order_interval(self.rounds, level)
             return lo, hi
@@ -199,7 +205,7 @@ class Ratio:
         if not self.tested:
             return math.nan, math.nan
         h = t_quantile(self.df, level) * self.se
-        return math.exp(self.diff - h), math.exp(self.diff + h)
+        return exp_bound(self.diff - h), exp_bound(self.diff + h)
 
     def p(self) -> float:
         """Two-sided p-value of a/b = 1."""
@@ -313,7 +319,7 @@ def resolution(sd: float, processes: int, level: float = LEVEL) -> float:
     variances): the smallest difference such a comparison can place on one side of 1."""
     if not (processes >= 2 and math.isfinite(sd)):
         return math.nan
-    return math.exp(t_quantile(2 * processes - 2, level) * sd * math.sqrt(2.0 / processes)) - 1.0
+    return exp_bound(t_quantile(2 * processes - 2, level) * sd * math.sqrt(2.0 / processes)) - 1.0
 
 
 def level_text(level: float) -> str:
