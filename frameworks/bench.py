@@ -184,7 +184,7 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         device = resolve_device(adapter, opts.device)
         record["device"] = device
         if mode not in adapter.modes:
-            raise Unsupported(f"{framework} has no {mode!r} mode (it has {', '.join(adapter.modes)})")
+            raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
         # the process's folder (a cold case compiles into a folder of its own, merged into it)
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
         with adapter.case_caches(role) as found:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from frameworks.base import Unsupported
 from workloads import derivatives as D
+from workloads.record import not_its_api
 
 
 class TransformModel:
@@ -32,8 +33,8 @@ class TransformModel:
                          if self.mode == "compiled" or s not in D.COMPILED_ONLY)
         chosen = self.strategy if self.strategy is not None else (declared[0] if declared else None)
         if chosen not in declared:
-            raise Unsupported(f"{self.framework} has no {chosen!r} strategy for {problem} in {self.mode} mode "
-                              f"(it has {', '.join(declared) or 'none'})")
+            raise Unsupported(not_its_api(self.framework, f"{chosen!r} strategy for {problem} in {self.mode} mode "
+                                                        f"(it has {', '.join(declared) or 'none'})"))
         return chosen
 
     def fn(self, problem: str, make: Callable[..., Callable[..., Any]], *static: Any) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from reports import data as rdata
@@ -309,16 +310,25 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     """One short line per case that did not run normally, and the appendix of full reasons."""
     lines, appendix = [], []
     lacking = figures.lacking_modes(d)
-    for r in findings.reasons(d):
-        if (r["framework"], r["mode"]) in lacking:
-            continue
-        head = " ".join(r["reason"].split())
+    na = figures.not_applicable(d)
+    same: dict[tuple[str, str, str, str], list[str]] = {}      # one line for the modes that share a reason
+    for r in findings.reasons(d[~na]):
+        if (r["framework"], r["mode"]) not in lacking:
+            same.setdefault((r["framework"], r["case"], r["status"], r["reason"]), []).append(r["mode"])
+    for (fw, case, status, reason), modes in same.items():
+        head = " ".join(reason.split())
+        who = f"{fw} {'/'.join(modes)} {case}"
         if len(head) > SHORT_REASON:
-            appendix.append(f"E{len(appendix) + 1}. {r['framework']} {r['mode']} {r['case']}: {r['reason']}")
+            appendix.append(f"E{len(appendix) + 1}. {who}: {reason}")
             head = head[:SHORT_REASON].rstrip() + f"... (full text: Appendix E, E{len(appendix)})"
-        lines.append(f"{r['framework']} {r['mode']} {r['case']}: {r['status']}: {head}")
+        lines.append(f"{who}: {status}: {head}")
     if lacking:
         lines.append("n/a (the framework has no such mode): " + ", ".join(f"{f} {m}" for f, m in sorted(lacking)))
+    other = d[na & ~np.array([(f, m) in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)]
+    if len(other):
+        per = other.groupby("framework")["strategy"].agg(lambda s: ", ".join(sorted({str(x) for x in s.dropna()})))
+        lines.append(f"n/a (another framework's API: a strategy this framework does not have, recorded so the "
+                     f"matrix is complete): {len(other)} cases; " + "; ".join(f"{f}: {v}" for f, v in per.items()))
     return lines, appendix
 
 

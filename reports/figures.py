@@ -35,7 +35,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from reports import escape
 from reports.data import FRAMEWORK_ORDER, TIMED, finite
-from workloads.record import MODES
+from workloads.record import MODES, NOT_ITS_API
 
 CB = sns.color_palette("colorblind").as_hex()
 # torch vermillion, jax blue, tensorflow bluish green (not a second orange); any later
@@ -350,6 +350,21 @@ def lacking_modes(df: pd.DataFrame) -> set[tuple[str, str]]:
             if st == "unsupported" and f in have and m not in have[f]}
 
 
+def not_applicable(df: pd.DataFrame) -> pd.Series:
+    """Rows that ask a framework for another framework's API (a mode or strategy it does not
+    have; workloads.record.not_its_api wrote their reason): n/a, not an unsupported case."""
+    if df.empty or "reason" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return (df["status"] == "unsupported") & df["reason"].astype(str).str.contains(NOT_ITS_API, regex=True)
+
+
+def _own_strategies(df: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(framework, workload, strategy) that a framework has: one record of it or more that is
+    not n/a."""
+    d = df[df["strategy"].notna() & ~not_applicable(df)]
+    return set(zip(d["framework"], d["workload"], d["strategy"]))
+
+
 def capability_table(df: pd.DataFrame, missing: dict[str, str]) -> pd.DataFrame:
     """Status per case (rows: workload, task, mode[, strategy][, preset][, device]) x framework."""
     if df.empty:
@@ -360,13 +375,16 @@ def capability_table(df: pd.DataFrame, missing: dict[str, str]) -> pd.DataFrame:
     d = df.assign(**{k: df[k].fillna("-") for k in keys})
     fws = framework_order(list(d["framework"]) + list(missing))
     lacking = lacking_modes(df)
+    own = _own_strategies(df)
+    d = d.assign(status=d["status"].where(~not_applicable(df), "n/a"))
     rows = []
     for key, g in d.groupby(keys, sort=False):
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
         for fw in fws:
             s = g.loc[g["framework"] == fw, "status"]
+            foreign = row.get("strategy", "-") != "-" and (fw, row["workload"], row["strategy"]) not in own
             row[fw] = ("missing" if fw in missing else "n/a" if (fw, row["mode"]) in lacking
-                      else s.iloc[-1] if len(s) else "not run")
+                      else s.iloc[-1] if len(s) else "n/a" if foreign else "not run")
         rows.append(row)
     t = pd.DataFrame(rows)
     t = t.sort_values(keys, key=lambda c: c.map(lambda m: MODES.index(m) if m in MODES else 9)

@@ -191,8 +191,8 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
                 m = m.sort_values("median_s")
                 lines.append(versus(m.iloc[0], m.iloc[1], f"{case}, {mode}", fam))
         lines += _compile_findings(df, w, fam)
-        u = w[w["utilisation"].notna()]
-        if not u.empty:
+        u = w[w["utilisation"].notna() & (w["utilisation"] > 0)]      # a program without model FLOPs has none
+        if not u.empty and u["utilisation"].max() >= 5e-4:
             top = u.loc[u["utilisation"].idxmax()]
             lines.append(f"Highest utilisation: {_name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% of the "
                          f"machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of model "

@@ -54,7 +54,7 @@ from typing import Any, TextIO
 
 from reports import atomic, signals, stats
 from workloads.base import FwbenchError, merge_tree
-from workloads.record import SCHEMA_VERSION, empty
+from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
 # fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
 FRAMEWORKS = ("torch", "jax", "tensorflow")
@@ -516,7 +516,7 @@ class _Watch:
             status, reason = "failed", (f"{why} during this case" if c["nodeid"] == self.current
                                         else f"not run: the {fw} process ended before this case ({why})")
             if modes and c.get("mode") and c["mode"] not in modes:   # as the harness records it
-                status, reason = "unsupported", f"{fw} has no {c['mode']!r} mode (it has {', '.join(modes)})"
+                status, reason = "unsupported", not_its_api(fw, f"{c['mode']!r} mode (it has {', '.join(modes)})")
             records.append(empty(
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),

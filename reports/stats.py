@@ -309,8 +309,8 @@ class Judgement:
         x, lo, hi = self.speed() if speed else (self.ratio, self.lo, self.hi)
         label = label or ("speed" if speed else "ratio")
         if self.verdict == NOT_TESTED:
-            return f"{label} {x:.2f}x, indicative"
-        return f"{label} {x:.2f}x [{lo:.2f}, {hi:.2f}], {level_text(self.level)} interval"
+            return f"{label} {fmt_x(x)}x, indicative"
+        return f"{label} {fmt_x(x)}x [{fmt_x(lo)}, {fmt_x(hi)}], {level_text(self.level)} interval"
 
 
 def resolution(sd: float, processes: int, level: float = LEVEL) -> float:
@@ -493,13 +493,24 @@ def geomean(values: Iterable[float]) -> float:
 
 # ----------------------------------------------------------------------------- formatting
 
+def fmt_x(v: float) -> str:
+    """A ratio or interval bound in two decimals, '1.31'; far from 1 in two significant digits
+    with an exponent, '3.3e+95' or '2.1e-05' (an interval at df = 1 and a Holm level can span
+    a hundred decades, which fixed decimals print as a hundred digits); 'inf' past the float range."""
+    if not np.isfinite(v):
+        return "inf" if v > 0 else "-inf" if v < 0 else "n/a"
+    if v != 0 and (abs(v) >= 1e4 or abs(v) < 5e-3):
+        return f"{v:.1e}"
+    return f"{v:.2f}"
+
+
 def fmt_ratio(r: float, lo: float, hi: float) -> str:
     """'1.31x [1.25, 1.37]', or '1.31x' without an interval."""
     if not np.isfinite(r):
         return "n/a"
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{r:.2f}x"
-    return f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
+        return f"{fmt_x(r)}x"
+    return f"{fmt_x(r)}x [{fmt_x(lo)}, {fmt_x(hi)}]"
 
 
 def fmt_seconds(s: float | None) -> str:

@@ -101,7 +101,7 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> 
             stated += 1
             x, lo, hi = j.speed()
             flag = " (flagged)" if fam.key_flags.get(j.key) else ""
-            won.setdefault(a["framework"], []).append(f"{w} {k} {x:.2f}x [{lo:.2f}, {hi:.2f}] over "
+            won.setdefault(a["framework"], []).append(f"{w} {k} {stats.fmt_x(x)}x [{stats.fmt_x(lo)}, {stats.fmt_x(hi)}] over "
                                                       f"{b['framework']}{flag}")
     return won, stated, compared
 
@@ -191,6 +191,7 @@ def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         if costs:
             out.append("Dynamic shapes, 100 requests served in an accelerated mode (cold pass, then the warm rate; each "
                        "framework's best strategy), cheapest: " + "; ".join(costs) + ".")
+        out += _compilations_sentence(d)
     d = df[df["workload"] == axes.INTEROP]
     if not d.empty:
         c = d[(d["mode"] != "eager") & axes._has_mode(d, lacking_modes(df))]   # not a mode the framework lacks
@@ -215,7 +216,78 @@ def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
             best = v.groupby("framework")["vs_loop"].max()
             out.append("Derivatives: the best vectorised transform over the loop over examples reaches "
                        + ", ".join(f"{f} {x:.1f}x" for f, x in best.items()) + " (per-task verdicts in its section).")
+        out += _derivative_winners(df, d, fam)
     return out
+
+
+def _compilations_sentence(d: pd.DataFrame) -> list[str]:
+    """The static-graph claim in numbers: for the stream with the most distinct shapes, the
+    fewest compilations each framework needed to serve it in an accelerated mode (its own
+    counter in the cold pass: Dynamo graphs, jit compiles, tf.function traces plus XLA
+    programs), bucketing aside (it changes the shapes), against its default strategy's."""
+    t = d[d["status"].isin(TIMED) & (d["mode"] != "eager") & (d["strategy"] != "bucketed")]
+    if not axes.has(t, "compilations_cold", "distinct_shapes"):
+        return []
+    t = t[t["compilations_cold"].notna() & t["distinct_shapes"].notna()]
+    t = t.assign(_s=t.apply(axes._stream, axis=1),
+                 _n=t["compilations_cold"] + (t["xla_compilations_cold"].fillna(0) if "xla_compilations_cold"
+                                              in t.columns else 0))
+    if t.empty:
+        return []
+    stream = t.groupby("_s")["distinct_shapes"].max().idxmax()
+    g = t[t["_s"] == stream]
+    parts = []
+    for f in framework_order(g["framework"]):
+        h = g[g["framework"] == f].sort_values("_n", kind="stable")
+        if h.empty:
+            continue
+        best = h.iloc[0]
+        dflt = h[h["strategy"].isna() | (h["strategy"] == "default")]
+        text = f"{f} {best['_n']:.0f} ({best['mode']} {best['strategy'] if isinstance(best['strategy'], str) else 'default'})"
+        if not dflt.empty and dflt["_n"].min() > best["_n"]:
+            text += f", {dflt['_n'].min():.0f} by default"
+        parts.append(text)
+    if len(parts) < 2:
+        return []
+    return [f"Dynamic shapes, compilations to serve the {stream} stream's {g['distinct_shapes'].max():.0f} distinct "
+            "shapes (cold pass, fewest over each framework's accelerated modes and unpadded strategies; traces plus "
+            "XLA programs for TensorFlow): " + "; ".join(parts) + "."]
+
+
+def _derivative_winners(df: pd.DataFrame, d: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """Per derivatives task, each framework's fastest transform and mode against the
+    runner-up's, counted by verdict: who is faster where the family states it."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    if t.empty or fam.m == 0:
+        return []
+    won: dict[str, int] = {}
+    fastest: dict[str, int] = {}
+    untested = compared = 0
+    for _, g in t.groupby("task", sort=True):
+        best = g.sort_values("median_s").drop_duplicates("framework")
+        if len(best) < 2:
+            continue
+        j = findings.judge(best.iloc[0], best.iloc[1], fam)
+        compared += 1
+        f = best.iloc[0]["framework"]
+        fastest[f] = fastest.get(f, 0) + 1
+        untested += j.verdict == stats.NOT_TESTED
+        if stats.coarse(j.verdict) == stats.FASTER:
+            won[f] = won.get(f, 0) + 1
+    if not compared:
+        return []
+
+    def count(c: dict[str, int]) -> str:
+        return ", ".join(f"{f} in {n}" for f, n in sorted(c.items(), key=lambda kv: -kv[1]))
+    stated = sum(won.values())
+    text = (f"Derivatives, fastest framework per task (each framework's best transform and mode against the "
+            f"runner-up's): faster by the verdicts in {stated} of {compared} tasks" + (f" ({count(won)})" if won else ""))
+    rest = compared - stated - untested
+    text += (f"; {rest} equivalent or inconclusive" if rest else "")
+    if untested:
+        text += (f"; {untested} not tested (one process per case), where the fastest is, indicatively, "
+                 + count(fastest))
+    return [text + "."]
 
 
 def _best_outcomes(g: pd.DataFrame) -> pd.Series:

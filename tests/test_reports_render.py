@@ -158,3 +158,27 @@ def test_colours_are_fixed_and_colour_blind_safe():
     from matplotlib.colors import to_rgb
     hue = {f: colorsys.rgb_to_hsv(*to_rgb(c[f]))[0] for f in ("torch", "jax", "tensorflow")}
     assert abs(hue["torch"] - hue["tensorflow"]) > 0.15          # not two oranges
+
+
+def test_another_frameworks_api_is_na_not_unsupported(tmp_path):
+    """Issue 18: a strategy a framework does not have (another framework's API name) reads n/a
+    in the capability matrix and stays out of the failed/unsupported list; a strategy of its
+    own that it cannot run stays unsupported, with its reason."""
+    from workloads.dynamic import lacks
+    why = lacks("jax", "compiled", "input_signature", (None, "export"), "tf.function's API")
+    own = "tape.batch_jacobian does not apply to the GPT's per-sample gradients"
+    recs = [(record("tensorflow", "prefill", "compiled", workload="dynamic", strategy="input_signature"), times(0.01)),
+            (record("jax", "prefill", "compiled", workload="dynamic", strategy="export"), times(0.01, seed=1)),
+            (record("tensorflow", "prefill", "compiled", workload="dynamic", strategy="export", status="unsupported",
+                    reason=own), None),
+            (record("jax", "prefill", "compiled", workload="dynamic", strategy="input_signature",
+                    status="unsupported", reason=why), None)]
+    write(tmp_path / "r.json", result_json([r for r in recs if r[1]], frameworks=["tensorflow", "jax"],
+                                           not_run=[r[0] for r in recs if r[1] is None]))
+    df = reports.load(tmp_path)
+    assert list(figures.not_applicable(df)) == [r.get("reason") == why for _, r in df.iterrows()]
+    cap = figures.capability_table(df, {}).set_index("strategy")
+    assert cap.loc["input_signature", "jax"] == "n/a" and cap.loc["export", "tensorflow"] == "unsupported"
+    lines, _ = document.short_reasons(df)
+    assert any(own in ln for ln in lines) and not any("input_signature" in ln and "unsupported" in ln for ln in lines)
+    assert any(ln.startswith("n/a (another framework's API") and "jax: input_signature" in ln for ln in lines)

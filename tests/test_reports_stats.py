@@ -198,6 +198,17 @@ def test_verdict_words_follow_the_interval_and_the_margin():
         assert "significant" not in stats.words(v, m)
 
 
+def test_bounds_far_from_one_print_short():
+    """An interval at df = 1 and a Holm level spans many decades: its bounds print with an
+    exponent (a fixed-point bound ran to 300 digits and off the page)."""
+    assert stats.fmt_x(1.314) == "1.31" and stats.fmt_x(0.05) == "0.05"
+    assert stats.fmt_x(3.26e95) == "3.3e+95" and stats.fmt_x(2.1e-96) == "2.1e-96"
+    assert stats.fmt_x(float("inf")) == "inf" and stats.fmt_x(0.0) == "0.00"
+    assert stats.fmt_ratio(1.0, 1e-300, 1e300) == "1.00x [1.0e-300, 1.0e+300]"
+    j = stats.Judgement(key="k", ratio=0.3, lo=1e-40, hi=9e200, level=0.9996, verdict=stats.INCONCLUSIVE, kind="welch")
+    assert len(j.interval_text()) < 60
+
+
 def test_no_report_text_says_no_significant_difference():
     src = "\n".join(p.read_text() for p in Path(reports.__file__).parent.glob("*.py"))
     assert "no significant" not in src.lower()

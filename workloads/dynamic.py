@@ -90,6 +90,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads import diffusion, gpt
+from workloads.record import not_its_api
 from workloads.base import (FwbenchError, Preset, Stream, TaskSpec, check_positive, choose, dtype_name, host_values,
                             replace_config, shape_of)
 
@@ -609,7 +610,7 @@ def lacks(framework: str, mode: str, strategy: str | None, compiled: tuple[str |
     if strategy in have:
         return None
     names = ", ".join("default" if s is None else s for s in have)
-    return f"{framework} has no dynamic-shape strategy {strategy!r} in {mode} mode (it has {names}): {why}"
+    return not_its_api(framework, f"dynamic-shape strategy {strategy!r} in {mode} mode (it has {names}): {why}")
 
 
 class PrefillModel(Protocol):

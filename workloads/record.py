@@ -13,6 +13,17 @@ SCHEMA_VERSION = 3      # 2: repeat, compile_s, cache hits, counters split at th
                         # 3: first calls by design (first_call_cache, _compilations, _valid), host state
 
 STATUSES = ("ok", "fallback", "unsupported", "failed")
+
+
+def not_its_api(framework: str, what: str) -> str:
+    """The reason of an unsupported case that asks a framework for a mode or strategy it does
+    not have (another framework's API name, such as TensorFlow's input_signature under JAX):
+    "jax has no dynamic-shape strategy 'input_signature' ...". Reports read it as n/a, not as
+    a limitation of the framework (NOT_ITS_API); every such reason is written here."""
+    return f"{framework} has no {what}"
+
+
+NOT_ITS_API = r"^\S+ has no (?:'[^']*' mode|dynamic-shape strategy '|'[^']*' strategy for )"
 MODES = ("eager", "graph", "compiled")
 
 # key -> (accepted python types, required, meaning)
