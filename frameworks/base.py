@@ -16,16 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import FwbenchError, choose
+from workloads.base import FwbenchError, Unsupported, choose
+from workloads.case import Case, Placement
 
 
 class FrameworkUnavailable(FwbenchError):
     """The framework is not installed or fails to import (one line, with the pip command)."""
-
-
-class Unsupported(FwbenchError):
-    """Raised by a framework for a mode/task/device it cannot do. The case is recorded with
-    status 'unsupported' and this message; nothing is faked in its place."""
 
 
 def available_cpus() -> int:
@@ -385,20 +381,24 @@ class Adapter:
     def check_device(self, device: str) -> str:
         return choose(f"device for {self.name}", device, self.devices())
 
-    def build(self, workload: str, config: Any, params: dict[str, np.ndarray], mode: str,
+    def build(self, case: Case | str, config: Any, params: dict[str, np.ndarray], mode: str = "eager",
               device: str = "cpu", strategy: str | None = None) -> Any:
-        """Build `workload`'s model in this framework from numpy params. `strategy` is a case
-        variant the workload declares (workloads.<name>.strategies); None is the default."""
+        """Build a case's model in this framework from numpy params: every
+        frameworks/<fw>/<workload>.py has build(adapter, config, params, case). `case` is a
+        workloads.case.Case, or a workload's name with the mode, device and strategy (a case
+        variant the workload declares; None is the default), as a library user writes it."""
         from workloads import WORKLOADS
-        choose("workload", workload, WORKLOADS)
-        self.check_mode(mode)
-        self.check_device(device)
+        if isinstance(case, str):
+            self.check_mode(mode)
+            self.check_device(device)
+            case = Case(self.name, choose("workload", case, WORKLOADS), None, mode, strategy,
+                        placement=Placement(device))
+        choose("workload", case.workload, WORKLOADS)
+        self.check_mode(case.mode)
+        self.check_device(case.device)
         if self.threads is None:
             self.configure()
-        module = importlib.import_module(f"frameworks.{self.name}.{workload}")
-        if strategy is None:
-            return module.build(self, config, params, mode, device)
-        return module.build(self, config, params, mode, device, strategy=strategy)
+        return importlib.import_module(f"frameworks.{self.name}.{case.workload}").build(self, config, params, case)
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version(), "devices": self.devices(),

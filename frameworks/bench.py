@@ -26,6 +26,7 @@ from frameworks.base import (FrameworkUnavailable, Unsupported, available_cpus, 
                              default_cache_dir)
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, rel_err
+from workloads.case import Case
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
@@ -115,9 +116,9 @@ def choose_rounds(step_s: float, opts: Options) -> int:
     return int(min(max(n, opts.min_rounds), opts.max_rounds))
 
 
-def run_case(benchmark: Any, session: Session, framework: str, workload: str, task: str,
-             mode: str, strategy: str | None = None) -> dict[str, Any]:
-    """Time one case with `benchmark.pedantic` and store its record in extra_info.
+def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
+    """Time one case (workloads.case.Case) with `benchmark.pedantic` and store its record in
+    extra_info.
 
     Raises pytest's skip for missing frameworks and unsupported modes (after recording
     them) and re-raises failures (after recording them), so pytest reports each honestly.
@@ -148,13 +149,13 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     import pytest
 
     opts = session.options
+    framework, workload, task, mode = case.framework, case.workload, case.task, case.mode
     W = workloads.get(workload)
     preset = opts.presets.get(workload) or parse_presets(opts.preset, (workload,))[workload]
     p = W.preset(preset)
-    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed, strategy=strategy)
-    record = rec_mod.empty(framework=framework, workload=workload, task=task, mode=mode,
-                           strategy=strategy, preset=preset, shape=spec.shape, dtype="float32",
-                           device=opts.device, items=spec.items, unit=spec.unit, flops=float(spec.flops),
+    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed, strategy=case.strategy)
+    record = rec_mod.empty(**case.fields(), preset=preset, shape=spec.shape, dtype="float32",
+                           items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1
     clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
@@ -181,15 +182,15 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
         return record
 
     try:
-        device = resolve_device(adapter, opts.device)
-        record["device"] = device
+        case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
+        record["device"] = case.device
         if mode not in adapter.modes:
             raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
         # the process's folder (a cold case compiles into a folder of its own, merged into it)
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
         with adapter.case_caches(role) as found:
             record["first_call_cache"] = found
-            measure_case(benchmark, adapter, workload, p, spec, record, opts, mode, strategy, device)
+            measure_case(benchmark, adapter, case, p, spec, record, opts)
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
@@ -203,13 +204,14 @@ def run_case(benchmark: Any, session: Session, framework: str, workload: str, ta
     return record
 
 
-def measure_case(benchmark: Any, adapter: frameworks.Adapter, workload: str, p: Any, spec: Any,
-                 record: dict[str, Any], opts: Options, mode: str, strategy: str | None, device: str) -> None:
+def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
+                 record: dict[str, Any], opts: Options) -> None:
     """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
     `record` with what the framework's counters saw over the case: run_case's body, inside
     the adapter's case_caches."""
-    params = workloads.get(workload).init_params(p.config, seed=opts.seed)
-    model = adapter.build(workload, p.config, params, mode, device, strategy=strategy)
+    params = workloads.get(case.workload).init_params(p.config, seed=opts.seed)
+    model = adapter.build(case, p.config, params)
+    mode, device = case.mode, case.device
     # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
     pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
             for inp in spec.inputs]

@@ -48,7 +48,7 @@ import workloads
 from frameworks import bench
 from frameworks.base import default_cache_dir, set_cache_role, set_threads
 from workloads.base import FwbenchError, split_names
-from workloads.record import MODES
+from workloads.case import declared_cases
 
 _SESSION_KEY = pytest.StashKey[bench.Session]()
 
@@ -147,25 +147,18 @@ def fwbench_session(request: pytest.FixtureRequest) -> bench.Session:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Benchmark modules set WORKLOAD = "..." and take (framework, mode, task, strategy): the
-    strategies of each are the workload's (workloads.<name>.strategies; None is the default).
+    """Benchmark modules set WORKLOAD = "..." and take a `case` (workloads.case.Case): every
+    case the workload declares for the selected frameworks (workloads.case.declared_cases).
     Ids read framework-mode-task[-strategy]."""
     workload = getattr(metafunc.module, "WORKLOAD", None)
-    if workload is None or "task" not in metafunc.fixturenames:
+    if workload is None or "case" not in metafunc.fixturenames:
         return
     opts = session_of(metafunc.config).options
     cases = []
     if workload in opts.workloads:
-        W = workloads.get(workload)
-        declared = getattr(W, "strategies", lambda f, m, t: (None,))
-        # the first strategy a workload declares is the default (None where it has variants of
-        # a default, as gpt's train step; a transform's name where every case is a variant)
-        variants = (lambda f, m, t: declared(f, m, t)[:1]) if opts.variants == "default" else declared
-        # a workload whose task list depends on its preset (sizes in the names) says so in tasks()
-        tasks = W.tasks(W.preset(opts.presets[workload]).config) if hasattr(W, "tasks") else W.TASKS
-        cases = [(f, m, t, s) for f in opts.frameworks for m in MODES for t in tasks for s in variants(f, m, t)]
-    metafunc.parametrize("framework,mode,task,strategy", cases,
-                         ids=["-".join(x for x in c if x is not None) for c in cases])
+        cases = declared_cases(workload, opts.frameworks, opts.presets[workload], opts.variants,
+                               device=opts.device)
+    metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

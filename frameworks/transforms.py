@@ -17,14 +17,16 @@ from typing import Any, Callable
 
 from frameworks.base import Unsupported
 from workloads import derivatives as D
+from workloads.case import Case
 from workloads.record import not_its_api
 
 
 class TransformModel:
     framework = ""
 
-    def __init__(self, mode: str, device: str, strategy: str | None) -> None:
-        self.mode, self.device, self.strategy = mode, device, strategy
+    def __init__(self, adapter: Any, case: Case) -> None:
+        self.adapter, self.case = adapter, case
+        self.mode, self.device, self.strategy = case.mode, case.device, case.strategy
         self._fns: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def strategy_for(self, problem: str) -> str:
@@ -175,8 +177,8 @@ class FuncModel(TransformModel):
     mode), and `make_nth_derivative` may add the framework's own strategies."""
     func: Func
 
-    def __init__(self, mode: str, device: str, strategy: str | None, jit: Callable) -> None:
-        super().__init__(mode, device, strategy)
+    def __init__(self, adapter: Any, case: Case, jit: Callable) -> None:
+        super().__init__(adapter, case)
         self.jit = jit
 
     def make_nth_derivative(self, strategy: str, order: int) -> Callable[[Any], Any]:

@@ -59,8 +59,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _case(item: pytest.Item) -> dict[str, Any]:
+    """The case's identity: plain parameters as they are, and a value with `fields()` (the
+    benchmark modules' workloads.case.Case) by its fields."""
     callspec = getattr(item, "callspec", None)
-    params = {k: v for k, v in (callspec.params.items() if callspec else ()) if isinstance(v, (str, int, float))}
+    params: dict[str, Any] = {}
+    for k, v in (callspec.params.items() if callspec else ()):
+        if isinstance(v, (str, int, float)):
+            params[k] = v
+        elif callable(getattr(v, "fields", None)):
+            params.update({f: x for f, x in v.fields().items() if isinstance(x, (str, int, float))})
     module = getattr(item, "module", None)
     return {"nodeid": item.nodeid, "workload": getattr(module, "WORKLOAD", None), **params}
 

@@ -17,6 +17,7 @@ from workloads import gpt
 from frameworks.base import Unsupported
 from workloads import record as record_mod
 from workloads.base import FwbenchError, rel_err
+from workloads.case import Case
 
 TINY = D.preset("tiny").config
 pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
@@ -102,7 +103,7 @@ def stream_case(benchmark, monkeypatch, strategy=None, task="prefill", fake=None
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     s = bench.Session(bench.Options(frameworks=("torch",), workloads=("dynamic",), preset="tiny", rounds=rounds),
                       gemm_samples=[{"numpy": 1e9}])     # no GEMM measurement: not what is tested
-    return s, bench.run_case(benchmark, s, "torch", "dynamic", task, "compiled", strategy)
+    return s, bench.run_case(benchmark, s, Case("torch", "dynamic", task, "compiled", strategy))
 
 
 @pytest.mark.parametrize("strategy", [None, "bucketed"])
@@ -138,7 +139,7 @@ def real_case(benchmark, framework, mode, strategy, task="prefill"):
         pytest.skip(f"needs {framework}")
     s = bench.Session(bench.Options(frameworks=(framework,), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, framework, "dynamic", task, mode, strategy)
+    rec = bench.run_case(benchmark, s, Case(framework, "dynamic", task, mode, strategy))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     return rec
 
@@ -517,7 +518,7 @@ def test_jax_bucketed_generate_and_train_compile_at_most_once_per_bucket(benchma
         pytest.skip("needs jax")
     s = bench.Session(bench.Options(frameworks=("jax",), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, "jax", "dynamic", task, "compiled", "bucketed")
+    rec = bench.run_case(benchmark, s, Case("jax", "dynamic", task, "compiled", "bucketed"))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     assert rec["stream"] == f"gpt-{task}" and rec["padding_waste"] > 0
     assert 2 <= rec["distinct_shapes"] <= len(TINY.buckets()) and rec["compilations"] == rec["distinct_shapes"]

@@ -15,6 +15,7 @@ import frameworks
 from frameworks import bench
 from frameworks.base import Adapter, FrameworkUnavailable, Unsupported
 from workloads import record as record_mod
+from workloads.case import Case
 
 STEP_S = 0.004
 # cases that skip or fail before timing leave pytest-benchmark's fixture unused, by design
@@ -97,7 +98,7 @@ def test_ok_case_fills_every_record_field(benchmark, monkeypatch):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     s = session()
-    rec = bench.run_case(benchmark, s, "torch", "gpt", "train_step", "eager")
+    rec = bench.run_case(benchmark, s, Case("torch", "gpt", "train_step", "eager"))
     assert record_mod.problems(rec) == []
     assert set(record_mod.FIELDS) <= set(benchmark.extra_info)
     assert rec["status"] == "ok" and rec["reason"] is None
@@ -117,7 +118,7 @@ def test_unsupported_mode_is_recorded_and_skipped(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter())
     s = session()
     with pytest.raises(pytest.skip.Exception, match="torch has no 'graph' mode"):
-        bench.run_case(benchmark, s, "torch", "gpt", "forward", "graph")
+        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "graph"))
     (rec,) = s.records
     assert rec["status"] == "unsupported" and rec["mode"] == "graph" and record_mod.problems(rec) == []
     assert rec["compile_cache"] in ("cold", "warm", "off") and rec["repeat"] is None
@@ -127,7 +128,7 @@ def test_unsupported_raised_by_framework(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter(fail=Unsupported("no KV cache under XLA")))
     s = session()
     with pytest.raises(pytest.skip.Exception):
-        bench.run_case(benchmark, s, "torch", "gpt", "generate", "compiled")
+        bench.run_case(benchmark, s, Case("torch", "gpt", "generate", "compiled"))
     assert s.records[0]["reason"] == "no KV cache under XLA"
 
 
@@ -135,7 +136,7 @@ def test_failure_is_recorded_then_raised(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter(fail=RuntimeError("XLA crashed\nstack")))
     s = session()
     with pytest.raises(RuntimeError):
-        bench.run_case(benchmark, s, "torch", "gpt", "forward", "compiled")
+        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
     assert s.records[0]["status"] == "failed" and s.records[0]["reason"] == "RuntimeError: XLA crashed"
 
 
@@ -145,7 +146,7 @@ def test_missing_framework_is_skipped_with_reason(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", load)
     s = session()
     with pytest.raises(pytest.skip.Exception, match="not installed"):
-        bench.run_case(benchmark, s, "torch", "gpt", "forward", "eager")
+        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "eager"))
     assert s.missing == {"torch": "torch is not installed: pip install 'fwbench[torch]'"}
 
 
@@ -168,7 +169,7 @@ def test_only_a_break_in_the_model_makes_a_fallback(benchmark, monkeypatch, in_m
             fake.model_breaks.append(BRANCH)
         return step(self, *a)
     monkeypatch.setattr(FakeModel, "train_step", breaking)
-    rec = bench.run_case(benchmark, session(), "torch", "gpt", "train_step", "compiled")
+    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "compiled"))
     assert rec["status"] == status and rec["reason"] == reason and rec["graph_breaks"] == recorded
 
 
@@ -177,7 +178,7 @@ def test_a_recompilation_during_the_timed_rounds_is_flagged(benchmark, monkeypat
     # calls: first (1), sizing (2), 2 warm-up (3, 4), then the timed rounds (5 ...)
     fake = FakeAdapter(recompile_at=call)
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "compiled")
+    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
     assert rec["compilations"] == 1 and rec["compilations_timed"] == timed
     assert rec["recompiled_during_timing"] is bool(timed)
 
@@ -187,7 +188,7 @@ def test_a_train_step_waits_for_the_updated_state(benchmark, monkeypatch):
     call must wait for the model's state() too, not only for the returned value."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    bench.run_case(benchmark, session(), "torch", "gpt", "train_step", "eager")
+    bench.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "eager"))
     assert fake.synced and all(isinstance(x, tuple) and x[1] is fake.model.params for x in fake.synced)
 
 
@@ -195,7 +196,7 @@ def test_a_train_step_waits_for_the_updated_state(benchmark, monkeypatch):
 def test_a_forward_waits_for_its_output_only(benchmark, monkeypatch):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    bench.run_case(benchmark, session(), "torch", "gpt", "forward", "eager")
+    bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
     assert fake.synced and all(isinstance(x, np.ndarray) for x in fake.synced)
 
 
@@ -205,7 +206,7 @@ def test_the_garbage_collector_is_off_from_the_sizing_call_to_the_last_timed_rou
     The first call (trace, compile) runs as a user's would, with GC on."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "eager")
+    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
     on = fake.model.gc_during_calls
     # calls: first (GC on), sizing, 2 warm-up rounds, 15 timed rounds (GC off)
     assert on == [True] + [False] * (1 + 2 + 15)
@@ -217,7 +218,7 @@ def test_every_part_of_a_case_runs_inside_the_adapters_case_caches(benchmark, mo
     with the process's role; what it yields is the record's first_call_cache."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", "compiled")
+    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
     assert fake.built_in_case is True and fake.model.in_case_caches == [True] * (1 + 1 + 2 + 15)
     assert fake.roles == [rec["compile_cache"]] and not fake.in_case
     assert rec["first_call_cache"] == f"fake {rec['compile_cache']} caches"
@@ -231,7 +232,7 @@ def test_a_compiled_first_call_that_compiled_nothing_is_invalid(benchmark, monke
     first_call_valid false, with the reason. Eager mode has no compile latency: None."""
     fake = FakeAdapter(first_compiles=first_compiles)
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), "torch", "gpt", "forward", mode)
+    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", mode))
     assert record_mod.problems(rec) == []
     assert rec["first_call_compilations"] == first_compiles and rec["first_call_valid"] is valid
     if valid is False:
@@ -271,7 +272,7 @@ def test_host_state_from_proc_stat_with_a_fake_reader():
 def test_reported_time_matches_a_bare_loop(benchmark, monkeypatch):
     """pytest-benchmark's median for a case is within 3% of a bare loop over the same callable."""
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter())
-    rec = bench.run_case(benchmark, session(bare_loop=True), "torch", "gpt", "forward", "eager")
+    rec = bench.run_case(benchmark, session(bare_loop=True), Case("torch", "gpt", "forward", "eager"))
     reported = benchmark.stats.stats.median
     assert reported == pytest.approx(rec["bare_loop_median_s"], rel=0.03)
     assert reported >= STEP_S
@@ -329,11 +330,11 @@ def test_a_result_that_fails_its_check_is_failed_and_not_timed(benchmark, monkey
     s = session()
     if differs:
         with pytest.raises(pytest.xfail.Exception, match="relative error 0.1"):
-            bench.run_case(benchmark, s, "torch", "gpt", "forward", "compiled")
+            bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
         (rec,) = s.records
         assert rec["status"] == "failed" and rec["reason"] == differs and rec["batch"] == 2
         assert fake.model.calls == 1 and benchmark.stats is None          # the first call only
     else:
-        rec = bench.run_case(benchmark, s, "torch", "gpt", "forward", "compiled")
+        rec = bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
         assert rec["status"] == "ok" and rec["batch"] == 2 and benchmark.extra_info["batch"] == 2
     assert len(seen) == 1 and isinstance(seen[0], np.ndarray)

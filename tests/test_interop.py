@@ -4,6 +4,7 @@ and the records the harness writes for each outcome."""
 from __future__ import annotations
 
 import importlib
+import types
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from frameworks import bench
 from tests.helpers import INSTALLED, impls
 from workloads import interop as I
 from workloads import record as record_mod
-from workloads.base import FwbenchError
+from workloads.base import FwbenchError, Unsupported
+from workloads.case import Case
 
 CFG = I.preset("tiny").config
 pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
@@ -69,8 +71,12 @@ def refusing(fn):
     return run
 
 
+# numpy as the framework: arrays as they are, nothing to wait for
+NUMPY = types.SimpleNamespace(to_numpy=np.asarray, asarray=lambda x, device: np.asarray(x), sync=None)
+
+
 def programs(make, mode="compiled", pieces=None):
-    return I.Programs(numpy_programs(), make, np.asarray, np.asarray, CFG, mode, RuntimeError, pieces)
+    return I.Programs(numpy_programs(), make, NUMPY, CFG, Case("numpy", "interop", None, mode), pieces)
 
 
 @pytest.mark.parametrize("name", I.TASKS)
@@ -119,7 +125,7 @@ def test_trace_time_effects_and_frozen_values_are_wrong(name, what):
 def test_a_refusal_keeps_the_frameworks_own_first_line():
     v = programs(refusing).verdict("value_branch")
     assert (v.outcome, v.status, v.reason, v.calls) == ("refused", "unsupported", "TypeError: cannot trace this", 0)
-    with pytest.raises(RuntimeError, match="cannot trace this") as e:
+    with pytest.raises(Unsupported, match="cannot trace this") as e:
         programs(refusing).value_branch
     assert e.value.record_extra["status"] == "unsupported"
 
@@ -269,11 +275,11 @@ def test_the_harness_records_each_outcome(benchmark, task, mode, status, outcome
     s = bench.Session(bench.Options(frameworks=("jax",), workloads=("interop",), preset="tiny", rounds=3),
                       gemm_samples=[{"numpy": 1e9}])     # no GEMM measurement: not what is tested
     if status == "ok":
-        rec = bench.run_case(benchmark, s, "jax", "interop", task, mode)
+        rec = bench.run_case(benchmark, s, Case("jax", "interop", task, mode))
     else:
         kind = pytest.skip.Exception if status == "unsupported" else pytest.xfail.Exception
         with pytest.raises(kind):
-            bench.run_case(benchmark, s, "jax", "interop", task, mode)
+            bench.run_case(benchmark, s, Case("jax", "interop", task, mode))
         (rec,) = s.records
         assert rec["first_call_s"] is None
     assert record_mod.problems(rec) == []

@@ -15,6 +15,7 @@ from workloads import dynamic as DY
 from workloads import gpt
 from workloads import record as record_mod
 from workloads.base import rel_err
+from workloads.case import Case
 
 pytestmark = pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")
 TINY_DYNAMIC = DY.preset("tiny").config
@@ -43,7 +44,7 @@ def test_compiled_bucketed_generate_compiles_once_per_bucket(benchmark):
         ops.uid()
     s = bench.Session(bench.Options(frameworks=("tensorflow",), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, "tensorflow", "dynamic", "generate", "compiled", "bucketed")
+    rec = bench.run_case(benchmark, s, Case("tensorflow", "dynamic", "generate", "compiled", "bucketed"))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     lengths = DY.generate_lengths(TINY_DYNAMIC)
     buckets = {DY.bucket_of(TINY_DYNAMIC, T) for T in lengths}

@@ -19,6 +19,12 @@ class FwbenchError(ValueError):
     and what is valid. Command-line entry points print it without a traceback."""
 
 
+class Unsupported(FwbenchError):
+    """Raised by a framework for a mode/task/device/strategy it cannot do. The case is
+    recorded with status 'unsupported' and this message; nothing is faked in its place.
+    (Here, not in frameworks/, so that a workload can refuse a case too.)"""
+
+
 class WrongResult(FwbenchError):
     """A case ran but its result differs from the reference (a side effect that ran only
     while tracing, a branch frozen at trace time, a wrong padded result, a derivative that

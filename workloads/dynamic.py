@@ -90,9 +90,9 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads import diffusion, gpt
+from workloads.base import (FwbenchError, Preset, Stream, TaskSpec, Unsupported, check_positive, choose, dtype_name,
+                            host_values, replace_config, shape_of)
 from workloads.record import not_its_api
-from workloads.base import (FwbenchError, Preset, Stream, TaskSpec, check_positive, choose, dtype_name, host_values,
-                            replace_config, shape_of)
 
 NAME = "dynamic"
 TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
@@ -611,6 +611,42 @@ def lacks(framework: str, mode: str, strategy: str | None, compiled: tuple[str |
         return None
     names = ", ".join("default" if s is None else s for s in have)
     return not_its_api(framework, f"dynamic-shape strategy {strategy!r} in {mode} mode (it has {names}): {why}")
+
+
+@dataclass(frozen=True)
+class Models:
+    """One framework's dynamic-shape models (frameworks/<fw>/dynamic.py: MODELS): each class
+    is made as cls(adapter, config, params, case) with the GPT's or the UNet's parameters;
+    `strategies` are the strategies it has in graph and compiled modes (and `why` says what
+    the others are), `int_strategies`/`int_why` the same for prefill_int."""
+    framework: str
+    prefill: Callable[..., Any]          # prefill, generate and train: one GPT model
+    ddpm: Callable[..., Any]
+    prefill_int: Callable[..., Any]
+    strategies: tuple[str | None, ...]
+    why: str
+    int_strategies: tuple[str | None, ...]
+    int_why: str
+
+
+def build(models: Models, adapter: Any, config: DynamicConfig, params: dict[str, np.ndarray], case: Any) -> ByTask:
+    """A framework's dynamic case (every frameworks/<fw>/dynamic.py's build): the task's model,
+    made when the harness looks up its method, after refusing a strategy the framework does
+    not have in the case's mode (Unsupported, with the reason)."""
+    gpt_params, unet_params = split_params(params)
+
+    def made(cls: Callable[..., Any], p: dict[str, np.ndarray], have: tuple[str | None, ...], why: str) -> Callable[[], Any]:
+        def make() -> Any:
+            reason = lacks(models.framework, case.mode, case.strategy, have, why)
+            if reason:
+                raise Unsupported(reason)
+            return cls(adapter, config, p, case)
+        return make
+
+    gpt_model = made(models.prefill, gpt_params, models.strategies, models.why)
+    return ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
+                  eps=made(models.ddpm, unet_params, models.strategies, models.why),
+                  prefill_int=made(models.prefill_int, gpt_params, models.int_strategies, models.int_why))
 
 
 class PrefillModel(Protocol):

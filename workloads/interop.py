@@ -51,7 +51,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workloads.base import Preset, TaskSpec, WrongResult, check_positive, choose, error_line, rel_err
+from workloads.base import (Preset, TaskSpec, Unsupported, WrongResult, check_positive, choose, error_line,
+                            rel_err)
 
 NAME = "interop"
 SEED = 1234          # call k seeds Python's random with SEED + k
@@ -435,25 +436,24 @@ class Programs:
     keys in `record_extra`. A refused program raises `refused(reason)` (the harness records
     it unsupported), a wrong one WrongResult (recorded failed, never timed).
 
-    make(fn) -> the program under the mode; pieces as for `probe`; sync(y) waits for a
-    result (the adapter's); tidy(reason) shortens a framework's message without changing its
+    make(fn) -> the program under the mode; `adapter` gives to_numpy, asarray(x, device) and
+    sync(y), which waits for a result; the case gives mode, device and strategy; pieces as
+    for `probe`; tidy(reason) shortens a framework's message without changing its
     words (TensorFlow's graph names with their attributes). With strategy IDIOMATIC each program is the framework's rewrite
     (`rewrites`, a Rewrite per program of REWRITTEN[framework]; a program without one raises
     `refused`), and the record also carries rewrite_uses and rewrite_lines."""
 
     def __init__(self, programs: dict[str, Callable[[Any], Any]], make: Callable[[Callable], Callable],
-                 to_numpy: Callable[[Any], Any], asarray: Callable[[np.ndarray], Any], config: InteropConfig,
-                 mode: str, refused: Callable[[str], Exception],
-                 pieces: Pieces | None = None, sync: Callable[[Any], Any] | None = None,
-                 rewrites: dict[str, Rewrite] | None = None, strategy: str | None = None,
-                 tidy: Callable[[str], str] | None = None) -> None:
+                 adapter: Any, config: InteropConfig, case: Any, pieces: Pieces | None = None,
+                 rewrites: dict[str, Rewrite] | None = None, tidy: Callable[[str], str] | None = None) -> None:
         assert set(programs) == set(PROGRAMS), "a framework implements every program"
+        strategy = case.strategy
         choose("interop strategy", strategy or "as written", ("as written", IDIOMATIC))
-        self._programs, self._make, self._to_numpy, self._pieces = programs, make, to_numpy, pieces
-        self._refused, self.mode, self.config, self._sync = refused, mode, config, sync
+        self._programs, self._make, self._to_numpy, self._pieces = programs, make, adapter.to_numpy, pieces
+        self._refused, self.mode, self.config, self._sync = Unsupported, case.mode, config, adapter.sync
         self._rewrites = (rewrites or {}) if strategy == IDIOMATIC else None
         self._tidy = tidy
-        self._inputs = [asarray(x) for x in make_inputs(config)]
+        self._inputs = [adapter.asarray(x, case.device) for x in make_inputs(config)]
         self.verdicts: dict[str, Verdict] = {}
 
     def _rewrite(self, name: str) -> Rewrite | None:

@@ -102,8 +102,7 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray]) -> T.GP
                      named=lambda out: out, own=lambda v: dict(zip(names, v)))
 
 
-def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> JaxDerivatives:
-    model = JaxDerivatives(mode, device, strategy, jax.jit if mode == "compiled" else (lambda f: f))
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], case: Case) -> JaxDerivatives:
+    model = JaxDerivatives(adapter, case, jax.jit if case.mode == "compiled" else (lambda f: f))
     model.gpt = gpt_func(config, params)
     return model

@@ -210,18 +210,17 @@ def sample_loop(p: Params, x: jax.Array, coefs: dict[str, jax.Array], noise: jax
 
 # ----------------------------------------------------------------------------- interface
 
-def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-          device: str) -> JaxDiffusion:
-    return JaxDiffusion(adapter, config, params, mode, device)
+def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> JaxDiffusion:
+    return JaxDiffusion(adapter, config, params, case)
 
 
 class JaxDiffusion:
     """workloads.diffusion.DiffusionModel for JAX: the parameters and optimizer state
     (replaced by every train_step) and the entry points the benchmarks time."""
 
-    def __init__(self, adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray],
-                 mode: str, device: str) -> None:
+    def __init__(self, adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> None:
         D.check_params(config, params)
+        mode, device = case.mode, case.device
         self.config, self.mode, self.device = config, mode, device
         self.adapter = adapter
         self.params = {k: adapter.asarray(params[k], device) for k in D.param_shapes(config)}

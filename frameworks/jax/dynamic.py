@@ -23,16 +23,10 @@ from workloads import diffusion as DF
 from workloads import dynamic as D
 from workloads import gpt as G
 from workloads.base import error_line
+from workloads.case import Case
 
 COMPILED = (None, "export", "bucketed")
 WHY = "jit specialises on every shape; jax.export is its symbolic-shape path"
-
-
-def refuse(mode: str, strategy: str | None, have: tuple[str | None, ...] = COMPILED, why: str = WHY) -> None:
-    """Unsupported, with the reason, where JAX has no `strategy` in `mode`."""
-    reason = D.lacks("jax", mode, strategy, have, why)
-    if reason:
-        raise Unsupported(reason)
 
 
 def prefill(p: dict[str, jax.Array], tokens: jax.Array, last: jax.Array, *, cfg: G.GPTConfig) -> jax.Array:
@@ -77,9 +71,8 @@ def train_loss(p: dict[str, jax.Array], tokens: jax.Array, targets: jax.Array, w
 
 
 class JaxPrefill:
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
         self.params = {k: adapter.asarray(params[k], device) for k in G.param_shapes(config.gpt)}
         cfg, loop = config.gpt, lax.fori_loop if mode == "compiled" else python_loop
@@ -125,9 +118,8 @@ class JaxDdpm:
     exported once, on the first request; an export JAX refuses is recorded unsupported with
     JAX's own error."""
 
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, device, strategy = case.mode, case.device, case.strategy
         from frameworks.jax.diffusion import eps
         self.config, self.mode, self.strategy = config, mode, strategy
         cfg = config.unet
@@ -172,10 +164,8 @@ class JaxPrefillInt:
     (None) is refused with JAX's own error (recorded unsupported); `static` passes
     static_argnums, a compile per length."""
 
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy, (None, "static"), "the length is a Python int: jit takes it as a static argument "
-               "(static) or traces it (refused)")
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
         self.params = {k: adapter.asarray(params[k], device) for k in G.param_shapes(config.gpt)}
         fn = partial(prefill_int, cfg=config.gpt)
@@ -190,13 +180,9 @@ class JaxPrefillInt:
                               f"bound: {error_line(e)}") from None
 
 
-def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-          strategy: str | None = None) -> D.ByTask:
-    gpt_params, unet_params = D.split_params(params)
+MODELS = D.Models("jax", JaxPrefill, JaxDdpm, JaxPrefillInt, COMPILED, WHY, (None, "static"),
+                  "the length is a Python int: jit takes it as a static argument (static) or traces it (refused)")
 
-    def gpt_model() -> JaxPrefill:
-        return JaxPrefill(adapter, config, gpt_params, mode, device, strategy)
 
-    return D.ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
-                    eps=lambda: JaxDdpm(adapter, config, unet_params, mode, device, strategy),
-                    prefill_int=lambda: JaxPrefillInt(adapter, config, gpt_params, mode, device, strategy))
+def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> D.ByTask:
+    return D.build(MODELS, adapter, config, params, case)

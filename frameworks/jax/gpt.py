@@ -228,18 +228,17 @@ def generate_full(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
 
 # ----------------------------------------------------------------------------- interface
 
-def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
-          device: str) -> JaxGPT:
-    return JaxGPT(adapter, config, params, mode, device)
+def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> JaxGPT:
+    return JaxGPT(adapter, config, params, case)
 
 
 class JaxGPT:
     """workloads.gpt.GPTModel for JAX: the parameters and optimizer state (replaced by
     every train_step) and the entry points the benchmarks time."""
 
-    def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray],
-                 mode: str, device: str) -> None:
+    def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         W.check_params(config, params)
+        mode, device = case.mode, case.device
         self.config, self.mode, self.device = config, mode, device
         self.params = {k: adapter.asarray(params[k], device) for k in W.param_shapes(config)}
         self.tx = adamw(params)

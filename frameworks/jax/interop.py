@@ -97,8 +97,6 @@ def _jit(fn):
     return jax.jit(lambda x: fn(x))
 
 
-def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> I.Programs:
-    make = _jit if mode == "compiled" else (lambda f: f)
-    return I.Programs(PROGRAMS, make, adapter.to_numpy, lambda x: adapter.asarray(x, device), config, mode,
-                      Unsupported, sync=adapter.sync, rewrites=REWRITES, strategy=strategy)
+def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], case: Case) -> I.Programs:
+    make = _jit if case.mode == "compiled" else (lambda f: f)
+    return I.Programs(PROGRAMS, make, adapter, config, case, rewrites=REWRITES)

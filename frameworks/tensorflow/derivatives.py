@@ -287,8 +287,9 @@ def first_call_watched(fn: Callable[..., Any]) -> Callable[..., Any]:
 class TFDerivatives(TransformModel):
     framework = "tensorflow"
 
-    def __init__(self, adapter: Any, mode: str, device: str, strategy: str | None) -> None:
-        super().__init__(mode, device, strategy)
+    def __init__(self, adapter: Any, case: Case) -> None:
+        super().__init__(adapter, case)
+        mode = case.mode
         self.jit = (lambda f: f) if mode == "eager" else (
             lambda f: adapter.function(f, jit_compile=mode == "compiled", reduce_retracing=True))
 
@@ -403,8 +404,7 @@ class TFGPTs:
         return self._stacked[k]
 
 
-def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> TFDerivatives:
-    model = TFDerivatives(adapter, mode, device, strategy)
-    model.gpt = TFGPTs(adapter, config, params, device)
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], case: Case) -> TFDerivatives:
+    model = TFDerivatives(adapter, case)
+    model.gpt = TFGPTs(adapter, config, params, case.device)
     return model

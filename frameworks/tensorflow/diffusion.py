@@ -225,9 +225,9 @@ class TFDiffusion:
     loss, the AdamW step, the samplers), each entry point one tf.function outside eager
     mode (see the module docstring)."""
 
-    def __init__(self, adapter: Any, config: DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str):
+    def __init__(self, adapter: Any, config: DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> None:
         check_params(config, params)
+        mode, device = case.mode, case.device
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
         sched = config.schedule
@@ -345,6 +345,5 @@ class TFDiffusion:
         return {k: v.numpy() for k, v in self.model.named.items()}
 
 
-def build(adapter: Any, config: DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-          device: str) -> TFDiffusion:
-    return TFDiffusion(adapter, config, params, mode, device)
+def build(adapter: Any, config: DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> TFDiffusion:
+    return TFDiffusion(adapter, config, params, case)

@@ -14,19 +14,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from frameworks.base import Unsupported
 from frameworks.tensorflow.gpt import TFGPT, dims
 from workloads import dynamic as D
+from workloads.case import Case
 
 TRACED = (None, "input_signature", "reduce_retracing", "bucketed")
 WHY = "tf.function traces per input signature"
-
-
-def refuse(mode: str, strategy: str | None, have: tuple[str | None, ...] = TRACED, why: str = WHY) -> None:
-    """Unsupported, with the reason, where TensorFlow has no `strategy` in `mode`."""
-    reason = D.lacks("tensorflow", mode, strategy, have, why)
-    if reason:
-        raise Unsupported(reason)
 
 
 def _function_kwargs(mode: str, strategy: str | None, signature: Any) -> dict[str, Any]:
@@ -41,11 +34,10 @@ def _function_kwargs(mode: str, strategy: str | None, signature: Any) -> dict[st
 
 
 class TFPrefill:
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
-        self.gpt = TFGPT(adapter, config.gpt, params, "eager", device)
+        self.gpt = TFGPT(adapter, config.gpt, params, case.but(mode="eager", strategy=None))
         self._device = adapter.tf_device(device)
         self._fn, self._generate, self._train = self._prefill_fn, self._generate_fn, self._train_fn
         if mode != "eager":
@@ -125,12 +117,11 @@ class TFDdpm:
     """The ddpm stream: frameworks/tensorflow/diffusion.py's UNet module under tf.function as
     the strategy says; input_signature leaves the batch and both image dimensions None."""
 
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, device, strategy = case.mode, case.device, case.strategy
         from frameworks.tensorflow.diffusion import TFDiffusion
         self.config, self.mode, self.strategy = config, mode, strategy
-        self.model = TFDiffusion(adapter, config.unet, params, "eager", device).model
+        self.model = TFDiffusion(adapter, config.unet, params, case.but(mode="eager", strategy=None)).model
         self._device = adapter.tf_device(device)
         self._fn = self.model.__call__
         if mode != "eager":
@@ -149,11 +140,9 @@ class TFPrefillInt(TFPrefill):
     length traces (and, under jit_compile, compiles) again, reduce_retracing or not; an
     input_signature holds tensor specs only."""
 
-    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None) -> None:
-        refuse(mode, strategy, (None, "reduce_retracing"), "a Python int argument is part of tf.function's trace "
-               "key, so the default already traces per value, and an input_signature holds tensor specs only")
-        super().__init__(adapter, config, params, "eager", device, None)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        super().__init__(adapter, config, params, case.but(mode="eager", strategy=None))
+        mode, strategy = case.mode, case.strategy
         self.mode, self.strategy = mode, strategy
         self._int = self._int_fn
         if mode != "eager":
@@ -170,13 +159,10 @@ class TFPrefillInt(TFPrefill):
             return self._int(tokens, length)
 
 
-def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-          strategy: str | None = None) -> D.ByTask:
-    gpt_params, unet_params = D.split_params(params)
+MODELS = D.Models("tensorflow", TFPrefill, TFDdpm, TFPrefillInt, TRACED, WHY, (None, "reduce_retracing"),
+                  "a Python int argument is part of tf.function's trace key, so the default already traces per "
+                  "value, and an input_signature holds tensor specs only")
 
-    def gpt_model() -> TFPrefill:
-        return TFPrefill(adapter, config, gpt_params, mode, device, strategy)
 
-    return D.ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
-                    eps=lambda: TFDdpm(adapter, config, unet_params, mode, device, strategy),
-                    prefill_int=lambda: TFPrefillInt(adapter, config, gpt_params, mode, device, strategy))
+def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> D.ByTask:
+    return D.build(MODELS, adapter, config, params, case)

@@ -335,9 +335,9 @@ class TFGPT:
     benchmark's rotated batches never retrace while the first trace keeps static shapes.
     """
 
-    def __init__(self, adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str):
+    def __init__(self, adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         check_params(config, params)
+        mode, device = case.mode, case.device
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
         with tf.device(self._device):
@@ -445,5 +445,5 @@ class TFGPT:
         return {k: v.numpy() for k, v in self.model.named.items()}
 
 
-def build(adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], mode: str, device: str) -> TFGPT:
-    return TFGPT(adapter, config, params, mode, device)
+def build(adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], case: Case) -> TFGPT:
+    return TFGPT(adapter, config, params, case)

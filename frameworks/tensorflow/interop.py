@@ -115,11 +115,9 @@ def tidy(reason: str) -> str:
     return f"{reason.split(':')[0]}: unsupported operation for {m[1]}: {m[2]}" if m else reason
 
 
-def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> I.Programs:
-    if mode == "eager":
+def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], case: Case) -> I.Programs:
+    if case.mode == "eager":
         make = lambda f: f   # noqa: E731
     else:
-        make = lambda f: adapter.function(f, jit_compile=mode == "compiled")   # noqa: E731
-    return I.Programs(PROGRAMS, make, adapter.to_numpy, lambda x: adapter.asarray(x, device), config, mode,
-                      Unsupported, sync=adapter.sync, rewrites=REWRITES, strategy=strategy, tidy=tidy)
+        make = lambda f: adapter.function(f, jit_compile=case.mode == "compiled")   # noqa: E731
+    return I.Programs(PROGRAMS, make, adapter, config, case, rewrites=REWRITES, tidy=tidy)

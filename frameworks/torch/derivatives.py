@@ -204,9 +204,8 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
     return out
 
 
-def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> TorchDerivatives:
-    if mode == "compiled":
+def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], case: Case) -> TorchDerivatives:
+    if case.mode == "compiled":
         # Every model composes its transforms from the same code (frameworks/transforms.py,
         # torch.func's wrappers), new closures each time: Dynamo keeps one cache entry per
         # code object and closure, and after config.recompile_limit (8) entries it refuses to
@@ -214,6 +213,6 @@ def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarra
         # starts from Dynamo's fresh-process state instead (its counters, which the harness
         # reads, and the on-disk caches are kept).
         torch._dynamo.reset()
-    model = TorchDerivatives(mode, device, strategy, compiled if mode == "compiled" else (lambda f: f))
-    model.gpt = gpt_func(config, params, device)
+    model = TorchDerivatives(adapter, case, compiled if case.mode == "compiled" else (lambda f: f))
+    model.gpt = gpt_func(config, params, case.device)
     return model

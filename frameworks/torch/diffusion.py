@@ -251,9 +251,8 @@ class UNet(nn.Module):
 
 # ----------------------------------------------------------------------------- interface
 
-def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> TorchDiffusion:
-    return TorchDiffusion(config, params, mode, device, strategy)
+def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> TorchDiffusion:
+    return TorchDiffusion(adapter, config, params, case)
 
 
 def to_nchw(x: torch.Tensor) -> torch.Tensor:
@@ -270,9 +269,9 @@ class TorchDiffusion:
     schedule's coefficients as float32 tensors, and the entry points the benchmarks time
     (compiled in mode "compiled")."""
 
-    def __init__(self, config: D.DiffusionConfig, params: dict[str, np.ndarray], mode: str,
-                 device: str, strategy: str | None = None) -> None:
+    def __init__(self, adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> None:
         D.check_params(config, params)
+        mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.device = config, mode, device
         self.net = UNet(config).to(device=device, memory_format=MEMORY_FORMAT)
         self._params = dict(self.net.named_parameters())

@@ -16,20 +16,13 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from frameworks.base import Unsupported
 from frameworks.torch.gpt import TorchGPT
 from workloads import dynamic as D
+from workloads.case import Case
 
 # strategy -> torch.compile's `dynamic` argument (None: automatic dynamic, the default)
 DYNAMIC = {None: None, "static": False, "dynamic": True, "mark_dynamic": None, "bucketed": False}
 WHY = "input signatures and exported symbolic shapes are TensorFlow's and JAX's"
-
-
-def refuse(mode: str, strategy: str | None, have: tuple[str | None, ...] = tuple(DYNAMIC), why: str = WHY) -> None:
-    """Unsupported, with the reason, where torch has no `strategy` in `mode`."""
-    reason = D.lacks("torch", mode, strategy, have, why)
-    if reason:
-        raise Unsupported(reason)
 
 
 def compiled(fn: Any, mode: str, strategy: str | None) -> Any:
@@ -42,11 +35,10 @@ def compiled(fn: Any, mode: str, strategy: str | None) -> Any:
 
 
 class TorchPrefill:
-    def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-                 strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        mode, strategy = case.mode, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
-        self.gpt = TorchGPT(config.gpt, params, "eager", device)
+        self.gpt = TorchGPT(adapter, config.gpt, params, case.but(mode="eager", strategy=None))
         self.mark = strategy == "mark_dynamic"
         # each its own compiled function, so Dynamo caches (and counts) them apart
         self._fn, self._gen_prefill, self._decode, self._train_loss = (
@@ -121,12 +113,11 @@ class TorchDdpm:
     specialises a size of 0 or 1 whatever is marked, so batch 1 gets a graph of its own
     (torch._dynamo.maybe_mark_dynamic, which does not raise for it)."""
 
-    def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-                 strategy: str | None) -> None:
-        refuse(mode, strategy)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
         from frameworks.torch.diffusion import TorchDiffusion
+        mode, strategy = case.mode, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
-        self.model = TorchDiffusion(config.unet, params, "eager", device)
+        self.model = TorchDiffusion(adapter, config.unet, params, case.but(mode="eager", strategy=None))
         self.mark = strategy == "mark_dynamic"
         self._fn = compiled(self.model._eps_fn, mode, strategy)
 
@@ -147,11 +138,9 @@ class TorchPrefillInt(TorchPrefill):
     recompile limit), the default makes it symbolic after it changes once, dynamic=True
     from the start."""
 
-    def __init__(self, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-                 strategy: str | None) -> None:
-        refuse(mode, strategy, (None, "static", "dynamic"), "the length is a Python int: no tensor dimension "
-               "varies (mark_dynamic), and an input signature is TensorFlow's")
-        super().__init__(config, params, "eager", device, None)
+    def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
+        super().__init__(adapter, config, params, case.but(mode="eager", strategy=None))
+        mode, strategy = case.mode, case.strategy
         self.mode, self.strategy = mode, strategy
         self._int = compiled(self._int_fn, mode, strategy)
 
@@ -166,12 +155,10 @@ class TorchPrefillInt(TorchPrefill):
             return self._int(tokens, length)
 
 
-def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], mode: str, device: str,
-          strategy: str | None = None) -> D.ByTask:
-    gpt_params, unet_params = D.split_params(params)
-    def gpt_model() -> TorchPrefill:
-        return TorchPrefill(config, gpt_params, mode, device, strategy)
+MODELS = D.Models("torch", TorchPrefill, TorchDdpm, TorchPrefillInt, tuple(DYNAMIC), WHY,
+                  (None, "static", "dynamic"), "the length is a Python int: no tensor dimension varies "
+                  "(mark_dynamic), and an input signature is TensorFlow's")
 
-    return D.ByTask(prefill=gpt_model, generate=gpt_model, train=gpt_model,
-                    eps=lambda: TorchDdpm(config, unet_params, mode, device, strategy),
-                    prefill_int=lambda: TorchPrefillInt(config, gpt_params, mode, device, strategy))
+
+def build(adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> D.ByTask:
+    return D.build(MODELS, adapter, config, params, case)

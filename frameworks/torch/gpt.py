@@ -177,18 +177,17 @@ def load(net: GPT, params: dict[str, np.ndarray]) -> set[str]:
 
 # ----------------------------------------------------------------------------- interface
 
-def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> TorchGPT:
-    return TorchGPT(config, params, mode, device, strategy)
+def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> TorchGPT:
+    return TorchGPT(adapter, config, params, case)
 
 
 class TorchGPT:
     """workloads.gpt.GPTModel for PyTorch: a GPT module, its AdamW optimizer, and the entry
     points the benchmarks time (compiled in mode "compiled")."""
 
-    def __init__(self, config: W.GPTConfig, params: dict[str, np.ndarray], mode: str, device: str,
-                 strategy: str | None = None) -> None:
+    def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         W.check_params(config, params)
+        mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.device = config, mode, device
         self.net = GPT(config).to(device)
         self._transposed = load(self.net, params)

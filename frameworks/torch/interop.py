@@ -140,9 +140,7 @@ def compiled(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return torch.compile(fn)
 
 
-def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], mode: str,
-          device: str, strategy: str | None = None) -> I.Programs:
-    make = compiled if mode == "compiled" else (lambda f: f)
-    return I.Programs(PROGRAMS, make, adapter.to_numpy, lambda x: adapter.asarray(x, device), config, mode,
-                      Unsupported, I.Pieces(fullgraph, dynamo_counters) if mode == "compiled" else None,
-                      sync=adapter.sync, rewrites=REWRITES, strategy=strategy)
+def build(adapter: Any, config: I.InteropConfig, params: dict[str, np.ndarray], case: Case) -> I.Programs:
+    make = compiled if case.mode == "compiled" else (lambda f: f)
+    return I.Programs(PROGRAMS, make, adapter, config, case,
+                      I.Pieces(fullgraph, dynamo_counters) if case.mode == "compiled" else None, rewrites=REWRITES)

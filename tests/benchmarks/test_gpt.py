@@ -7,5 +7,5 @@ from frameworks.bench import run_case
 WORKLOAD = "gpt"
 
 
-def test_gpt(benchmark, fwbench_session, framework, mode, task, strategy):
-    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode, strategy)
+def test_gpt(benchmark, fwbench_session, case):
+    run_case(benchmark, fwbench_session, case)

@@ -8,5 +8,5 @@ from frameworks.bench import run_case
 WORKLOAD = "interop"
 
 
-def test_interop(benchmark, fwbench_session, framework, mode, task, strategy):
-    run_case(benchmark, fwbench_session, framework, WORKLOAD, task, mode, strategy)
+def test_interop(benchmark, fwbench_session, case):
+    run_case(benchmark, fwbench_session, case)

@@ -1,0 +1,99 @@
+"""One benchmark case as one value (issue 20): who runs what, how, at what precision, where.
+
+    Case(framework, workload, task, mode, strategy, precision, placement)
+
+A Case travels unchanged from the workload's declared variants (declared_cases, read by the
+pytest plugin and by the conformance test) through the harness (frameworks.bench.run_case)
+and every framework's `build(adapter, config, params, case)` into the record (Case.fields).
+A new axis is one field here, one column in the record, and the builds that read it; no
+signature changes anywhere else. Framework-free.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable
+
+from workloads.base import choose
+from workloads.record import MODES
+
+PRECISIONS = ("fp32",)          # the numeric policy of a case; one value until a second is built
+DEVICE_KINDS = ("cpu", "cuda", "gpu")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a case runs: a device kind and how many devices of it (simulated: devices that
+    share one physical device, such as host-platform CPU devices). One device here; data
+    parallel placements are the scale-out axis's."""
+    kind: str = "cpu"
+    devices: int = 1
+    simulated: bool = False
+
+    def __post_init__(self) -> None:
+        choose("device", self.kind, DEVICE_KINDS)
+        if not (isinstance(self.devices, int) and self.devices >= 1):
+            raise ValueError(f"a placement has one device or more, got {self.devices!r}")
+
+    @property
+    def label(self) -> str:
+        """'cpu', or 'cpu x2 (simulated)'."""
+        return self.kind + (f" x{self.devices}" if self.devices > 1 else "") + (" (simulated)" if self.simulated else "")
+
+
+@dataclass(frozen=True)
+class Case:
+    framework: str
+    workload: str
+    task: str | None                # None: a whole model (a library user's build)
+    mode: str
+    strategy: str | None = None     # a variant the workload declares; None is the default
+    precision: str = "fp32"
+    placement: Placement = field(default_factory=Placement)
+
+    def __post_init__(self) -> None:
+        choose("mode", self.mode, MODES)
+        choose("precision", self.precision, PRECISIONS)
+
+    @property
+    def device(self) -> str:
+        return self.placement.kind
+
+    @property
+    def id(self) -> str:
+        """pytest's id: framework-mode-task[-strategy][-precision where not fp32]."""
+        parts = [self.framework, self.mode, self.task, self.strategy,
+                 self.precision if self.precision != "fp32" else None]
+        return "-".join(p for p in parts if p is not None)
+
+    def but(self, **changes: Any) -> Case:
+        """The same case with some fields changed: case.but(mode="eager", strategy=None)."""
+        return replace(self, **changes)
+
+    def on(self, device: str) -> Case:
+        """The same case on another device kind (the framework's own name for it)."""
+        return replace(self, placement=replace(self.placement, kind=device))
+
+    def fields(self) -> dict[str, Any]:
+        """The record's case columns (workloads.record.FIELDS)."""
+        d = {k: v for k, v in asdict(self).items() if k != "placement"}
+        d.update(device=self.device, placement=self.placement.label, n_devices=self.placement.devices)
+        return d
+
+
+def declared_cases(workload: str, frameworks: Iterable[str], preset: str, variants: str = "all",
+                   precisions: Iterable[str] = ("fp32",), device: str = "cpu") -> list[Case]:
+    """Every case a workload declares for these frameworks: framework x mode x task (the
+    preset's task list where names carry sizes) x strategy (workloads.<name>.strategies; the
+    first declared is the default, the only one with variants="default") x precision."""
+    W = importlib.import_module(f"workloads.{workload}")
+    declared = getattr(W, "strategies", lambda f, m, t: (None,))
+    tasks = W.tasks(W.preset(preset).config) if hasattr(W, "tasks") else W.TASKS
+    out = []
+    for f in frameworks:
+        for m in MODES:
+            for t in tasks:
+                strategies = declared(f, m, t)
+                for s in (strategies[:1] if variants == "default" else strategies):
+                    out += [Case(f, workload, t, m, s, p, Placement(device)) for p in precisions]
+    return out
