@@ -71,7 +71,7 @@ class FakeAdapter(Adapter):
         self.synced.append(x)
         return x
 
-    def build(self, workload, config, params, mode, device, strategy=None):
+    def build(self, case, config, params):
         self.built_in_case = self.in_case
         if self.fail:
             raise self.fail
