@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import FwbenchError, Unsupported, choose
+from workloads.base import FwbenchError, Unsupported, choose  # noqa: F401  (Unsupported: re-exported)
 from workloads.case import Case, Placement
 
 

@@ -22,8 +22,7 @@ import numpy as np
 
 import frameworks
 import workloads
-from frameworks.base import (FrameworkUnavailable, Unsupported, available_cpus, configure_allocator,
-                             default_cache_dir)
+from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, configure_allocator, default_cache_dir
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, rel_err
 from workloads.case import Case
@@ -452,7 +451,8 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     record.update(first_call_s=times[0], first_call_compilations=counts[0],
                   compile_s=None if s0 is None or s1 is None else s1 - s0,
                   stream_cold_s=float(sum(times)), distinct_shapes=len(set(keys)), compilations_cold=counts[-1],
-                  new_shape_latency_s=float(np.median(new)), seen_shape_latency_s=float(np.median(seen)) if seen else None,
+                  new_shape_latency_s=float(np.median(new)),
+                  seen_shape_latency_s=float(np.median(seen)) if seen else None,
                   stream_cold_request_s=",".join(f"{t:.4g}" for t in times),
                   stream_cold_compilations=",".join(map(str, counts)), **stream.record)
 
@@ -631,9 +631,9 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         info["gemm_rates"], info["gemm_samples"] = rates, samples
         info["gemm_flops"] = max(rates.values())
         best = max(rates, key=rates.get)
+        when = "before the first case and after the last" if len(samples) > 1 else "after the run"
         info["gemm_note"] = (f"float32 {GEMM_N}x{GEMM_N} matmul at the thread count in force, best of 5, by "
-                             f"{', '.join(rates)}; best of {len(samples)} such measurements "
-                             f"({'before the first case and after the last' if len(samples) > 1 else 'after the run'}); "
+                             f"{', '.join(rates)}; best of {len(samples)} such measurements ({when}); "
                              f"fastest: {best}")
     else:
         info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
@@ -695,5 +695,6 @@ def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, 
             t0 = time.perf_counter()
             a.sync(mm(x, x))
             best = min(best, time.perf_counter() - t0)
-        return 2.0 * n ** 3 / best, f"{name} float32 {n}x{n} matmul on {device}, best of 10, precision {opts.matmul_precision}"
+        return 2.0 * n ** 3 / best, (f"{name} float32 {n}x{n} matmul on {device}, best of 10, "
+                                     f"precision {opts.matmul_precision}")
     return None, "no framework sees the accelerator"

@@ -57,7 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("fwbench")
     g.addoption("--framework", default=None, help="comma list of frameworks (default: all)")
     g.addoption("--workload", default=None, help="comma list of workloads (default: all)")
-    g.addoption("--preset", default="small", help="preset for every workload (default: small), or per workload: gpt=gpt2,diffusion=ddpm-cifar")
+    g.addoption("--preset", default="small", help="preset for every workload (default: small), or per workload: "
+                "gpt=gpt2,diffusion=ddpm-cifar")
     g.addoption("--device", default="cpu", help="cpu (default), cuda or gpu")
     g.addoption("--threads", type=int, default=None, help="intra-op threads (default: all CPUs)")
     g.addoption("--matmul-precision", default="highest", help="highest (default) or tf32")

@@ -67,7 +67,8 @@ class Func:
                  hessian: Callable, stack: Callable, unflattener: Callable[[D.MLP], Callable[[Any], dict[str, Any]]],
                  tanh: Callable, mean_loss: Callable, example_loss: Callable, g: Callable,
                  logits: Callable | None = None, vjp: Callable | None = None) -> None:
-        self.grad, self.vmap, self.jvp, self.jacfwd, self.jacrev, self.hessian = grad, vmap, jvp, jacfwd, jacrev, hessian
+        self.grad, self.vmap, self.jvp = grad, vmap, jvp
+        self.jacfwd, self.jacrev, self.hessian = jacfwd, jacrev, hessian
         self.vjp = vjp
         self.stack, self.unflattener, self.tanh = stack, unflattener, tanh
         self.mean_loss, self.example_loss, self.g, self.logits = mean_loss, example_loss, g, logits
@@ -258,9 +259,10 @@ class FuncModel(TransformModel):
 class GPTFunc:
     """A framework's GPT (workloads.gpt config `config`) as functions of a parameter dict:
     `func` (its transforms over the GPT's losses and forward), member 0's parameters
-    `params` and every ensemble member's (`members`), all in the framework's own layout; `named` turns a result keyed like
-    `params` into GPT-2's names and layout, `own` the tangents given in GPT-2's layout (a
-    tuple in workloads.gpt.param_shapes order) into a dict like `params`."""
+    `params` and every ensemble member's (`members`), all in the framework's own layout;
+    `named` turns a result keyed like `params` into GPT-2's names and layout, `own` the
+    tangents given in GPT-2's layout (a tuple in workloads.gpt.param_shapes order) into a
+    dict like `params`."""
 
     def __init__(self, config: Any, func: Func, members: list[dict[str, Any]], stack: Callable[[int], dict[str, Any]],
                  named: Callable[[dict[str, Any]], dict[str, Any]], own: Callable[[tuple[Any, ...]], dict[str, Any]]

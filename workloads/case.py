@@ -38,7 +38,8 @@ class Placement:
     @property
     def label(self) -> str:
         """'cpu', or 'cpu x2 (simulated)'."""
-        return self.kind + (f" x{self.devices}" if self.devices > 1 else "") + (" (simulated)" if self.simulated else "")
+        return (self.kind + (f" x{self.devices}" if self.devices > 1 else "")
+                + (" (simulated)" if self.simulated else ""))
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,8 @@ PRESETS: dict[str, Preset] = {
                                                jacobian_shapes=((1000, 10), (500, 20), (300, 30), (200, 50),
                                                                 (100, 100), (50, 200), (30, 300), (20, 500),
                                                                 (10, 1000))),
-                    batch=1, note="Hessian to 10^4 parameters, dense Jacobian sweep, the small GPT at B 8/32/64 (not in the "
-                         "20-minute matrix)"),
+                    batch=1, note="Hessian to 10^4 parameters, dense Jacobian sweep, the small GPT at B 8/32/64 "
+                                  "(not in the 20-minute matrix)"),
 }
 
 

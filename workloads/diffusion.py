@@ -66,8 +66,19 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
-                            choose, dtype_name, host_values, shape_of, train_step_strategies)
+from workloads.base import (
+    AdamW,
+    FwbenchError,
+    Preset,
+    TaskSpec,
+    check_param_shapes,
+    check_positive,
+    choose,
+    dtype_name,
+    host_values,
+    shape_of,
+    train_step_strategies,
+)
 
 NAME = "diffusion"
 TASKS = ("forward", "train_step", "sample")
@@ -647,7 +658,7 @@ def _conv(p: dict[str, np.ndarray], name: str, x: np.ndarray, stride: int = 1) -
     """2-D convolution (cross-correlation, as every framework defines it) of NHWC x with the
     HWIO weight `name.weight`, zero padding (k-1)/2 on every side, then the bias."""
     w = p[name + ".weight"]                                                # (kh, kw, Cin, Cout)
-    k, (B, H, W, _) = w.shape[0], x.shape
+    k, (_, H, W, _) = w.shape[0], x.shape
     x = np.pad(x, ((0, 0), (k // 2, k // 2), (k // 2, k // 2), (0, 0)))
     Ho, Wo = (H - 1) // stride + 1, (W - 1) // stride + 1
     out = p[name + ".bias"]

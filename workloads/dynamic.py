@@ -90,8 +90,19 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from workloads import diffusion, gpt
-from workloads.base import (FwbenchError, Preset, Stream, TaskSpec, Unsupported, check_positive, choose, dtype_name,
-                            host_values, replace_config, shape_of)
+from workloads.base import (
+    FwbenchError,
+    Preset,
+    Stream,
+    TaskSpec,
+    Unsupported,
+    check_positive,
+    choose,
+    dtype_name,
+    host_values,
+    replace_config,
+    shape_of,
+)
 from workloads.record import not_its_api
 
 NAME = "dynamic"
@@ -635,7 +646,8 @@ def build(models: Models, adapter: Any, config: DynamicConfig, params: dict[str,
     not have in the case's mode (Unsupported, with the reason)."""
     gpt_params, unet_params = split_params(params)
 
-    def made(cls: Callable[..., Any], p: dict[str, np.ndarray], have: tuple[str | None, ...], why: str) -> Callable[[], Any]:
+    def made(cls: Callable[..., Any], p: dict[str, np.ndarray], have: tuple[str | None, ...],
+             why: str) -> Callable[[], Any]:
         def make() -> Any:
             reason = lacks(models.framework, case.mode, case.strategy, have, why)
             if reason:

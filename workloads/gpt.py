@@ -35,8 +35,19 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-from workloads.base import (AdamW, FwbenchError, Preset, TaskSpec, check_param_shapes, check_positive,
-                            choose, dtype_name, host_values, shape_of, train_step_strategies)
+from workloads.base import (
+    AdamW,
+    FwbenchError,
+    Preset,
+    TaskSpec,
+    check_param_shapes,
+    check_positive,
+    choose,
+    dtype_name,
+    host_values,
+    shape_of,
+    train_step_strategies,
+)
 
 NAME = "gpt"
 TASKS = ("forward", "train_step", "generate")

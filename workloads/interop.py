@@ -51,8 +51,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workloads.base import (Preset, TaskSpec, Unsupported, WrongResult, check_positive, choose, error_line,
-                            rel_err)
+from workloads.base import Preset, TaskSpec, Unsupported, WrongResult, check_positive, choose, error_line, rel_err
 
 NAME = "interop"
 SEED = 1234          # call k seeds Python's random with SEED + k
@@ -438,9 +437,9 @@ class Programs:
 
     make(fn) -> the program under the mode; `adapter` gives to_numpy, asarray(x, device) and
     sync(y), which waits for a result; the case gives mode, device and strategy; pieces as
-    for `probe`; tidy(reason) shortens a framework's message without changing its
-    words (TensorFlow's graph names with their attributes). With strategy IDIOMATIC each program is the framework's rewrite
-    (`rewrites`, a Rewrite per program of REWRITTEN[framework]; a program without one raises
+    for `probe`; tidy(reason) shortens a framework's message without changing its words
+    (TensorFlow's graph names with their attributes). With strategy IDIOMATIC each program is
+    the framework's rewrite (`rewrites`, a Rewrite per program of REWRITTEN[framework]; a program without one raises
     `refused`), and the record also carries rewrite_uses and rewrite_lines."""
 
     def __init__(self, programs: dict[str, Callable[[Any], Any]], make: Callable[[Callable], Callable],

@@ -31,8 +31,9 @@ from jax.flatten_util import ravel_pytree
 
 from frameworks import transforms as T
 from frameworks.jax import gpt as jgpt
-from workloads import gpt as G
 from workloads import derivatives as D
+from workloads import gpt as G
+from workloads.case import Case
 
 Params = dict[str, jax.Array]
 
@@ -94,7 +95,8 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray]) -> T.GP
     stacked leaf by leaf for jax.vmap."""
     gcfg = G.preset(config.gpt).config
     names = tuple(G.param_shapes(gcfg))
-    members = [{k: jnp.asarray(v) for k, v in D.gpt_params(params, i).items()} for i in range(max(config.ensemble_models))]
+    members = [{k: jnp.asarray(v) for k, v in D.gpt_params(params, i).items()}
+               for i in range(max(config.ensemble_models))]
     func = FUNC.with_model(lambda p, t, y: jgpt.loss(p, t, y, cfg=gcfg),
                            lambda p, t, y: jgpt.loss(p, t[None], y[None], cfg=gcfg),
                            lambda p, t: jgpt.logits(p, t, cfg=gcfg))

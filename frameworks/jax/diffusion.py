@@ -34,8 +34,11 @@ import numpy as np
 import optax
 from jax import lax
 
+from frameworks.jax.optim import adamw
 from workloads import diffusion as D
 from workloads.base import attn_scale
+from workloads.case import Case
+
 # Module-level names the model reads at trace (or eager call) time, so that a test can patch
 # this framework's copy alone (tests/test_mutations.py).
 from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
@@ -117,7 +120,8 @@ def upsample(p: Params, name: str, x: jax.Array) -> jax.Array:
 def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig) -> jax.Array:
     """eps_theta(x_t, t): x (B, S, S, in_channels) float32, t (B,) int32 -> like x."""
     G, L = cfg.num_groups, len(cfg.ch_mult)
-    temb = dense(p, "temb.dense.0", timestep_embedding(t, D.timestep_frequencies(cfg.ch).astype(np.float32)))        # (B, 4ch)
+    freqs = D.timestep_frequencies(cfg.ch).astype(np.float32)
+    temb = dense(p, "temb.dense.0", timestep_embedding(t, freqs))                                     # (B, 4ch)
     temb = dense(p, "temb.dense.1", jax.nn.silu(temb))
     hs = [conv(p, "conv_in", x)]                                          # (B, S, S, ch): the skip stack
     for i in range(L):  # unrolled: the level structure is static and XLA fuses across blocks
@@ -158,18 +162,6 @@ def loss(p: Params, x0: jax.Array, t: jax.Array, noise: jax.Array, *, cfg: D.Dif
 
 
 # ----------------------------------------------------------------------------- training
-
-def adamw(params: dict[str, np.ndarray]) -> optax.GradientTransformation:
-    """The paper's update (workloads.diffusion.OPTIMIZER): clip the global gradient norm,
-    then AdamW (weight decay 0, so Adam). As in frameworks/jax/gpt.py, optax's clip scales
-    by clip/||g|| where torch's scales by clip/(||g|| + 1e-6): a relative difference of
-    1e-6/||g||, and only on steps where ||g|| > clip."""
-    o = OPTIMIZER
-    mask = {k: D.decayed(k, v.shape) for k, v in params.items()}
-    return optax.chain(
-        optax.clip_by_global_norm(o.clip_norm),
-        optax.adamw(o.lr, b1=o.beta1, b2=o.beta2, eps=o.eps, weight_decay=o.weight_decay, mask=mask))
-
 
 def train_step(p: Params, opt_state: Any, x0: jax.Array, t: jax.Array, noise: jax.Array, *,
                cfg: D.DiffusionConfig, sched: dict[str, jax.Array],
@@ -224,7 +216,7 @@ class JaxDiffusion:
         self.config, self.mode, self.device = config, mode, device
         self.adapter = adapter
         self.params = {k: adapter.asarray(params[k], device) for k in D.param_shapes(config)}
-        self.tx = adamw(params)
+        self.tx = adamw(params, OPTIMIZER, D.decayed)
         # optax creates its zeros on the default device: put the state beside the params.
         self.opt_state = jax.device_put(self.tx.init(self.params), adapter.jax_device(device))
         sch = config.schedule  # the loss's coefficients, float64 -> float32 once
@@ -239,7 +231,7 @@ class JaxDiffusion:
         self._loss = jit(partial(loss, cfg=config, sched=sched))
         self._grads = jit(jax.grad(partial(loss, cfg=config, sched=sched)))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx), donate_argnums=(0, 1))
+        self._train_step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx), donate_argnums=(0, 1))
         self._sample = jit(partial(sample_loop, cfg=config, scan=scan))
 
     def _sampler(self, method: str, steps: int) -> dict[str, jax.Array]:
@@ -272,7 +264,7 @@ class JaxDiffusion:
 
     def train_step(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
         self.config.check_batch(x0, t, noise)
-        self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, x0, t, noise)
+        self.params, self.opt_state, loss_value = self._train_step(self.params, self.opt_state, x0, t, noise)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def sample(self, x_T: jax.Array, noise: jax.Array | None = None, *, method: str = "ddim",

@@ -136,7 +136,8 @@ class JaxDdpm:
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self.params)
         try:
             return jax.export.export(jax.jit(self._eps))(
-                specs, jax.ShapeDtypeStruct((b, f * s, f * s, x.shape[3]), x.dtype), jax.ShapeDtypeStruct((b,), t.dtype))
+                specs, jax.ShapeDtypeStruct((b, f * s, f * s, x.shape[3]), x.dtype),
+                jax.ShapeDtypeStruct((b,), t.dtype))
         except Exception as e:  # noqa: BLE001  JAX's refusal, whatever its class, is the finding
             raise Unsupported(f"jax.export cannot trace the UNet with a symbolic batch and image size: "
                               f"{error_line(e)}") from None

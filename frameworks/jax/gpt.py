@@ -35,8 +35,11 @@ import numpy as np
 import optax
 from jax import lax
 
+from frameworks.jax.optim import adamw
 from workloads import gpt as W
 from workloads.base import attn_scale
+from workloads.case import Case
+
 # Module-level names the model reads at trace (or eager call) time, so that a test can patch
 # this framework's copy alone (tests/test_mutations.py).
 from workloads.gpt import LN_EPS, OPTIMIZER, decayed
@@ -146,22 +149,6 @@ def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig) 
 
 # ----------------------------------------------------------------------------- training
 
-def adamw(params: dict[str, np.ndarray]) -> optax.GradientTransformation:
-    """nanoGPT's update: clip the global gradient norm, then AdamW with weight decay on
-    tensors of 2+ dimensions only (workloads.gpt.decayed).
-
-    optax.adamw is torch's AdamW: m, v with bias correction, update m_hat/(sqrt(v_hat)+eps),
-    then p - lr (update + wd p) = p (1 - lr wd) - lr update. optax's clip scales by
-    clip/||g|| where torch scales by clip/(||g|| + 1e-6): a relative difference of
-    1e-6/||g||, and only on steps where ||g|| > clip.
-    """
-    o = OPTIMIZER
-    mask = {k: decayed(k, v.shape) for k, v in params.items()}
-    return optax.chain(
-        optax.clip_by_global_norm(o.clip_norm),
-        optax.adamw(o.lr, b1=o.beta1, b2=o.beta2, eps=o.eps, weight_decay=o.weight_decay, mask=mask))
-
-
 def train_step(p: Params, opt_state: Any, tokens: jax.Array, targets: jax.Array, *,
                cfg: W.GPTConfig, tx: optax.GradientTransformation) -> tuple[Params, Any, jax.Array]:
     """One optimizer step; returns the new parameters and state, and the loss before the step."""
@@ -241,7 +228,7 @@ class JaxGPT:
         mode, device = case.mode, case.device
         self.config, self.mode, self.device = config, mode, device
         self.params = {k: adapter.asarray(params[k], device) for k in W.param_shapes(config)}
-        self.tx = adamw(params)
+        self.tx = adamw(params, OPTIMIZER, decayed)
         # optax creates its zeros on the default device: put the state beside the params.
         self.opt_state = jax.device_put(self.tx.init(self.params), adapter.jax_device(device))
 
@@ -252,7 +239,7 @@ class JaxGPT:
         self._loss = jit(partial(loss, cfg=config))
         self._grads = jit(jax.grad(partial(loss, cfg=config)))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._step = jit(partial(train_step, cfg=config, tx=self.tx), donate_argnums=(0, 1))
+        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx), donate_argnums=(0, 1))
         self._generate = jit(partial(generate_cached, cfg=config, loop=loop), static_argnames="n_new")
         self._generate_full = jit(partial(generate_full, cfg=config, loop=loop), static_argnames="n_new")
 
@@ -275,7 +262,7 @@ class JaxGPT:
 
     def train_step(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
         self.config.check_batch(tokens, targets)
-        self.params, self.opt_state, loss_value = self._step(self.params, self.opt_state, tokens, targets)
+        self.params, self.opt_state, loss_value = self._train_step(self.params, self.opt_state, tokens, targets)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def generate(self, prompt: jax.Array, n_new: int, use_cache: bool = True) -> jax.Array:

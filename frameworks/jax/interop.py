@@ -9,9 +9,8 @@ lax.while_loop for control flow on values, jax.pure_callback for a numpy or scip
 io_callback for Python's random (a callback with a side effect)."""
 from __future__ import annotations
 
-from typing import Any
-
 import random
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +18,8 @@ import numpy as np
 import scipy.special
 from jax.experimental import io_callback
 
-from frameworks.base import Unsupported
 from workloads import interop as I
+from workloads.case import Case
 from workloads.interop import LOG
 
 

@@ -280,7 +280,8 @@ class Adapter(frameworks.base.Adapter):
                 "TF_XLA_FLAGS": os.environ.get("TF_XLA_FLAGS", "") or "none",
                 "gpt layout": "residual stream as flat (B*T, C) rows",
                 "AdamW": "hand-written with torch.optim.AdamW's semantics (Keras 3's differs)",
-                "generate / sample loops": "tf.while_loop inside one tf.function (graph, compiled); Python loop (eager)"}
+                "generate / sample loops": "tf.while_loop inside one tf.function (graph, compiled); "
+                                           "Python loop (eager)"}
 
     # -- memory ----------------------------------------------------------------------
     def _memory_device(self, device: str) -> str | None:

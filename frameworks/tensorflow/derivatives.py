@@ -72,6 +72,7 @@ from frameworks.tensorflow import pfor_fallbacks
 from frameworks.transforms import TransformModel
 from workloads import derivatives as D
 from workloads import gpt as G
+from workloads.case import Case
 
 
 def logits(p: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:

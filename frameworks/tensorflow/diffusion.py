@@ -37,13 +37,24 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from frameworks.tensorflow.gpt import AdamWUpdate, Linear, dims, variable
+from frameworks.tensorflow.gpt import Linear, dims, variable
+from frameworks.tensorflow.optim import AdamWUpdate
 from workloads.base import attn_scale
+from workloads.case import Case
+
 # GN_EPS, OPTIMIZER, sampler_coefficients, attn_scale and the primitives below are module-level
 # names the model reads, so that a test can patch this framework's copy alone.
-from workloads.diffusion import (GN_EPS, OPTIMIZER, SAMPLE_STEPS, DiffusionConfig, check_params,
-                                 sampler_coefficients, timestep_frequencies, unet_blocks)
-
+from workloads.diffusion import (
+    GN_EPS,
+    OPTIMIZER,
+    SAMPLE_STEPS,
+    DiffusionConfig,
+    check_params,
+    decayed,
+    sampler_coefficients,
+    timestep_frequencies,
+    unet_blocks,
+)
 
 # y = x @ W + b with W (in, out), x (B, in): the GPT's linear layer is the same layer.
 Dense = Linear
@@ -235,7 +246,7 @@ class TFDiffusion:
             self.model = UNet(config, params)
             # gpt.py's AdamW (torch's update, nanoGPT's clipping); its decay rule (2-D and
             # up) is workloads.diffusion.decayed's, and weight_decay is 0 here anyway
-            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER)
+            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
             # q(x_t | x_0)'s coefficients, float64 -> float32 once
             self._sqrt_ac = tf.constant(sched.sqrt_alphas_cumprod, tf.float32)             # (T,)
             self._sqrt_1m_ac = tf.constant(sched.sqrt_one_minus_alphas_cumprod, tf.float32)
@@ -249,8 +260,8 @@ class TFDiffusion:
 
         self._eps = fn(self.model.__call__, reduce_retracing=True)
         self._loss = fn(self._loss_fn, reduce_retracing=True)
-        self._grads = fn(self._loss_and_grads, reduce_retracing=True)
-        self._train_step = fn(self._step, reduce_retracing=True)
+        self._grads = fn(self._grads_fn, reduce_retracing=True)
+        self._train_step = fn(self._train_step_fn, reduce_retracing=True)
         S, C = config.image_size, config.in_channels
         x = tf.TensorSpec((None, S, S, C), tf.float32)                   # (B, S, S, C)
         coef = tf.TensorSpec((None,), tf.float32)                         # (steps,)
@@ -267,13 +278,13 @@ class TFDiffusion:
         eps = self.model(a * x0 + s * noise, t)                           # (B, H, W, C)
         return tf.reduce_mean(tf.square(noise - eps))
 
-    def _loss_and_grads(self, x0, t, noise):
+    def _grads_fn(self, x0, t, noise):
         with tf.GradientTape() as tape:
             loss = self._loss_fn(x0, t, noise)
         return loss, tape.gradient(loss, self._vars)
 
-    def _step(self, x0, t, noise):
-        loss, grads = self._loss_and_grads(x0, t, noise)
+    def _train_step_fn(self, x0, t, noise):
+        loss, grads = self._grads_fn(x0, t, noise)
         self.optimizer(self._vars, grads)
         return loss
 

@@ -20,7 +20,10 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from workloads.base import AdamW, attn_scale
+from frameworks.tensorflow.optim import AdamWUpdate
+from workloads.base import attn_scale
+from workloads.case import Case
+
 # LN_EPS, OPTIMIZER, decayed, attn_scale and the primitives below are module-level names the
 # model reads, so that a test can patch this framework's copy alone (tests/test_mutations.py).
 from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
@@ -192,8 +195,8 @@ class GPT(tf.Module):
         self.ln_f = LayerNorm(params, "ln_f", self.named, norm)
 
     def __call__(self, idx):
-        """idx (B, T) int32 -> final hidden states (B*T, C) before ln_f, and each layer's
-        keys and values (B, nh, T, hs)."""
+        """idx (B, T) int32 -> final-LayerNorm hidden states (B*T, C), and each layer's
+        keys and values (B, nh, T, hs) (as frameworks/torch/gpt.py's and jax/gpt.py's hidden)."""
         B, T = dims(idx)
         x = tf.gather(self.wte, idx) + self.wpe[:T]                          # (B, T, C)
         x = tf.reshape(x, (B * T, self.config.n_embd))                       # (B*T, C)
@@ -203,11 +206,11 @@ class GPT(tf.Module):
         for block in self.h:
             x, kv_i = block(x, B, T, causal)
             kv.append(kv_i)
-        return x, kv
+        return self.ln_f(x), kv
 
     def head(self, x):
-        """(rows, C) -> logits (rows, vocab): ln_f, then x @ wte^T (tied weights)."""
-        return tf.matmul(self.ln_f(x), self.wte, transpose_b=True)
+        """Final-LayerNorm hidden rows (rows, C) -> logits (rows, vocab): x @ wte^T (tied weights)."""
+        return tf.matmul(x, self.wte, transpose_b=True)
 
     def logits(self, idx):
         x, _ = self(idx)
@@ -236,7 +239,7 @@ class GPT(tf.Module):
         for block, (k, v) in zip(self.h, cache):
             x, kv = block(x, B, 1, seen, (k, v, at))
             new_cache.append(kv)
-        return self.head(x), new_cache
+        return self.head(self.ln_f(x)), new_cache
 
 
 def functional_call(module: tf.Module, params: Mapping[str, Any], method: str, *args: Any) -> Any:
@@ -285,46 +288,6 @@ def _variable_slots(module: tf.Module) -> list[tuple[tf.Module, str]]:
     return out
 
 
-class AdamWUpdate(tf.Module):
-    """torch.optim.AdamW's update with nanoGPT's global-norm clipping, over tf.Variables
-    (workloads.base.AdamW):
-
-        g <- g * min(1, clip / (||g||_2 + 1e-6))
-        m <- b1 m + (1 - b1) g ;  v <- b2 v + (1 - b2) g^2
-        p <- p (1 - lr wd)   [only params of 2 or more dims]
-        p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-
-    Written out rather than taken from Keras: Keras 3's AdamW (keras/src/optimizers/adam.py
-    update_step) computes p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), i.e.
-    eps is added to the uncorrected sqrt(v) (Kingma & Ba's "epsilon hat"), and its
-    global_clipnorm scales by clip / max(||g||, clip), without the 1e-6. Neither is torch's.
-    tf.raw_ops.ResourceApplyAdam places eps the same way as Keras.
-    """
-
-    def __init__(self, named: dict[str, tf.Variable], hp: AdamW):
-        super().__init__(name="adamw")
-        self.hp = hp
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.m = [tf.Variable(tf.zeros_like(p), trainable=False, name=k + ".m") for k, p in named.items()]
-        self.v = [tf.Variable(tf.zeros_like(p), trainable=False, name=k + ".v") for k, p in named.items()]
-        self.decay = [decayed(k, tuple(p.shape)) for k, p in named.items()]
-
-    def __call__(self, params: list[tf.Variable], grads: list[tf.Tensor]) -> None:
-        hp = self.hp
-        norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
-        scale = tf.minimum(1.0, hp.clip_norm / (norm + 1e-6))
-        t = tf.cast(self.step.assign_add(1), tf.float32)
-        step_size = hp.lr / (1.0 - tf.pow(hp.beta1, t))
-        bias_correction2_sqrt = tf.sqrt(1.0 - tf.pow(hp.beta2, t))
-        for p, g, m, v, decay in zip(params, grads, self.m, self.v, self.decay):
-            g = g * scale
-            m.assign(hp.beta1 * m + (1.0 - hp.beta1) * g)
-            v.assign(hp.beta2 * v + (1.0 - hp.beta2) * tf.square(g))
-            if decay:
-                p.assign(p * (1.0 - hp.lr * hp.weight_decay))
-            p.assign_sub(step_size * m / (tf.sqrt(v) / bias_correction2_sqrt + hp.eps))
-
-
 class TFGPT:
     """fwbench's GPTModel in TensorFlow. In eager mode the methods run op by op; in graph and
     compiled modes each is one tf.function (compiled: jit_compile=True, the whole function
@@ -342,7 +305,7 @@ class TFGPT:
         self._device = adapter.tf_device(device)
         with tf.device(self._device):
             self.model = GPT(config, params)
-            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER)
+            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
         self._vars = list(self.model.named.values())
 
         def fn(f):
@@ -352,20 +315,20 @@ class TFGPT:
 
         self._logits = fn(self.model.logits)
         self._loss = fn(self.model.loss)
-        self._grads = fn(self._loss_and_grads)
-        self._train_step = fn(self._step)
-        self._generate_cached = fn(self._decode_loop)
+        self._grads = fn(self._grads_fn)
+        self._train_step = fn(self._train_step_fn)
+        self._generate = fn(self._generate_fn)
 
     # -- training --------------------------------------------------------------------
-    def _loss_and_grads(self, idx, targets):
+    def _grads_fn(self, idx, targets):
         with tf.GradientTape() as tape:
             loss = self.model.loss(idx, targets)
         grads = tape.gradient(loss, self._vars)
         # wte is both gathered (sparse gradient) and the head (dense): sum as one dense tensor
         return loss, [tf.convert_to_tensor(g) for g in grads]
 
-    def _step(self, idx, targets):
-        loss, grads = self._loss_and_grads(idx, targets)
+    def _train_step_fn(self, idx, targets):
+        loss, grads = self._grads_fn(idx, targets)
         self.optimizer(self._vars, grads)
         return loss
 
@@ -374,7 +337,7 @@ class TFGPT:
         """buf (B, block) with column t replaced by tok (B,)."""
         return tf.where(tf.range(self.config.block_size)[None, :] == t, tok[:, None], buf)
 
-    def _decode_loop(self, prompt, n_new):
+    def _generate_fn(self, prompt, n_new):
         """Greedy decoding with the KV cache: prefill the prompt (B, T0), then n_new - 1
         single-token steps, in a tf.while_loop (a Python loop when eager; one XLA While
         in compiled mode). Returns the (B, block) token buffer; columns >= T0 + n_new are 0."""
@@ -436,7 +399,7 @@ class TFGPT:
             return prompt
         with tf.device(self._device):
             if use_cache:
-                buf = self._generate_cached(prompt, tf.constant(n_new, tf.int32))
+                buf = self._generate(prompt, tf.constant(n_new, tf.int32))
             else:
                 buf = self._generate_full(prompt, n_new)
             return buf[:, :T0 + n_new]

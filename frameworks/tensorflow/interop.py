@@ -12,18 +12,17 @@ the list append and Python's random. XLA (jit_compile=True) compiles neither Pri
 PyFunc: there the rewrites of print and the host calls are refused, in XLA's words."""
 from __future__ import annotations
 
-from typing import Any
-
 import random
 import re
 import sys
+from typing import Any
 
 import numpy as np
 import scipy.special
 import tensorflow as tf
 
-from frameworks.base import Unsupported
 from workloads import interop as I
+from workloads.case import Case
 from workloads.interop import LOG
 
 

@@ -51,8 +51,9 @@ from frameworks import transforms as T
 from frameworks.base import Unsupported
 from frameworks.torch import compile_counted
 from frameworks.torch import gpt as tgpt
-from workloads import gpt as G
 from workloads import derivatives as D
+from workloads import gpt as G
+from workloads.case import Case
 
 Params = dict[str, torch.Tensor]
 
@@ -198,7 +199,10 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
 
     members = [{k: p.detach() for k, p in n.named_parameters()} for n in nets]
     func_ = FUNC.with_model(loss, lambda p, t, y: loss(p, t[None], y[None]), logits)
-    out = T.GPTFunc(gcfg, func_, members, lambda k: {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()},
+
+    def stacked(k: int) -> dict[str, torch.Tensor]:
+        return {n: p.detach() for n, p in func.stack_module_state(nets[:k])[0].items()}
+    out = T.GPTFunc(gcfg, func_, members, stacked,
                     named=layout, own=lambda v: layout(dict(zip(names, v))))
     out.nets = nets       # the ensemble's loop calls the modules themselves (TorchDerivatives.ensemble_gpt)
     return out

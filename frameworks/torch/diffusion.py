@@ -20,7 +20,7 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
   * eps: the UNet forward with its boundary permutes;
   * the loss (q_sample, UNet, mean squared error), whose backward AOTAutograd compiles with
     it; `loss` runs it without autograd, `grads` and train_step with (two graphs);
-  * the train step as the strategy's recipe puts it together (frameworks.torch.Trainer,
+  * the train step as the strategy's recipe puts it together (frameworks.torch.optim.Trainer,
     the same for gpt): by default the compiled loss, `loss.backward()` and an eager fused
     AdamW; the recipes "compiled-adamw" and "compiled-autograd" compile the update too, or
     the whole step under compiled autograd. Dynamo breaks the graph at a .backward() call
@@ -44,9 +44,12 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from frameworks.torch import compile_model
+from frameworks.torch.optim import Trainer
 from workloads import diffusion as D
-from frameworks.torch import Trainer, compile_model
 from workloads.base import attn_scale
+from workloads.case import Case
+
 # Module-level names the model reads, so that a test can patch this framework's copy alone
 # (tests/test_mutations.py) while the numpy reference keeps its own.
 from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
@@ -290,7 +293,7 @@ class TorchDiffusion:
                                           device=device)
 
         # AdamW and the train step's recipe as frameworks/torch/gpt.py has them: decay on
-        # conv/dense weights only (frameworks.torch.Trainer).
+        # conv/dense weights only (frameworks.torch.optim.Trainer).
         self.trainer = Trainer(self._params, OPTIMIZER, D.decayed, self._loss_fn, mode, strategy)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 

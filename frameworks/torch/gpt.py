@@ -9,7 +9,7 @@ Modes: "eager" runs the modules as they are; "compiled" wraps each timed entry p
 torch.compile (Inductor), compiled lazily on first use: the forward, the loss (its backward
 through AOTAutograd), and the generation prefill and decode step, each with fullgraph=True.
 The optimizer is torch.optim.AdamW; how the compiled train step joins loss, backward and
-update is the case's strategy (frameworks.torch.TRAIN_RECIPES; by default the fused AdamW
+update is the case's strategy (frameworks.torch.optim.TRAIN_RECIPES; by default the fused AdamW
 runs eagerly after the compiled loss, nanoGPT's recipe). Attention is
 F.scaled_dot_product_attention, PyTorch's fused kernel.
 """
@@ -22,13 +22,15 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from frameworks.torch import compile_model
+from frameworks.torch.optim import Trainer
 from workloads import gpt as W
-from frameworks.torch import Trainer, compile_model
 from workloads.base import attn_scale
+from workloads.case import Case
+
 # Module-level names the model reads (at build or call time), so that a test can patch one
 # framework's copy alone (tests/test_mutations.py) while the numpy reference keeps its own.
 from workloads.gpt import LN_EPS, OPTIMIZER, decayed
-
 
 # ----------------------------------------------------------------------------- primitives
 
@@ -194,7 +196,7 @@ class TorchGPT:
         self._params = dict(self.net.named_parameters())
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only. The train
-        # step's recipe in compiled mode is the strategy's (frameworks.torch.TRAIN_RECIPES).
+        # step's recipe in compiled mode is the strategy's (frameworks.torch.optim.TRAIN_RECIPES).
         self.trainer = Trainer(self._params, OPTIMIZER, decayed, self._loss_fn, mode, strategy)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
@@ -202,7 +204,7 @@ class TorchGPT:
         # graphs with fullgraph=True (compile_model). Each is its own Python function, so
         # Dynamo caches (and counts) their graphs separately.
         wrap = compile_model if mode == "compiled" else (lambda f: f)
-        self._forward = wrap(self.net)
+        self._logits = wrap(self.net)
         self._loss = self.trainer.loss  # forward + loss; its backward through AOTAutograd
         self._prefill = wrap(self._prefill_fn)
         self._decode = wrap(self._decode_fn)
@@ -229,7 +231,7 @@ class TorchGPT:
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         self.config.check_tokens(tokens)
         with torch.no_grad():
-            return self._forward(tokens)
+            return self._logits(tokens)
 
     def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         self.config.check_batch(tokens, targets)
@@ -253,16 +255,16 @@ class TorchGPT:
         L = self.config.block_size
         with torch.no_grad():
             if use_cache:
-                return self._generate_cached(prompt, n_new)
+                return self._generate(prompt, n_new)
             # The reference: the full forward pass over a buffer padded to block_size, so the
             # shape never changes; causal attention keeps the padding out of real positions.
             buf = torch.zeros((B, L), dtype=prompt.dtype, device=prompt.device)
             buf[:, :T0] = prompt
             for t in range(T0, T0 + n_new):
-                buf[:, t] = self._forward(buf)[:, t - 1].argmax(-1).to(buf.dtype)
+                buf[:, t] = self._logits(buf)[:, t - 1].argmax(-1).to(buf.dtype)
             return buf[:, :T0 + n_new].contiguous()
 
-    def _generate_cached(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+    def _generate(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
         B, T0 = prompt.shape
         c = self.config
         out = torch.empty((B, T0 + n_new), dtype=prompt.dtype, device=prompt.device)

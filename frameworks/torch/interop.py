@@ -23,9 +23,8 @@ import scipy.special
 import torch
 from torch._higher_order_ops import while_loop as hop_while_loop
 
-from frameworks.base import Unsupported
 from workloads import interop as I
-from workloads.interop import LOG
+from workloads.case import Case
 
 
 def numpy_call(x):
