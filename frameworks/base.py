@@ -16,19 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import FwbenchError, Unsupported, choose  # noqa: F401  (Unsupported: re-exported)
+from workloads.base import FwbenchError, Unsupported, available_cpus, choose  # noqa: F401  (re-exported)
 from workloads.case import Case, Placement
 
 
 class FrameworkUnavailable(FwbenchError):
     """The framework is not installed or fails to import (one line, with the pip command)."""
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 # glibc's mallopt parameters (<malloc.h>) and the values fwbench sets.

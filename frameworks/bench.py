@@ -13,7 +13,6 @@ import gc
 import math
 import os
 import platform
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -24,7 +23,7 @@ import frameworks
 import workloads
 from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, configure_allocator, default_cache_dir
 from workloads import record as rec_mod
-from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, rel_err
+from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, git_commit, rel_err, split_presets
 from workloads.case import Case
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
@@ -33,13 +32,9 @@ DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accele
 def parse_presets(text: str, selected: tuple[str, ...]) -> dict[str, str]:
     """`--preset small` (every workload) or `--preset gpt=gpt2,diffusion=ddpm-cifar` (per
     workload; a bare name is the default for the others) -> {workload: preset}, each checked."""
-    default, per = "small", {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        if "=" in part:
-            wl, name = (x.strip() for x in part.split("=", 1))
-            per[choose("workload", wl, workloads.WORKLOADS)] = name
-        else:
-            default = part
+    default, per = split_presets(text)
+    for wl in per:
+        choose("workload", wl, workloads.WORKLOADS)
     out = {}
     for wl in selected:
         name = per.get(wl, default)
@@ -542,20 +537,6 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def git_commit() -> str | None:
-    try:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        if out.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
     """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
     workloads.record.RUN_INFO describes the run keys).
@@ -623,21 +604,26 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "gemm_rates": None,
     }
     if opts.device == "cpu":
-        samples = [*gemm_samples, measure_gemm_rates(threads, adapters)]
-        rates: dict[str, float] = {}
-        for sample in samples:
-            for src, r in sample.items():
-                rates[src] = max(rates.get(src, 0.0), r)
-        info["gemm_rates"], info["gemm_samples"] = rates, samples
-        info["gemm_flops"] = max(rates.values())
-        best = max(rates, key=rates.get)
-        when = "before the first case and after the last" if len(samples) > 1 else "after the run"
-        info["gemm_note"] = (f"float32 {GEMM_N}x{GEMM_N} matmul at the thread count in force, best of 5, by "
-                             f"{', '.join(rates)}; best of {len(samples)} such measurements ({when}); "
-                             f"fastest: {best}")
+        info.update(cpu_gemm(threads, adapters, gemm_samples))
     else:
         info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
     return info
+
+
+def cpu_gemm(threads: int, adapters: list[frameworks.Adapter], before: list[dict[str, float]]) -> dict[str, Any]:
+    """machine_info's GEMM keys on the CPU: every sample (those taken before the first case
+    and one now), each source's best, the best of all and how it was measured."""
+    samples = [*before, measure_gemm_rates(threads, adapters)]
+    rates: dict[str, float] = {}
+    for sample in samples:
+        for src, r in sample.items():
+            rates[src] = max(rates.get(src, 0.0), r)
+    best = max(rates, key=rates.get)
+    when = "before the first case and after the last" if len(samples) > 1 else "after the run"
+    return {"gemm_rates": rates, "gemm_samples": samples, "gemm_flops": max(rates.values()),
+            "gemm_note": (f"float32 {GEMM_N}x{GEMM_N} matmul at the thread count in force, best of 5, by "
+                          f"{', '.join(rates)}; best of {len(samples)} such measurements ({when}); "
+                          f"fastest: {best}")}
 
 
 def env_bytes() -> int:

@@ -47,6 +47,7 @@ import frameworks
 import workloads
 from frameworks import bench
 from frameworks.base import default_cache_dir, set_cache_role, set_threads
+from workloads import options
 from workloads.base import FwbenchError, split_names
 from workloads.case import declared_cases
 
@@ -55,70 +56,15 @@ _SESSION_KEY = pytest.StashKey[bench.Session]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("fwbench")
-    g.addoption("--framework", default=None, help="comma list of frameworks (default: all)")
-    g.addoption("--workload", default=None, help="comma list of workloads (default: all)")
-    g.addoption("--preset", default="small", help="preset for every workload (default: small), or per workload: "
-                "gpt=gpt2,diffusion=ddpm-cifar")
-    g.addoption("--device", default="cpu", help="cpu (default), cuda or gpu")
-    g.addoption("--threads", type=int, default=None, help="intra-op threads (default: all CPUs)")
-    g.addoption("--matmul-precision", default="highest", help="highest (default) or tf32")
-    g.addoption("--budget-s", type=float, default=3.0, help="timed seconds per case (default 3)")
-    g.addoption("--rounds", type=int, default=None, help="fixed timed rounds per case")
-    g.addoption("--min-rounds", type=int, default=7, help="fewest timed rounds per case (default 7)")
-    g.addoption("--warmup-rounds", type=int, default=2, help="untimed rounds before timing (default 2)")
-    g.addoption("--bare-loop", action="store_true", help="also time a bare loop (overhead check)")
-    g.addoption("--variants", default="all", help="all (default): every strategy a workload declares; "
-                "default: only each case's default strategy")
-    g.addoption("--case-order-seed", type=int, default=None, help="shuffle the benchmark cases with this seed")
-    g.addoption("--repeat", type=int, default=None, help="process index within a run (set by fwbench run)")
-    g.addoption("--repeats", type=int, default=None, help="processes per framework in the run (set by fwbench run)")
-    g.addoption("--cold", type=int, default=None, help="cold processes per framework in the run (set by fwbench run)")
-    g.addoption("--warm", type=int, default=None, help="warm processes per framework in the run (set by fwbench run)")
-    g.addoption("--cache-role", default=None, help="cold or warm: this process's compile-cache role (default: "
-                "from the cache folder at start, empty -> cold, filled -> warm)")
-    g.addoption("--run-id", default=None, help="identifier of the run (set by fwbench run)")
-
-
-# option -> (lowest accepted, what it must be): checked where the options enter
-_LIMITS = {"threads": (1, "a positive integer"), "budget_s": (0, "a positive finite number of seconds"),
-           "rounds": (1, "an integer of at least 1"), "min_rounds": (1, "an integer of at least 1"),
-           "warmup_rounds": (0, "an integer of at least 0")}
-
-
-def _check_options(config: pytest.Config) -> None:
-    import math
-    for name, (lo, what) in _LIMITS.items():
-        v = config.getoption(name)
-        if v is None:
-            continue
-        if not math.isfinite(v) or v < lo or (name == "budget_s" and v <= 0):
-            raise FwbenchError(f"--{name.replace('_', '-')} must be {what}, got {v!r}")
-    for name in ("framework", "workload"):
-        v = config.getoption(name)
-        if v is not None and not v.replace(",", "").strip():
-            raise FwbenchError(f"--{name} names no {name}: give one or more names, or leave the option out for all")
+    for o in options.HARNESS:            # declared once: workloads/options.py
+        g.addoption(o.flag, **o.pytest_kwargs())
 
 
 def _options(config: pytest.Config) -> bench.Options:
-    from workloads.base import choose
-    _check_options(config)
-    wl = split_names(config.getoption("workload"), "workload", workloads.available())
-    preset = config.getoption("preset")
-    choose("device", config.getoption("device"), bench.DEVICE_ALIASES)
-    choose("matmul precision", config.getoption("matmul_precision"), ("highest", "tf32"))
-    choose("--variants value", config.getoption("variants"), ("all", "default"))
-    if config.getoption("cache_role") is not None:
-        choose("--cache-role", config.getoption("cache_role"), ("cold", "warm"))
-    return bench.Options(
-        frameworks=split_names(config.getoption("framework"), "framework", frameworks.names()),
-        workloads=wl, preset=preset, device=config.getoption("device"),
-        threads=config.getoption("threads"), matmul_precision=config.getoption("matmul_precision"),
-        budget_s=config.getoption("budget_s"), rounds=config.getoption("rounds"),
-        min_rounds=config.getoption("min_rounds"), warmup_rounds=config.getoption("warmup_rounds"),
-        bare_loop=config.getoption("bare_loop"), case_order_seed=config.getoption("case_order_seed"),
-        repeat=config.getoption("repeat"), repeats=config.getoption("repeats"), run_id=config.getoption("run_id"),
-        cold=config.getoption("cold"), warm=config.getoption("warm"), cache_role=config.getoption("cache_role"),
-        variants=config.getoption("variants"))
+    v = options.checked({o.name: config.getoption(o.name) for o in options.HARNESS})
+    v["frameworks"] = split_names(v.pop("framework"), "framework", frameworks.names())
+    v["workloads"] = split_names(v.pop("workload"), "workload", workloads.available())
+    return bench.Options(**v)
 
 
 def _timing(config: pytest.Config) -> bool:

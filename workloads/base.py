@@ -19,6 +19,44 @@ class FwbenchError(ValueError):
     and what is valid. Command-line entry points print it without a traceback."""
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity; all of the machine's elsewhere than Linux)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def git_commit() -> str | None:
+    """The checkout's commit ('abc1234', with '-dirty' when tracked files changed), or None
+    outside a git checkout."""
+    import subprocess
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def split_presets(text: str) -> tuple[str, dict[str, str]]:
+    """--preset as given -> (the default preset, {workload: preset}): 'small' names every
+    workload's, 'gpt=gpt2,diffusion=ddpm-cifar' some workloads' (a bare name is the others')."""
+    default, per = "small", {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        wl, eq, name = part.partition("=")
+        if eq:
+            per[wl.strip()] = name.strip()
+        else:
+            default = part
+    return default, per
+
+
 class Unsupported(FwbenchError):
     """Raised by a framework for a mode/task/device/strategy it cannot do. The case is
     recorded with status 'unsupported' and this message; nothing is faked in its place.

@@ -1,0 +1,149 @@
+"""The contract between frameworks and workloads, generated from the registries (issue 20):
+every framework (frameworks.names()) x workload (workloads.available()) has its file with
+`build(adapter, config, params, case)`, every task and mode of the framework declares at
+least one variant (workloads.<name>.strategies), the per-framework tables a workload keeps
+name every framework, and every declared case of an installed framework builds or is
+refused with a recorded reason (Unsupported) before anything runs. A framework added
+without, say, derivatives strategies fails here, not silently with zero cases.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+import frameworks
+import workloads
+from tests.helpers import INSTALLED
+from workloads import interop
+from workloads.base import Unsupported
+from workloads.case import MODES, declared_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_ARGS = ["adapter", "config", "params", "case"]
+# workload -> module-level names its framework files must define (besides build)
+REQUIRED = {"dynamic": ("MODELS",), "interop": ("PROGRAMS", "REWRITES")}
+# workload -> per-framework tables that must name every framework (an empty entry is a
+# decision; a missing one is an omission)
+TABLES = {"interop": lambda: interop.REWRITTEN}
+
+
+def _tasks(W) -> tuple[str, ...]:
+    return W.tasks(W.preset("tiny").config) if hasattr(W, "tasks") else W.TASKS
+
+
+def problems(names: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """What a framework lacks, as lines: missing files, a build with another signature,
+    missing module-level definitions, a task and mode with no declared variant, a table
+    without an entry for it."""
+    out = []
+    for fw in names:
+        for w in workloads.available():
+            path = root / "frameworks" / fw / f"{w}.py"
+            if not path.exists():
+                out.append(f"{fw}: no frameworks/{fw}/{w}.py")
+                continue
+            tree = ast.parse(path.read_text())
+            defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            assigned = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+            build = defs.get("build")
+            if not isinstance(build, ast.FunctionDef):
+                out.append(f"{fw}/{w}: no build function")
+            elif [a.arg for a in build.args.args] != BUILD_ARGS:
+                out.append(f"{fw}/{w}: build({', '.join(a.arg for a in build.args.args)}), "
+                           f"not build({', '.join(BUILD_ARGS)})")
+            for name in REQUIRED.get(w, ()):
+                if name not in defs and name not in assigned:
+                    out.append(f"{fw}/{w}: no {name}")
+            W = workloads.get(w)
+            for t in _tasks(W):
+                for m in MODES:
+                    if not W.strategies(fw, m, t):
+                        out.append(f"{fw}/{w}: task {t} in {m} mode declares no variant "
+                                   f"(workloads/{w}.py strategies)")
+            table = TABLES.get(w)
+            if table is not None and fw not in table():
+                out.append(f"{fw}/{w}: no entry in workloads/{w}.py's per-framework table")
+    return out
+
+
+def test_every_framework_meets_the_contract():
+    assert problems(frameworks.names()) == []
+
+
+def test_a_framework_without_derivatives_strategies_fails(tmp_path):
+    """MLX added with a file and a build for every workload, but no strategies: caught."""
+    for w in workloads.available():
+        src = ROOT / "frameworks" / "jax" / f"{w}.py"
+        dst = tmp_path / "frameworks" / "mlx" / f"{w}.py"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dst)
+    found = problems(("mlx",), tmp_path)
+    assert any(p.startswith("mlx/derivatives: task") and "declares no variant" in p for p in found), found
+    assert any(p.startswith("mlx/interop: no entry") for p in found), found
+    assert not any("no frameworks/mlx" in p or "build(" in p for p in found), found
+    old_style = "def build(adapter, config, params, mode, device):\n    pass\n"
+    (tmp_path / "frameworks" / "mlx" / "gpt.py").write_text(old_style)
+    assert "mlx/gpt: build(adapter, config, params, mode, device), not build(adapter, config, params, case)" \
+        in problems(("mlx",), tmp_path)
+
+
+def test_modes_and_rewrites_agree_with_the_frameworks_own_tables():
+    for fw in INSTALLED:
+        a = frameworks.load(fw)
+        assert set(a.modes) <= set(MODES)
+        rw = importlib.import_module(f"frameworks.{fw}.interop").REWRITES
+        assert set(rw) == set(interop.REWRITTEN[fw]), fw
+
+
+@pytest.mark.parametrize("framework", list(frameworks.names()))
+def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
+    """Each case the plugin would collect at the tiny preset: its model builds, and where the
+    case's variant is not the framework's the refusal says so (Unsupported, not a crash).
+    Nothing is called or compiled here (interop's programs are probed on first look-up, so
+    they are only built)."""
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    a = frameworks.load(framework)
+    built = refused = 0
+    for w in workloads.available():
+        W = workloads.get(w)
+        p = W.preset("tiny")
+        params = W.init_params(p.config, seed=0)
+        for case in declared_cases(w, (framework,), "tiny"):
+            if case.mode not in a.modes:
+                refused += 1
+                continue
+            try:
+                model = a.build(case, p.config, params)
+                if w == "dynamic":                          # its models are made on look-up
+                    getattr(model, W.task_spec(p.config, p.batch, case.task, strategy=case.strategy).method)
+                elif w == "derivatives":                    # its strategies are checked per problem
+                    model.strategy_for(W.problem_of(case.task)[0])
+                built += 1
+            except Unsupported as e:
+                assert str(e).strip(), case
+                refused += 1
+    assert built > 0, (built, refused)
+
+
+def test_every_harness_option_is_declared_once():
+    """workloads.options.HARNESS is the one declaration: the pytest plugin adds exactly those
+    flags, bench.Options has a field for each, and `fwbench run` passes its own on by argv."""
+    import dataclasses
+
+    from frameworks import bench
+    from workloads import options
+    fields = {f.name for f in dataclasses.fields(bench.Options)}
+    derived = {"frameworks", "workloads", "max_rounds", "seed", "presets"}   # not options of a process
+    assert fields - derived == {o.name for o in options.HARNESS} - {"framework", "workload"}
+    assert options.argv({"threads": 2, "bare_loop": True, "rounds": None, "cache_role": "cold"}) == \
+        ["--threads", "2", "--bare-loop", "--cache-role", "cold"]
+    with pytest.raises(workloads.FwbenchError, match="--threads must be a positive integer, got 0"):
+        options.checked({"threads": 0})
+    with pytest.raises(workloads.FwbenchError, match="unknown device 'tpu'"):
+        options.checked({"device": "tpu"})

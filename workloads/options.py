@@ -1,0 +1,108 @@
+"""The harness's options, declared once (issue 20): the pytest plugin adds them
+(frameworks.pytest_plugin), checks and reads them into frameworks.bench.Options; `fwbench
+run` (reports.cli) takes the user-facing ones and passes them to each framework's pytest
+process (argv). A new option is one Option here, one field of bench.Options, and the code
+that reads it. Framework-free.
+
+    Option("budget_s", float, 3.0, "timed seconds per case", low=0, strict=True, what="...")
+        -> --budget-s on pytest and, with cli=True, on `fwbench run`
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from workloads.base import FwbenchError, choose
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str                          # attribute name; the flag is --name-with-dashes
+    type: Callable[[str], Any] | None  # int, float, str; None for a flag (store_true)
+    default: Any
+    help: str
+    low: float | None = None           # lowest accepted (numbers)
+    strict: bool = False               # the value must be above `low`, not at it
+    choices: tuple[str, ...] | None = None
+    what: str = ""                     # what a number must be, for the error ("an integer of at least 1")
+    cli: bool = False                  # `fwbench run` takes it from the user and passes it on
+    process: bool = False              # set per process by `fwbench run` (never by a user)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """The value, or FwbenchError saying what is wrong and what is valid."""
+        if value is None or self.type is None:
+            return value
+        if self.choices is not None:
+            return choose(self.name.replace("_", " "), value, self.choices)
+        if self.low is not None:
+            bad = not math.isfinite(value) or value < self.low or (self.strict and value <= self.low)
+            if bad:
+                raise FwbenchError(f"{self.flag} must be {self.what}, got {value!r}")
+        return value
+
+    def pytest_kwargs(self) -> dict[str, Any]:
+        if self.type is None:
+            return {"action": "store_true", "help": self.help}
+        return {"type": self.type, "default": self.default, "help": self.help}
+
+
+HARNESS: tuple[Option, ...] = (
+    Option("framework", str, None, "comma list of frameworks (default: all)"),
+    Option("workload", str, None, "comma list of workloads (default: all)", cli=True),
+    Option("preset", str, "small", "preset for every workload (default: small), or per workload: "
+           "gpt=gpt2,diffusion=ddpm-cifar", cli=True),
+    Option("device", str, "cpu", "cpu (default), cuda or gpu", choices=("cpu", "cuda", "gpu"), cli=True),
+    Option("threads", int, None, "intra-op threads for every framework (default: all CPUs)", low=1,
+           what="a positive integer", cli=True),
+    Option("matmul_precision", str, "highest", "highest (default: full fp32, TF32 off) or tf32",
+           choices=("highest", "tf32")),
+    Option("budget_s", float, 3.0, "timed seconds per case, to size its rounds (default 3)", low=0, strict=True,
+           what="a positive finite number of seconds", cli=True),
+    Option("rounds", int, None, "fixed timed rounds per case (overrides --budget-s)", low=1,
+           what="an integer of at least 1", cli=True),
+    Option("min_rounds", int, 7, "fewest timed rounds per case when sized by the budget (default 7)", low=1,
+           what="an integer of at least 1", cli=True),
+    Option("warmup_rounds", int, 2, "untimed rounds before the timed ones (default 2)", low=0,
+           what="an integer of at least 0", cli=True),
+    Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
+    Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
+           "case's default strategy", choices=("all", "default"), cli=True),
+    Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",
+           process=True),
+    Option("repeat", int, None, "this process's index within the run (set by fwbench run)", process=True),
+    Option("repeats", int, None, "processes per framework in the run (set by fwbench run)", process=True),
+    Option("cold", int, None, "cold processes per framework in the run (set by fwbench run)", process=True),
+    Option("warm", int, None, "warm processes per framework in the run (set by fwbench run)", process=True),
+    Option("cache_role", str, None, "cold or warm: this process's compile-cache role (default: from the cache "
+           "folder at start, empty -> cold, filled -> warm)", choices=("cold", "warm"), process=True),
+    Option("run_id", str, None, "identifier of the run (set by fwbench run)", process=True),
+)
+BY_NAME = {o.name: o for o in HARNESS}
+
+
+def checked(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every harness option's value, each checked (FwbenchError on the first bad one)."""
+    out = {o.name: o.check(values.get(o.name, o.default)) for o in HARNESS}
+    for name in ("framework", "workload"):
+        v = out[name]
+        if v is not None and not v.replace(",", "").strip():
+            raise FwbenchError(f"--{name} names no {name}: give one or more names, or leave the option out for all")
+    return out
+
+
+def argv(values: Mapping[str, Any], names: Iterable[str] | None = None) -> list[str]:
+    """The pytest command-line arguments for `values` (None and a false flag are left out)."""
+    out: list[str] = []
+    for o in HARNESS:
+        if (names is not None and o.name not in names) or o.name not in values:
+            continue
+        v = values[o.name]
+        if v is None or v is False:
+            continue
+        out += [o.flag] if o.type is None else [o.flag, str(v)]
+    return out
