@@ -537,6 +537,25 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU's instructions that decide what a bf16 (or low-precision) number means on it: without
+# AVX512-BF16 or AMX-BF16 a bf16 matmul is emulated and can run 44-499x slower than fp32
+# (pytorch#146508); AVX512F and AVX-VNNI for context.
+BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni", "avx512_fp16")
+
+
+def cpu_flags(names: tuple[str, ...] = BF16_FLAGS) -> list[str] | None:
+    """Which of `names` the CPU has (/proc/cpuinfo's flags), None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return [n for n in names if n in have]
+    except OSError:
+        pass
+    return None
+
+
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
     """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
     workloads.record.RUN_INFO describes the run keys).
@@ -575,6 +594,7 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "cpus_available": available_cpus(),
         "allocator": configure_allocator(),
         "cpu": cpu_name(),
+        "cpu_flags": cpu_flags(),
         "device": opts.device,
         "accelerator": accel,
         "matmul_precision": opts.matmul_precision,

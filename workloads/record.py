@@ -132,6 +132,7 @@ def problems(rec: Any) -> list[str]:
 # machine_info.fwbench keys that describe the process and its run (written by the harness;
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {
+    "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.bench.BF16_FLAGS (null: unread)",
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
     "repeat": "index of this process among its framework's in the run, in execution order (0 = first, cold)",
     "repeats": "how many processes per framework the run has (cold + warm)",
