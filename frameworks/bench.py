@@ -143,19 +143,8 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
     import pytest
 
     opts = session.options
-    framework, workload, task, mode = case.framework, case.workload, case.task, case.mode
-    W = workloads.get(workload)
-    preset = opts.presets.get(workload) or parse_presets(opts.preset, (workload,))[workload]
-    p = W.preset(preset)
-    spec = W.task_spec(p.config, p.batch, task, seed=opts.seed, strategy=case.strategy)
-    record = rec_mod.empty(**case.fields(), preset=preset, shape=spec.shape, dtype="float32",
-                           items=spec.items, unit=spec.unit, flops=float(spec.flops),
-                           status="ok", repeat=opts.repeat, order=session.cases_started)
-    session.cases_started += 1
-    clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
-    if clash:
-        raise FwbenchError(f"{workload} task {task}: size keys {clash} are record fields; rename them")
-    record.update(spec.sizes)
+    framework, mode = case.framework, case.mode
+    p, spec, record = new_record(session, case)
     try:
         adapter = frameworks.load(framework)
     except FrameworkUnavailable as e:
@@ -196,6 +185,25 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
         raise
     benchmark.extra_info.update(record)
     return record
+
+
+def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
+    """The case's preset, task spec and record (the case's fields, its work and sizes; status
+    ok until something says otherwise), counted as the next case of the process."""
+    opts = session.options
+    W = workloads.get(case.workload)
+    preset = opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload]
+    p = W.preset(preset)
+    spec = W.task_spec(p.config, p.batch, case.task, seed=opts.seed, strategy=case.strategy)
+    record = rec_mod.empty(**case.fields(), preset=preset, shape=spec.shape, dtype="float32",
+                           items=spec.items, unit=spec.unit, flops=float(spec.flops),
+                           status="ok", repeat=opts.repeat, order=session.cases_started)
+    session.cases_started += 1
+    clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
+    if clash:
+        raise FwbenchError(f"{case.workload} task {case.task}: size keys {clash} are record fields; rename them")
+    record.update(spec.sizes)
+    return p, spec, record
 
 
 def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
