@@ -387,6 +387,10 @@ class Adapter:
             case = Case(self.name, choose("workload", case, WORKLOADS), None, mode, strategy,
                         placement=Placement(device))
         choose("workload", case.workload, WORKLOADS)
+        have = getattr(importlib.import_module(f"workloads.{case.workload}"), "PRECISIONS", ("fp32",))
+        if case.precision not in have:
+            raise Unsupported(f"the {case.workload} workload declares no {case.precision} policy "
+                              f"(it has {', '.join(have)})")
         self.check_mode(case.mode)
         self.check_device(case.device)
         if self.threads is None:

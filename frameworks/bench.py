@@ -71,6 +71,7 @@ class Options:
     cache_role: str | None = None  # "cold" / "warm" by design (None: from the cache folder)
     case_order_seed: int | None = None   # shuffle the cases with this seed (None: collection order)
     variants: str = "all"          # "default": only each case's default strategy
+    precision: str = "fp32"        # comma list of numeric policies (workloads.case.PRECISIONS)
 
     def __post_init__(self) -> None:
         if not self.presets:

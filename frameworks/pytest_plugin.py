@@ -49,7 +49,7 @@ from frameworks import bench
 from frameworks.base import default_cache_dir, set_cache_role, set_threads
 from workloads import options
 from workloads.base import FwbenchError, split_names
-from workloads.case import declared_cases
+from workloads.case import PRECISIONS, declared_cases
 
 _SESSION_KEY = pytest.StashKey[bench.Session]()
 
@@ -64,6 +64,7 @@ def _options(config: pytest.Config) -> bench.Options:
     v = options.checked({o.name: config.getoption(o.name) for o in options.HARNESS})
     v["frameworks"] = split_names(v.pop("framework"), "framework", frameworks.names())
     v["workloads"] = split_names(v.pop("workload"), "workload", workloads.available())
+    split_names(v["precision"], "precision", PRECISIONS)          # checked here, split per workload
     return bench.Options(**v)
 
 
@@ -104,7 +105,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cases = []
     if workload in opts.workloads:
         cases = declared_cases(workload, opts.frameworks, opts.presets[workload], opts.variants,
-                               device=opts.device)
+                               precisions=split_names(opts.precision, "precision", PRECISIONS), device=opts.device)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
