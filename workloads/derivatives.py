@@ -750,7 +750,7 @@ def check_ensemble(gcfg: G.GPTConfig, tokens: Any, models: Any, built: int) -> N
 
 class DerivativesModel(Protocol):
     """What every framework implements (frameworks/<fw>/derivatives.py, `build(adapter,
-    config, params, mode, device, strategy)`). `strategy` picks the transform for every
+    config, params, case)`). The case's `strategy` picks the transform for every
     method; a method whose problem the strategy does not belong to, or a transform the
     framework lacks, raises frameworks.base.Unsupported. Compiled modes compile the whole
     transformed function (torch.compile, jax.jit, tf.function(jit_compile=True); TF's graph

@@ -602,7 +602,7 @@ class DiffusionModel(Protocol):
     (outside any timed region); `adapter.to_numpy` turns results back. Images are NHWC
     float32 at this interface whatever layout the framework computes in.
 
-    build(adapter, config, params, mode, device) -> DiffusionModel
+    build(adapter, config, params, case) -> DiffusionModel
     """
     config: DiffusionConfig
     mode: str

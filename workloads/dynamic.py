@@ -663,7 +663,7 @@ def build(models: Models, adapter: Any, config: DynamicConfig, params: dict[str,
 
 class PrefillModel(Protocol):
     """What every framework builds (frameworks/<fw>/dynamic.py: build(adapter, config, params,
-    mode, device, strategy)); arrays are the framework's own."""
+    case), through workloads.dynamic.build); arrays are the framework's own."""
 
     def prefill(self, tokens: Any, last: Any) -> Any:
         """(B, T) int32 tokens, (B,) int32 last real positions -> (B, vocab) float32 logits."""

@@ -360,7 +360,7 @@ class GPTModel(Protocol):
     Arrays in and out are the framework's own, made from numpy by the adapter's
     `asarray` (outside any timed region); `adapter.to_numpy` turns results back.
 
-    build(adapter, config, params, mode, device) -> GPTModel
+    build(adapter, config, params, case) -> GPTModel
     """
     config: GPTConfig
     mode: str
