@@ -5,7 +5,7 @@ and higher-order derivatives and vmap (workloads/derivatives.py).
 Everything here reads records by field name and tolerates a field being absent: a section
 appears when its workload has records, and a figure or table whose fields are missing is
 skipped with a one-line note (`Section.notes`), never an error. It works on
-reports.replicates.cases (one row per case, processes pooled); per-process scalars (a
+reports.analysis.replicates.cases (one row per case, processes pooled); per-process scalars (a
 stream's cold pass) come as `procs_<field>` tuples, so that intervals over processes and the
 replication rule (stats.decided) apply to them as to step times.
 
@@ -23,7 +23,7 @@ replication rule (stats.decided) apply to them as to step times.
                  with what measured it)
 
 Findings state verdicts against the report's margin (stats.verdict) under the report's
-one error rate (the stats.Family that reports.findings.report_family makes): ratios of
+one error rate (the stats.Family that reports.analysis.findings.report_family makes): ratios of
 per-process scalars (cold stream times, peak memory) are ratios of stats.Est over processes,
 paired where both cases ran in the same processes; a new- against a seen-shape request is
 a one-sample test of the per-process ratios; one process decides nothing ("not tested").
@@ -41,9 +41,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports import figures as F
-from reports import stats
-from reports.data import TIMED, finite
+from reports.analysis import stats
+from reports.analysis.data import TIMED, finite
+from reports.rendering import figures as F
 
 DYNAMIC, INTEROP, DERIVATIVES = "dynamic", "interop", "derivatives"
 SHORT = 60                 # characters of a reason inside a matrix cell
@@ -519,7 +519,7 @@ def derivatives_findings(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     out += _crossover(t, fam)
     out += _memory_findings(t, fam)
-    from reports.findings import versus          # one rule for a ratio of step times
+    from reports.analysis.findings import versus          # one rule for a ratio of step times
     for task, g in t.groupby("task", sort=True):
         best = g.sort_values("median_s").drop_duplicates("framework")
         if len(best) >= 2:
@@ -534,7 +534,7 @@ CROSSOVER = ("jacfwd", "jacrev")       # the Jacobian's two modes, compared per 
 def _crossover(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Per framework and mode: at which Jacobian shapes (n -> m) forward mode beats reverse
     mode and the other way round, by the report's verdicts."""
-    from reports.findings import judge
+    from reports.analysis.findings import judge
     out = []
     j = t[t["task"].map(problem) == "jacobian"]
     for (f, m), g in j.groupby(["framework", "mode"], sort=False):
@@ -857,7 +857,7 @@ FIGURES: dict[str, tuple[str, Callable[[pd.DataFrame], Figure | None], tuple[str
 def draw(cases: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
     """Each figure whose workload has records: (PNG, caption), or (None, a one-line note)
     when the records lack its fields or it has nothing to draw."""
-    from reports import escape
+    from reports.rendering import escape
     df = escape.mpl_frame(cases)
     done: dict[str, tuple[Path | None, str]] = {}
     for name, (wl, fn, needs, caption) in FIGURES.items():

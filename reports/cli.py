@@ -43,7 +43,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# The concern names --weights takes: reports.findings.CONCERNS, written out because the CLI
+# The concern names --weights takes: reports.analysis.findings.CONCERNS, written out because the CLI
 # imports pandas and seaborn only when it renders (a test keeps the two equal).
 WEIGHT_NAMES = ("throughput", "compile", "coverage", "dynamic", "interop", "derivatives")
 WEIGHTS_HELP = ("framework-choice weights, e.g. throughput=2,compile=1 (an unnamed concern weighs 1); concerns: "
@@ -51,7 +51,7 @@ WEIGHTS_HELP = ("framework-choice weights, e.g. throughput=2,compile=1 (an unnam
                 "derivatives and vmap)")
 
 def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
-    from reports.runner import FRAMEWORKS
+    from reports.running.runner import FRAMEWORKS
     if not values:
         return None
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
@@ -169,7 +169,7 @@ def make_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports import signals
+    from reports.running import signals
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FwbenchError as e:
         print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.signals)
+    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.running.signals)
         sig = signals.of(e)
         print(f"fwbench {args.command}: interrupted by {sig.name}", file=sys.stderr)
         return sig.exit_code
@@ -191,8 +191,9 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
             margin: float | None = None) -> int:
-    from reports import data, document, findings
-    from reports.atomic import safe_write
+    from reports.analysis import data, findings
+    from reports.rendering import document
+    from reports.running.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
     df = data.load(results)
     if df.empty and not any(r["missing"] for r in df.attrs["runs"]):
@@ -212,7 +213,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reports import findings, runner
+    from reports.analysis import findings
+    from reports.running import runner
     findings.parse_weights(args.weights)
     chosen = _frameworks_arg(args.framework)
     fws = chosen or runner.FRAMEWORKS
@@ -246,8 +248,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reports import compare, escape, stats
-    from reports.atomic import safe_write
+    from reports.analysis import compare, stats
+    from reports.rendering import escape
+    from reports.running.atomic import safe_write
     t = compare.compare(args.old, args.new, stats.MARGIN if args.margin is None else args.margin)
     empty = [side for side, n in t.attrs["records"].items() if n == 0]
     if empty:       # one line: what each empty side's problems were
@@ -277,7 +280,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")     # TensorFlow's start-up chatter is not the answer
     import frameworks
-    from reports import runner
+    from reports.running import runner
     rows = []
     for name, a in frameworks.status().items():
         if isinstance(a, str):

@@ -14,7 +14,8 @@ import textwrap
 import pytest
 
 import reports
-from reports import cli, runner
+from reports import cli
+from reports.running import runner
 from tests.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
@@ -80,8 +81,9 @@ def test_python_m_reports_errors_without_traceback_and_imports_no_framework():
             runpy.run_module("reports", run_name="__main__")
         except SystemExit as e:
             rc = e.code
-        import reports.figures, reports.document, reports.compare, reports.findings, reports.runner
-        import reports.pytest_events
+        import reports.rendering.figures, reports.rendering.document, reports.analysis.compare
+        import reports.analysis.findings, reports.running.runner
+        import reports.running.pytest_events
         loaded = sorted(m for m in ("torch", "jax", "tensorflow", "frameworks") if m in sys.modules)
         print(rc, loaded)
     """)
@@ -255,7 +257,8 @@ def test_absent_framework_gets_a_missing_file(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "installed", lambda name: False)
     path = runner.write_absent("tensorflow", runner.RunOptions(frameworks=()), tmp_path)
     df = reports.load(path)
-    assert df.empty and reports.data.missing_frameworks(df) == {"tensorflow": runner.absent_reason("tensorflow")}
+    missing = reports.analysis.data.missing_frameworks(df)
+    assert df.empty and missing == {"tensorflow": runner.absent_reason("tensorflow")}
 
 
 def test_installed_does_not_import_frameworks():

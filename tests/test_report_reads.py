@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 import reports
-from reports import axes, escape, figures, findings, replicates
+from reports import axes
+from reports.analysis import findings, replicates
+from reports.rendering import escape, figures
 from tests.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"

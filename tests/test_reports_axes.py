@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import reports
-from reports import summary, axes, document, findings, replicates
+from reports import axes
+from reports.analysis import summary, findings, replicates
+from reports.rendering import document
 from tests.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
 
@@ -313,7 +315,7 @@ def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
 
 
 def test_a_per_process_value_needs_two_processes_for_an_interval():
-    from reports import stats
+    from reports.analysis import stats
     one = stats.Est.of({"p0": 1.0})
     assert all(v != v for v in one.interval()) and one.draws("x") is None
     assert stats.ratio(one, stats.Est.of({"q0": 1.0, "q1": 1.1})).kind == "untested"

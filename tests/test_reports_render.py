@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 import reports
-from reports import document, figures, findings
+from reports.analysis import findings
+from reports.rendering import document, figures
 from tests.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError
 
@@ -79,7 +80,7 @@ def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
     figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1])
             for k, v in paths.items() if k.startswith("fig:")}
-    cases, notes = reports.data.latest(df)
+    cases, notes = reports.analysis.data.latest(df)
     blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
     assert document.markdown(blocks, out) == (out / "report.md").read_text()
     assert document.latex_tables(blocks) == (out / "tables.tex").read_text()

@@ -4,7 +4,7 @@
     report.html   self-contained: CSS inline, figures embedded as base64 PNG
     tables.tex    every table as a booktabs `table` environment, ready for \\input
     data.csv      the tidy frame (without the per-round times): same JSON in, same bytes out
-    cases.csv     one row per case, its processes pooled (reports.replicates.cases)
+    cases.csv     one row per case, its processes pooled (reports.analysis.replicates.cases)
 
 Nothing rendered depends on the time of rendering, so `fwbench report` on committed JSON
 reproduces committed outputs.
@@ -19,16 +19,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import data as rdata
-from reports import atomic, axes, escape, figures, findings, latex, replicates, stats, summary
-from reports.data import TIMED, finite
+from reports import axes
+from reports.analysis import data as rdata
+from reports.analysis import findings, replicates, stats, summary
+from reports.analysis.data import TIMED, finite
+from reports.rendering import escape, figures, latex
+from reports.running import atomic
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
             "tensorflow": "tf.function traces"}
-# How the concerns of the three axes are scored (reports.findings' docstring has the formulas).
+# How the concerns of the three axes are scored (reports.analysis.findings has the formulas).
 CONCERN_TEXT = {
     "dynamic": "Dynamic shapes (weight name dynamic): accelerated modes only (eager is shown apart): per stream "
                "and N = 10, 100, 1000 requests, the best framework's cost of N requests (the cold pass, then the "
@@ -163,7 +166,7 @@ def _counter(r: pd.Series) -> str:
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
     """A row per case: steady step over warm processes, throughput, speedup over eager
     (paired), the cold processes' step over the warm ones', and the case's flags
-    (reports.findings.annotate) where a report added them. First calls, compile latency,
+    (findings.annotate) where a report added them. First calls, compile latency,
     break-even and the compile counters are in compile_table."""
     rows = []
     lacking = figures.lacking_modes(w)
@@ -560,7 +563,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
 
 
 def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float]) -> list[Block]:
-    """The Summary: what the data support (reports.summary), then the scope of the run."""
+    """The Summary: what the data support (analysis.summary), then the scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
     key = summary.key_findings(df, fam)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
@@ -734,7 +737,7 @@ def html_doc(blocks: list[Block]) -> str:
 
 
 def latex_tables(blocks: list[Block]) -> str:
-    """tables.tex: every table, fitted to the line width (reports.latex)."""
+    """tables.tex: every table, fitted to the line width (reports.rendering.latex)."""
     return latex.tables_file(blocks)
 
 
@@ -768,7 +771,7 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
            margin: float | None = None, pdf: bool | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
-    first into a hidden staging folder there, then moved into place together (reports.atomic),
+    first into a hidden staging folder there, then moved into place together (running.atomic),
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
     with atomic.staged(final) as staging:

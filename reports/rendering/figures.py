@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the tidy frame of reports.data, each saved as PNG and PDF.
+"""The report's figures, drawn from the tidy frame of analysis.data, each saved as PNG and PDF.
 
 Every function serves every workload: panels are laid out by the record's fields (a row
 of panels per workload, a panel per task), bars by mode and framework, labels from the
@@ -33,8 +33,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from reports import escape
-from reports.data import FRAMEWORK_ORDER, TIMED, finite
+from reports.analysis.data import FRAMEWORK_ORDER, TIMED, finite
+from reports.rendering import escape
 from workloads.record import MODES, NOT_ITS_API
 
 CB = sns.color_palette("colorblind").as_hex()
@@ -155,7 +155,7 @@ def _line_label(ax: Any, y: float, text: str) -> None:
 def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[str], fws: list[str],
           y: str, lo: str, hi: str, col: dict[str, str], scale: float = 1.0) -> list[float]:
     """Grouped bars: a group per x category, a bar per framework, 95% CI whiskers;
-    fallback cases hatched; a flagged case (reports.findings.annotate: its instability could
+    fallback cases hatched; a flagged case (findings.annotate: its instability could
     change a verdict, or it ran on a busy machine) outlined in a thick dashed line. Returns
     the plotted heights and bounds (for the log decision)."""
     width = 0.8 / max(len(fws), 1)

@@ -60,8 +60,8 @@ Columns (besides the record's fields, taken from the case's first process):
                        (comma-separated per-request values) the element-wise median
 
 Break-even and the stability flags depend on the report's comparisons (its error rate over
-all of them) and are added by reports.findings (break_even, flag columns) when a report is
-built.
+all of them) and are added by reports.analysis.findings (break_even, flag columns) when a
+report is built.
 
 `attrs`: `warm_spread` (median over cases with two steady-state processes or more of
 warm_spread), `warm_sd` (the same of warm_sd), `cold_over_warm` (median over cases),
@@ -75,9 +75,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import data as rdata
-from reports import stats
-from reports.data import TIMED, _joined, _sort_key, finite
+from reports.analysis import data as rdata
+from reports.analysis import stats
+from reports.analysis.data import TIMED, _joined, _sort_key, finite
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.

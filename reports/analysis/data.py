@@ -26,7 +26,7 @@ Derived columns (per row, from the same run file):
                         first call is no baseline where eager compiles op by op, as JAX's does)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
 
-A row is one process's measurement of a case; reports.replicates.cases pools the processes
+A row is one process's measurement of a case; replicates.cases pools the processes
 of a case (the unit of replication) and is what the report's tables, figures and findings use.
 
 Nothing here imports a framework: a report renders where none is installed.
@@ -42,7 +42,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports import stats, validate
+from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES
 

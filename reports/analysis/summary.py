@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import axes, findings, replicates, stats
-from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
+from reports import axes
+from reports.analysis import findings, replicates, stats
+from reports.analysis.data import TIMED, finite
+from reports.rendering.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
 
 MODEL = ("gpt", "diffusion")
 

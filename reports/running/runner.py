@@ -21,7 +21,7 @@ framework (Mytkowicz et al. 2009).
 For each process it runs
 
     python -m pytest <checkout>/tests/benchmarks --benchmark-only --framework X \
-        --benchmark-json <tmp> --benchmark-save-data -p reports.pytest_events ...
+        --benchmark-json <tmp> --benchmark-save-data -p reports.running.pytest_events ...
 
 in its own process group (three runtimes' thread pools in one process disturb each other),
 shows progress from the plugin's event stream, and moves the finished JSON into place with
@@ -52,13 +52,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reports import atomic, signals, stats
+from reports.analysis import stats
+from reports.running import atomic, signals
 from workloads.base import FwbenchError, merge_tree
 from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
 # fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
 FRAMEWORKS = ("torch", "jax", "tensorflow")
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 # The harness's reason for a mode a framework does not have (frameworks/bench.py: run_case).
 NO_SUCH_MODE = re.compile(r"has no '\w+' mode \(it has ")
 
@@ -248,7 +249,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     for p in (tmp, events_path):
         p.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
-           "-p", "reports.pytest_events", "-p", "no:cacheprovider", "-q",
+           "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
            "--framework", fw, "--preset", opts.preset, "--device", opts.device,
            "--benchmark-json", str(tmp), "--benchmark-save-data"]
     if opts.workloads:
@@ -301,7 +302,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
                 if time.monotonic() - t_start > opts.timeout_s:
                     ended = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
                     _kill_group(proc)
-        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.signals)
+        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.running.signals)
             interrupted = signals.of(e)
             ended = f"interrupted by {interrupted.name} (fwbench run was stopped)"
             _kill_group(proc)

@@ -1,6 +1,6 @@
 """Findings written from the data, and the framework-choice ranking.
 
-Findings, break-even and "never pays back" work on reports.replicates.cases (one row per
+Findings, break-even and "never pays back" work on replicates.cases (one row per
 case, its processes pooled) and state a verdict for every comparison (stats.verdict, against
 the report's margin): faster or slower by at least the margin, faster or slower, equivalent
 within the margin, inconclusive, or not tested (one process). Every comparison of a report,
@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import axes, replicates, stats
-from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
+from reports import axes
+from reports.analysis import replicates, stats
+from reports.analysis.data import TIMED, finite
+from reports.rendering.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
@@ -275,7 +276,7 @@ def break_even(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> tuple[float
     e = replicates.eager_of(df, r)
     if v != stats.FASTER or not (finite(r["first_call_s"]) and finite(e["first_call_s"])):
         return math.nan, math.nan, math.nan
-    from reports.data import break_even as point
+    from reports.analysis.data import break_even as point
     n = point(r["first_call_s"], r["median_s"], e["first_call_s"], e["median_s"])
     fc, fe = (_first_est(x).draws(f"first|{x['case']}") for x in (r, e))
     sc = r["est"].draws(f"step|{r['case']}")
