@@ -42,7 +42,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reports.analysis import stats
-from reports.analysis.data import TIMED, finite
+from reports.analysis.data import TIMED, finite, framework_order, mode_order
+from reports.analysis.verdicts import judge, judge_scalar, procs, versus
 from reports.rendering import figures as F
 
 DYNAMIC, INTEROP, DERIVATIVES = "dynamic", "interop", "derivatives"
@@ -65,7 +66,7 @@ class Section:
 
 
 def _has_mode(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> np.ndarray:
-    """Rows whose framework has the mode (figures.lacking_modes: n/a, not unsupported)."""
+    """Rows whose framework has the mode (data.lacking_modes: n/a, not unsupported)."""
     return np.array([(f, m) not in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)
 
 
@@ -98,25 +99,6 @@ def case_label(r: pd.Series | dict[str, Any]) -> str:
 def short(text: Any, n: int = SHORT) -> str:
     t = " ".join(str(text).split()) if isinstance(text, str) else ""
     return t if len(t) <= n else t[:n].rstrip() + "..."
-
-
-def procs(r: pd.Series, name: str) -> dict[str, float]:
-    """{process: value} of a per-process scalar (replicates.PER_PROCESS)."""
-    v = r.get(f"procs_{name}")
-    if isinstance(v, dict):
-        return v
-    x = r.get(name)
-    return {str(r.get("run_file")): float(x)} if finite(x) else {}
-
-
-def proc_est(r: pd.Series, name: str) -> stats.Est:
-    return stats.Est.of(procs(r, name))
-
-
-def judge_scalar(a: pd.Series, b: pd.Series, name: str, what: str, fam: stats.Family) -> stats.Judgement:
-    """a's per-process scalar `name` against b's, by the report's family."""
-    return fam.judge(f"{what}|{name}|{a['case']}|{b['case']}", proc_est(a, name), proc_est(b, name),
-                     (a["case"], b["case"]))
 
 
 def _times(r: pd.Series) -> str:
@@ -317,7 +299,7 @@ def dynamic_costs(d: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     t = t.assign(_s=t.apply(_stream, axis=1), _c=["eager" if m == "eager" else "accelerated" for m in t["mode"]])
     rows = []
-    fws = F.framework_order(t["framework"])
+    fws = framework_order(t["framework"])
     for (s, c, p, dev), g in t.groupby(["_s", "_c", "preset", "device"], sort=True):
         for n in SERVED:
             best = _best_served(g, n)
@@ -351,8 +333,8 @@ def _cell(r: pd.Series) -> str:
 
 
 def _matrix(d: pd.DataFrame, cell: Callable[[pd.Series], str]) -> pd.DataFrame:
-    cols = [f"{f} {m}" for f in F.framework_order(d["framework"])
-            for m in F.mode_order(d.loc[d["framework"] == f, "mode"])]
+    cols = [f"{f} {m}" for f in framework_order(d["framework"])
+            for m in mode_order(d.loc[d["framework"] == f, "mode"])]
     rows = []
     for task, g in d.groupby("task", sort=True):
         row = {"program": task}
@@ -467,8 +449,8 @@ def derivatives_capability(d: pd.DataFrame, lacking: set[tuple[str, str]]) -> pd
     if d.empty:
         return pd.DataFrame()
     d = d.assign(problem=d["task"].map(problem), transform=d["strategy"].fillna("default"))
-    cols = [f"{f} {m}" for f in F.framework_order(d["framework"])
-            for m in F.mode_order(d.loc[d["framework"] == f, "mode"])]
+    cols = [f"{f} {m}" for f in framework_order(d["framework"])
+            for m in mode_order(d.loc[d["framework"] == f, "mode"])]
     rows = []
     for (p, s), g in d.groupby(["problem", "transform"], sort=True):
         row = {"problem": p, "transform": s}
@@ -519,7 +501,6 @@ def derivatives_findings(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     out += _crossover(t, fam)
     out += _memory_findings(t, fam)
-    from reports.analysis.findings import versus          # one rule for a ratio of step times
     for task, g in t.groupby("task", sort=True):
         best = g.sort_values("median_s").drop_duplicates("framework")
         if len(best) >= 2:
@@ -534,7 +515,6 @@ CROSSOVER = ("jacfwd", "jacrev")       # the Jacobian's two modes, compared per 
 def _crossover(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Per framework and mode: at which Jacobian shapes (n -> m) forward mode beats reverse
     mode and the other way round, by the report's verdicts."""
-    from reports.analysis.findings import judge
     out = []
     j = t[t["task"].map(problem) == "jacobian"]
     for (f, m), g in j.groupby(["framework", "mode"], sort=False):
@@ -629,7 +609,7 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
         return None
     d = d.assign(_s=d.apply(_stream, axis=1))
     keys = sorted({(s, f) for s, f in zip(d["_s"], d["framework"])},
-                  key=lambda k: (k[0], F.framework_order(d["framework"]).index(k[1])))
+                  key=lambda k: (k[0], framework_order(d["framework"]).index(k[1])))
     with F._style():
         fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
@@ -676,7 +656,7 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
         return None
     d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
-    col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
+    col, fws = F.colours(d["framework"]), framework_order(d["framework"])
     marks = "osD^v<>PXh*pH8d"
     labels = sorted(d["_l"].unique())
     mk = {lab: marks[i % len(marks)] for i, lab in enumerate(labels)}
@@ -721,7 +701,7 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
     if d.empty:
         return None
     ps = sorted(d["problem"].unique())
-    col, fws = F.colours(d["framework"]), F.framework_order(d["framework"])
+    col, fws = F.colours(d["framework"]), framework_order(d["framework"])
     with F._style():
         fig, panels = F.panel_grid(len(ps), 3, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
@@ -752,7 +732,7 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
             ax.legend(handles=[Line2D([], [], color="grey", marker=mk, linestyle="", label=s)
                                for s, (_, mk) in style.items()], fontsize=6, frameon=False)
         modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"), label=m)
-                 for m in F.mode_order(d["mode"])]
+                 for m in mode_order(d["mode"])]
         F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)])
     return fig
 
@@ -801,14 +781,14 @@ def fig_der_memory(d: pd.DataFrame) -> Figure | None:
     t = t[t["peak_memory_bytes"].notna()]
     t = t.assign(_i=[_instrument(r) for _, r in t.iterrows()], mb=t["peak_memory_bytes"] / 2 ** 20, z=math.nan)
     keys = sorted({(k, i) for k, i in zip(t["task"], t["_i"])})
-    col, fws = F.colours(t["framework"]), F.framework_order(t["framework"])
+    col, fws = F.colours(t["framework"]), framework_order(t["framework"])
     with F._style():
         fig, panels = F.panel_grid(len(keys), 2, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
         for n, ax in enumerate(panels):
             task, inst = keys[n]
             g = t[(t["task"] == task) & (t["_i"] == inst)]
             labels = sorted({strategy_label(r) for _, r in g.iterrows()})
-            F._bars(ax, g, strategy_label, labels, F.framework_order(g["framework"]), "mb", "z", "z", col)
+            F._bars(ax, g, strategy_label, labels, framework_order(g["framework"]), "mb", "z", "z", col)
             ax.set_title(task)
             ax.set_ylabel(f"MiB: {inst}", fontsize=7)
         F._framework_legend(fig, fws, col)

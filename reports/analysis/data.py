@@ -44,10 +44,13 @@ import pandas as pd
 
 from reports.analysis import stats, validate
 from workloads.base import FwbenchError
-from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES
+from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
+# Frameworks whose eager mode dispatches op by op (each op compiled or traced on its own): a
+# speedup over it is no speedup over a fast eager mode, and labels say so.
+OP_BY_OP_EAGER = ("jax", "tensorflow")
 # Rows of the same run that share these are one case in different modes (eager is the baseline).
 BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device", "strategy")
 # Runs that share these measured the same machine: they share the best GEMM rate among them.
@@ -365,3 +368,35 @@ def missing_frameworks(df: pd.DataFrame) -> dict[str, str]:
 
 def finite(x: Any) -> bool:
     return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x)
+
+
+# ----------------------------------------------------------------------------- frameworks and modes
+
+def framework_order(names: Any) -> list[str]:
+    names = set(names)
+    return [f for f in FRAMEWORK_ORDER if f in names] + sorted(names - set(FRAMEWORK_ORDER))
+
+
+def mode_order(names: Any) -> list[str]:
+    names = set(names)
+    return [m for m in MODES if m in names] + sorted(names - set(MODES))
+
+
+def lacking_modes(df: pd.DataFrame) -> set[tuple[str, str]]:
+    """(framework, mode) pairs where the framework has no such mode (machine_info.fwbench
+    .frameworks[f].modes of the runs): shown as n/a, not as an unsupported case."""
+    have: dict[str, set[str]] = {}
+    for run in df.attrs.get("runs", []):
+        for f, info in (run.get("frameworks") or {}).items():
+            if isinstance(info, dict) and isinstance(info.get("modes"), list):
+                have.setdefault(f, set()).update(info["modes"])
+    return {(f, m) for f, m, st in zip(df["framework"], df["mode"], df["status"])
+            if st == "unsupported" and f in have and m not in have[f]}
+
+
+def not_applicable(df: pd.DataFrame) -> pd.Series:
+    """Rows that ask a framework for another framework's API (a mode or strategy it does not
+    have; workloads.record.not_its_api wrote their reason): n/a, not an unsupported case."""
+    if df.empty or "reason" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return (df["status"] == "unsupported") & df["reason"].astype(str).str.contains(NOT_ITS_API, regex=True)

@@ -52,9 +52,9 @@ import numpy as np
 import pandas as pd
 
 from reports import axes
-from reports.analysis import replicates, stats
-from reports.analysis.data import TIMED, finite
-from reports.rendering.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
+from reports.analysis import replicates, stats, verdicts
+from reports.analysis.verdicts import versus
+from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
@@ -88,10 +88,6 @@ def parse_weights(text: str | None) -> dict[str, float]:
             raise FwbenchError(f"weight of {name} must be a non-negative number, got {value.strip()!r}")
         w[name] = v
     return w
-
-
-def _name(r: pd.Series) -> str:
-    return f"{r['framework']} {r['mode']}" + (f" ({r['strategy']})" if isinstance(r["strategy"], str) else "")
 
 
 def _case(r: pd.Series) -> str:
@@ -143,19 +139,6 @@ def _statements(df: pd.DataFrame, fam: stats.Family) -> None:
     axes.derivatives_findings(df[df["workload"] == axes.DERIVATIVES], fam)
 
 
-def judge(a: pd.Series, b: pd.Series, fam: stats.Family) -> stats.Judgement:
-    """Case a's time against case b's (steady state), by the family: the same two cases are
-    one comparison wherever the report states it."""
-    return fam.judge(f"step|{a['case']}|{b['case']}", a["est"], b["est"], (a["case"], b["case"]))
-
-
-def versus(a: pd.Series, b: pd.Series, what: str, fam: stats.Family) -> str:
-    """'what: jax compiled is faster than torch compiled by at least the 10% margin (speed
-    1.31x [1.20, 1.43], 99.8% interval)', or another verdict (stats.sentence)."""
-    j = judge(a, b, fam)
-    return f"{what}: " + stats.sentence(j, _name(a), _name(b), fam.margin, flags=fam.key_flags.get(j.key, ()))
-
-
 def speedup_judgement(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> stats.Judgement | None:
     """A non-eager case's time against its eager case's (paired over their processes)."""
     e = replicates.eager_of(df, r)
@@ -195,9 +178,9 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
         u = w[w["utilisation"].notna() & (w["utilisation"] > 0)]      # a program without model FLOPs has none
         if not u.empty and u["utilisation"].max() >= 5e-4:
             top = u.loc[u["utilisation"].idxmax()]
-            lines.append(f"Highest utilisation: {_name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% of the "
-                         f"machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of model "
-                         "FLOPs).")
+            lines.append(f"Highest utilisation: {verdicts.name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% "
+                         f"of the machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
+                         "model FLOPs).")
         out[str(wl)] = lines
     return out
 
@@ -225,26 +208,28 @@ def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> l
     for i, j in js.items():
         r = c.loc[i]
         if stats.coarse(j.verdict) == stats.SLOWER:
-            lines.append(f"{_name(r)} {_case(r)} is slower than {_vs_eager(r)}: "
-                         + stats.sentence(j, _name(r), _vs_eager(r), fam.margin,
+            lines.append(f"{verdicts.name(r)} {_case(r)} is slower than {_vs_eager(r)}: "
+                         + stats.sentence(j, verdicts.name(r), _vs_eager(r), fam.margin,
                                           flags=fam.key_flags.get(j.key, ())) + ".")
     lat = c[c["compile_latency_s"].notna()]
     if not lat.empty:
         lo, hi = lat.loc[lat["compile_latency_s"].idxmin()], lat.loc[lat["compile_latency_s"].idxmax()]
         lines.append(f"Compile latency (a mode's cold first call minus its own steady step) ranges from "
-                     f"{_latency(lo)} ({_name(lo)}, {_case(lo)}) to {_latency(hi)} ({_name(hi)}, {_case(hi)}).")
+                     f"{_latency(lo)} ({verdicts.name(lo)}, {_case(lo)}) to {_latency(hi)} ({verdicts.name(hi)}, "
+                     f"{_case(hi)}).")
     be = {i: break_even(df, c.loc[i], fam) for i in js}
     for i, (n, _, _) in be.items():
         if math.isinf(n):
             r = c.loc[i]
-            lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are slower than "
+            lines.append(f"{verdicts.name(r)} {_case(r)} never pays back its first call: its steps are slower than "
                          f"{_vs_eager(r)} (the verdict above).")
     fin = {i: v for i, v in be.items() if math.isfinite(v[0])}
     if fin:
         i = max(fin, key=lambda k: fin[k][0])
         r, (n, lo, hi) = c.loc[i], fin[i]
-        lines.append(f"The slowest to pay back compilation is {_name(r)} {_case(r)}: {_steps_ci(n, lo, hi)} "
-                     f"step{'s' if n != 1 else ''} before it has cost less total time than {_vs_eager(r)}.")
+        lines.append(f"The slowest to pay back compilation is {verdicts.name(r)} {_case(r)}: "
+                     f"{_steps_ci(n, lo, hi)} step{'s' if n != 1 else ''} before it has cost less total time than "
+                     f"{_vs_eager(r)}.")
     undecided = [i for i, v in be.items() if math.isnan(v[0])]
     if undecided:
         lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps are not faster or slower "
@@ -300,13 +285,13 @@ def _first_est(r: pd.Series) -> stats.Est:
 def annotate(df: pd.DataFrame, fam: stats.Family) -> None:
     """Columns that need the report's family, added in place: vs_eager_verdict, break-even
     (break_even_steps, _lo, _hi) and the stability flags (flags: reason, in words)."""
-    verdicts, be, flags = [], [], []
+    said, be, flags = [], [], []
     for _, r in df.iterrows():
         j = speedup_judgement(df, r, fam) if r["mode"] != "eager" and r["status"] in TIMED else None
-        verdicts.append(stats.words(j.verdict, fam.margin) if j is not None else None)
+        said.append(stats.words(j.verdict, fam.margin) if j is not None else None)
         be.append(break_even(df, r, fam) if j is not None else (math.nan,) * 3)
         flags.append(case_flags(r, fam))
-    df["vs_eager_verdict"] = verdicts
+    df["vs_eager_verdict"] = said
     df["break_even_steps"], df["break_even_lo"], df["break_even_hi"] = (list(x) for x in zip(*be)) if be else ([],) * 3
     df["flags"] = flags
 

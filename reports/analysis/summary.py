@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from reports import axes
-from reports.analysis import findings, replicates, stats
-from reports.analysis.data import TIMED, finite
-from reports.rendering.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
+from reports.analysis import findings, replicates, stats, verdicts
+from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 
 MODEL = ("gpt", "diffusion")
 
@@ -96,7 +95,7 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> 
         if len(best) < 2:
             continue
         a, b = best.iloc[0], best.iloc[1]
-        j = findings.judge(a, b, fam)
+        j = verdicts.judge(a, b, fam)
         compared += 1
         if stats.coarse(j.verdict) == stats.FASTER:
             stated += 1
@@ -268,7 +267,7 @@ def _derivative_winners(df: pd.DataFrame, d: pd.DataFrame, fam: stats.Family) ->
         best = g.sort_values("median_s").drop_duplicates("framework")
         if len(best) < 2:
             continue
-        j = findings.judge(best.iloc[0], best.iloc[1], fam)
+        j = verdicts.judge(best.iloc[0], best.iloc[1], fam)
         compared += 1
         f = best.iloc[0]["framework"]
         fastest[f] = fastest.get(f, 0) + 1

@@ -100,7 +100,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("matmul precision", _uniq(df["matmul_precision"])),
         ("C heap (malloc)", _uniq(r.get("allocator") or "not recorded" for r in runs)),
         ("frameworks", "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in
-                                 sorted(versions.items(), key=lambda kv: figures.framework_order(versions).index(kv[0])))),
+                                 sorted(versions.items(), key=lambda kv: rdata.framework_order(versions).index(kv[0])))),
         ("workloads", _uniq(df["workload"])),
         ("presets", "; ".join(f"{w} {p}: {s}" for w, p, s in sorted(set(zip(df["workload"], df["preset"], df["shape"])))
                               if s != "n/a")),
@@ -154,7 +154,7 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if isinstance(kv, dict):
                 settings.setdefault(fw, set()).update(f"{k}={v}" for k, v in kv.items())
     rows += [(f"{fw} runtime settings", "; ".join(sorted(v)) or "defaults")
-             for fw, v in sorted(settings.items(), key=lambda kv: figures.framework_order(settings).index(kv[0]))]
+             for fw, v in sorted(settings.items(), key=lambda kv: rdata.framework_order(settings).index(kv[0]))]
     return [(k, v) for k, v in rows if v != "n/a"] or [("run settings", "not recorded (older result files)")]
 
 
@@ -169,7 +169,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
     (findings.annotate) where a report added them. First calls, compile latency,
     break-even and the compile counters are in compile_table."""
     rows = []
-    lacking = figures.lacking_modes(w)
+    lacking = rdata.lacking_modes(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
@@ -182,7 +182,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
                               + ("*" if n == 1 else "")) if timed else "",
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
             "vs eager [95% CI]": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
-                                  + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
+                                  + (" (op-by-op)" if r["framework"] in rdata.OP_BY_OP_EAGER else "")
                                   if timed and r["mode"] != "eager" and finite(r["speedup_vs_eager"]) else ""),
             "cold/warm step": stats.fmt_ratio(r["cold_over_warm"], r["cold_over_warm_lo"], r["cold_over_warm_hi"])
                               if timed and finite(r.get("cold_over_warm")) else "",
@@ -312,8 +312,8 @@ def _case_name(r: pd.Series) -> str:
 def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     """One short line per case that did not run normally, and the appendix of full reasons."""
     lines, appendix = [], []
-    lacking = figures.lacking_modes(d)
-    na = figures.not_applicable(d)
+    lacking = rdata.lacking_modes(d)
+    na = rdata.not_applicable(d)
     same: dict[tuple[str, str, str, str], list[str]] = {}      # one line for the modes that share a reason
     for r in findings.reasons(d[~na]):
         if (r["framework"], r["mode"]) not in lacking:
@@ -390,7 +390,7 @@ def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam:
     """The dynamic-shapes, interop and derivatives sections (reports.axes), each only where
     its workload has records; a table or figure without its fields is a one-line note."""
     b: list[Block] = []
-    lacking = figures.lacking_modes(df)
+    lacking = rdata.lacking_modes(df)
     d = df[df["workload"] == axes.DYNAMIC]
     if not d.empty:
         b.append(("h", 2, "Dynamic shapes"))
@@ -464,7 +464,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     df = replicates.cases(df)
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
-    fws = figures.framework_order(df["framework"])
+    fws = rdata.framework_order(df["framework"])
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")]
     b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
