@@ -245,9 +245,17 @@ def test_concern_weights_names_and_one_line_errors():
     assert "\n" not in msg and "valid are throughput, compile, coverage, dynamic, interop, derivatives" in msg
 
 
-def test_cli_help_names_every_concern():
-    from reports import cli
-    assert cli.WEIGHT_NAMES == findings.CONCERNS
+def test_cli_help_names_every_concern(capsys):
+    """--weights' help lists findings.CONCERNS (the sections' from the registry) with each
+    section's label, read when help is printed."""
+    from reports import cli, sections
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "concerns: " + ", ".join(findings.CONCERNS) + " (" in text
+    assert findings.CONCERNS[3:] == sections.CONCERNS == ("dynamic", "interop", "derivatives")
+    for s in sections.SECTIONS:
+        assert f"{s.concern}: {s.concern_label}" in text
 
 
 def test_ranking_and_sensitivity_with_the_axes(tmp_path):

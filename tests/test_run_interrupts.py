@@ -33,7 +33,7 @@ def _suite(tmp_path):
 def _start(tmp_path, behaviour, *args):
     """`fwbench run` (the real CLI, in its own process) on the stand-in suite."""
     suite = _suite(tmp_path)
-    code = ("import sys; from pathlib import Path; from reports import cli, runner; "
+    code = ("import sys; from pathlib import Path; from reports import cli; from reports.running import runner; "
             f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     env = dict(os.environ, FAKE=behaviour, FAKE_PIDFILE=str(tmp_path / "child.pid"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))

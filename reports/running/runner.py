@@ -30,7 +30,8 @@ or runs past --timeout-s leaves a JSON rebuilt from the stream: the cases that f
 keep their timings, the case that was running and those never reached are `failed`
 records with the reason. The other frameworks' results are unaffected.
 
-Imports no framework: installation is checked with importlib.util.find_spec.
+Imports no framework, nor the frameworks package: a framework is found with
+importlib.util.find_spec of its own module, its adapter as a file of the checkout.
 """
 from __future__ import annotations
 
@@ -64,12 +65,17 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 NO_SUCH_MODE = re.compile(r"has no '\w+' mode \(it has ")
 
 
+def adapter_file(name: str) -> Path:
+    """Where this checkout keeps the framework's fwbench adapter (frameworks/<name>/__init__.py)."""
+    return CHECKOUT / "frameworks" / name / "__init__.py"
+
+
 def installed(name: str) -> bool:
-    """Is the framework importable and its fwbench adapter present? Imports neither."""
-    if importlib.util.find_spec(name) is None:
-        return False
-    spec = importlib.util.find_spec(f"frameworks.{name}")
-    return spec is not None and spec.origin is not None     # an empty folder is no adapter
+    """Is the framework importable and its fwbench adapter present? Imports neither: the
+    adapter is looked for as a file (find_spec of frameworks.<name> would import the
+    frameworks package), the framework with find_spec of its top-level module (which finds
+    it without importing it)."""
+    return importlib.util.find_spec(name) is not None and adapter_file(name).is_file()
 
 
 def absent_reason(name: str) -> str:
