@@ -118,16 +118,9 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
 
 
 def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        return None, [], [f"{path}: cannot read ({e.strerror or e})"]
-    except UnicodeDecodeError:
-        return None, [], [f"{path}: not a text file (not UTF-8), so not a result JSON"]
-    except json.JSONDecodeError as e:
-        return None, [], [f"{path}: malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})"]
-    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        return None, [], [f"{path}: not a pytest-benchmark JSON (no 'benchmarks' list)"]
+    doc, why = _parse(path)
+    if doc is None:
+        return None, [], [why]
     machine_info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
     fw = machine_info.get("fwbench") if isinstance(machine_info.get("fwbench"), dict) else None
     top = doc.get("fwbench") if isinstance(doc.get("fwbench"), dict) else None
@@ -136,6 +129,30 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
     if fw is None and top is None and not has_records:
         return None, [], [f"{path}: no fwbench records (a pytest-benchmark JSON from another suite? "
                           "fwbench writes machine_info.fwbench and records in extra_info)"]
+    run, top, probs = _run_info(path, doc, machine_info, fw, top)
+    return run, _rows(path, doc, run, top, probs), probs
+
+
+def _parse(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """The file's JSON document, or None and why it is none: unreadable, not UTF-8, malformed,
+    or not a pytest-benchmark JSON."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        return None, f"{path}: cannot read ({e.strerror or e})"
+    except UnicodeDecodeError:
+        return None, f"{path}: not a text file (not UTF-8), so not a result JSON"
+    except json.JSONDecodeError as e:
+        return None, f"{path}: malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        return None, f"{path}: not a pytest-benchmark JSON (no 'benchmarks' list)"
+    return doc, ""
+
+
+def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw: dict[str, Any] | None,
+              top: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The run's information (machine_info.fwbench, validated; the frameworks missing), the
+    top-level fwbench key ({} where absent) and the problems found in them."""
     fw, probs = validate.machine(fw)
     probs = [f"{path}: machine_info.fwbench: {p}" for p in probs]
     top = top or {}
@@ -161,6 +178,14 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
+    return run, top, probs
+
+
+def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, Any], probs: list[str]
+          ) -> list[dict[str, Any]]:
+    """A row per valid record: the timed ones in benchmarks[].extra_info with their
+    statistics, the others in fwbench.records; a record that fails validation is one line
+    in `probs` and skipped."""
     rows = []
     machine = {k: run[k] for k in MACHINE}
     reserved = set(columns())
@@ -206,7 +231,7 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
             probs.append(f"{path}: {where}: status {rec['status']!r} without timing; record skipped")
             continue
         add(rec, where, {"name": None})
-    return run, rows, probs
+    return rows
 
 
 def _scalar(v: Any) -> bool:

@@ -382,10 +382,37 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
           notes: list[str], margin: float = stats.MARGIN) -> list[Block]:
     """The document's blocks from replicates.cases (records are aggregated first). The
     report's comparisons are judged first, as one family (findings.report_family); the
-    verdict-dependent columns (break-even, flags) are added to the frame in place."""
+    verdict-dependent columns (break-even, flags) are added to the frame in place. Its
+    parts in the order a reader meets them: the introduction, the Summary, each section's
+    workload, the model workloads' results, replication, compilation, findings, the choice
+    of framework, what did not run, the method and the appendices."""
     df = replicates.cases(df)
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
+    model = df[~df["workload"].isin(sections.WORKLOADS)]     # the model workloads: the generic tables
+    b = intro_blocks(df, fam, missing, margin)
+    b += summary_blocks(df, fam, weights)
+    b += section_blocks(df, figs, fam)
+    b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
+                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B (and "
+                      "cases.csv), first calls and compilations in Appendix C.",
+                      ("throughput", "speedup", "first_call", "utilisation"))
+    b += stability_blocks(df, fam)
+    b += model_blocks(model, figs, "Compilation: cold and warm first calls", "First call with every compile cache "
+                      "empty for the case (cold processes) and with the run's cache filled by them (warm processes); "
+                      "per case, with intervals, compile latency, break-even and the frameworks' own compilation "
+                      "counters, in Appendix C.", ("cold_warm",))
+    b += findings_blocks(df)
+    b += choice_blocks(df, weights)
+    short, appendix = short_reasons(df)
+    b += missing_blocks(df, missing, short, notes)
+    b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
+    return b + appendix_blocks(df, missing, appendix)
+
+
+def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
+    """The title and what the report holds and how to read its verdicts; whether it is
+    indicative only, what was not measured and which runs ended early."""
     fws = rdata.framework_order(df["framework"])
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")]
@@ -410,43 +437,46 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
     if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
         b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+    return b
 
-    b += summary_blocks(df, fam, weights)
-    b += section_blocks(df, figs, fam)
 
-    model = df[~df["workload"].isin(sections.WORKLOADS)]
-    if not model.empty:
-        b.append(("h", 2, "Results"))
-        b.append(("p", "Steady-state speed, speedup over eager, first call against step and utilisation per task; "
-                       "every case's numbers with their intervals and flags are in Appendix B (and cases.csv), first "
-                       "calls and compilations in Appendix C."))
-        for name in ("throughput", "speedup", "first_call", "utilisation"):
-            b += _figure(figs, name)
+def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], title: str, text: str,
+                 names: tuple[str, ...]) -> list[Block]:
+    """A part on the model workloads (none where none ran): its heading, what it shows and
+    where the numbers are, and its figures."""
+    if model.empty:
+        return []
+    return [("h", 2, title), ("p", text), *(blk for name in names for blk in _figure(figs, name))]
 
-    b.append(("h", 2, "Replication and stability"))
+
+def stability_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
+    """Replication and stability: processes, spread, the machine's state and the flags."""
+    b: list[Block] = [("h", 2, "Replication and stability")]
     b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
     ft = flag_table(df, fam)
     if not ft.empty:
         b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
                   "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
     b.append(("p", flag_sentence(df, fam)))
+    return b
 
-    if not model.empty:
-        b.append(("h", 2, "Compilation: cold and warm first calls"))
-        b.append(("p", "First call with every compile cache empty for the case (cold processes) and with the run's "
-                       "cache filled by them (warm processes); per case, with intervals, compile latency, break-even "
-                       "and the frameworks' own compilation counters, in Appendix C."))
-        b += _figure(figs, "cold_warm")
 
-    b.append(("h", 2, "Findings"))
+def findings_blocks(df: pd.DataFrame) -> list[Block]:
+    """Findings: the comparisons of step times per workload (findings.findings)."""
+    b: list[Block] = [("h", 2, "Findings")]
     found = findings.findings(df)
     if not found:
         b.append(("p", "No timed cases, so no findings."))
     for wl, lines in found.items():
         b.append(("h", 3, f"Workload {wl}"))
         b.append(("ul", lines))
+    return b
 
-    b.append(("h", 2, "Choosing a framework"))
+
+def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
+    """Choosing a framework: how each concern is scored (a section's own in its words), the
+    scores, their sensitivity to the weights and what would change the choice."""
+    b: list[Block] = [("h", 2, "Choosing a framework")]
     if df[df["status"].isin(TIMED)].empty:
         b.append(("p", "No timed cases, so no ranking."))
     else:
@@ -469,18 +499,18 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                   "Sensitivity of the choice to the weights.", "sensitivity"))
         b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
                   + findings.ranking_sentences(rank, weights) + rnotes))
+    return b
 
-    b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
-    short, appendix = short_reasons(df)
+
+def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], notes: list[str]) -> list[Block]:
+    """Missing frameworks, failed and unsupported cases (one short line each), and the
+    input's problems."""
+    b: list[Block] = [("h", 2, "Missing frameworks, failed and unsupported cases")]
     lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
     b.append(("ul", lines) if lines else ("p", "Every case ran."))
-
     if notes or df.attrs.get("problems"):
         b.append(("h", 2, "Input problems"))
         b.append(("ul", list(df.attrs.get("problems", [])) + notes))
-    b.append(("h", 2, "Method"))
-    b.append(("ul", method_lines(df, fam)))
-    b += appendix_blocks(df, missing, appendix)
     return b
 
 

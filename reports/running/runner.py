@@ -241,23 +241,14 @@ def _describe(case: dict[str, Any]) -> str:
     return " ".join(str(case[k]) for k in keys) or case.get("nodeid", "?")
 
 
-def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None,
-                  role: str | None = None, cache: Path | None = None) -> Path:
-    """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
-    `repeat` index, the process is that one of the run (its own JSON, case order and
-    environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
-    run's folder) are its compile-cache role and folder."""
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    name, label = process_names(fw, repeat, opts.repeats)
-    tmp = out / f".{name}.benchmark.json.tmp"
-    events_path = out / f".{name}.events.jsonl"
-    for p in (tmp, events_path):
-        p.unlink(missing_ok=True)
+def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
+                   role: str | None = None) -> list[str]:
+    """The command line of one framework process: pytest-benchmark on the checkout's cases
+    with the event plugin (reports.running.pytest_events) and the run's options."""
     cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
            "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
            "--framework", fw, "--preset", opts.preset, "--device", opts.device,
-           "--benchmark-json", str(tmp), "--benchmark-save-data"]
+           "--benchmark-json", str(json_path), "--benchmark-save-data"]
     if opts.workloads:
         cmd += ["--workload", opts.workloads]
     if opts.threads:
@@ -280,6 +271,13 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     if opts.variants:
         cmd += ["--variants", opts.variants]
     cmd += opts.extra
+    return cmd
+
+
+def process_env(fw: str, opts: RunOptions, events_path: Path, repeat: int | None = None,
+                cache: Path | None = None) -> dict[str, str]:
+    """The environment of one framework process: its event stream, its padding, and the
+    run's compile caches (`cache`, default the run's folder) rather than any the caller set."""
     env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1",
                FWBENCH_ENV_PAD=env_pad(opts.seed, fw, repeat or 0))
     cache = cache or opts.cache_dir
@@ -289,6 +287,24 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
             env.pop(var, None)
         env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
                                        if not f.startswith("--tf_xla_persistent_cache_directory="))
+    return env
+
+
+def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None,
+                  role: str | None = None, cache: Path | None = None) -> Path:
+    """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
+    `repeat` index, the process is that one of the run (its own JSON, case order and
+    environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
+    run's folder) are its compile-cache role and folder."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    name, label = process_names(fw, repeat, opts.repeats)
+    tmp = out / f".{name}.benchmark.json.tmp"
+    events_path = out / f".{name}.events.jsonl"
+    for p in (tmp, events_path):
+        p.unlink(missing_ok=True)
+    cmd = pytest_command(fw, opts, tmp, repeat, role)
+    env = process_env(fw, opts, events_path, repeat, cache)
     log_path = logs / f"{name[:-5]}.log"
     t_start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
