@@ -5,12 +5,11 @@
     >>> reports.render(df, "report/")        # report.md, report.html, tables.tex, data.csv, cases.csv, figures/
 
 Imports no framework (it reads JSON), so reports render where torch, jax or tensorflow
-are not installed. The `fwbench` command line lives in reports.cli; `fwbench run` in
+are not installed. The `fwbench` command line lives in reports.cli, `fwbench run` in
 reports.running, the statistics and findings in reports.analysis, the axis workloads'
 sections in reports.sections (one registration each), figures and documents in
-reports.rendering. pandas and seaborn are
-imported on first use, so the command line and the pytest plugin (reports.running.pytest_events)
-start quickly.
+reports.rendering. pandas and seaborn are imported on first use, so the command line and
+the pytest plugin (reports.running.pytest_events) start quickly.
 """
 from __future__ import annotations
 
