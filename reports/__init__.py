@@ -5,9 +5,11 @@
     >>> reports.render(df, "report/")        # report.md, report.html, tables.tex, data.csv, cases.csv, figures/
 
 Imports no framework (it reads JSON), so reports render where torch, jax or tensorflow
-are not installed. The `fwbench` command line lives in reports.cli. pandas and seaborn are
-imported on first use, so the command line and the pytest plugin (reports.pytest_events)
-start quickly.
+are not installed. The `fwbench` command line lives in reports.cli, `fwbench run` in
+reports.running, the statistics and findings in reports.analysis, the axis workloads'
+sections in reports.sections (one registration each), figures and documents in
+reports.rendering. pandas and seaborn are imported on first use, so the command line and
+the pytest plugin (reports.running.pytest_events) start quickly.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from typing import Any
 
 
 def load(paths: Any, strict: bool = False) -> Any:
-    """Result files or folders -> tidy pandas DataFrame (see reports.data.load)."""
-    from reports.data import load as load_
+    """Result files or folders -> tidy pandas DataFrame (see reports.analysis.data.load)."""
+    from reports.analysis.data import load as load_
     return load_(paths, strict=strict)
 
 
@@ -24,8 +26,9 @@ def render(df: Any, out_dir: Any, weights: dict[str, float] | None = None, margi
            pdf: bool | None = None) -> Any:
     """Figures, report.md, report.html, tables.tex, paper.tex (+ references.bib, and
     paper.pdf with `pdf` and a LaTeX engine), data.csv and cases.csv (see
-    reports.document.render); `margin` is the verdicts' equivalence margin (default 0.10)."""
-    from reports.document import render as render_
+    reports.rendering.document.render); `margin` is the verdicts' equivalence margin
+    (default 0.10)."""
+    from reports.rendering.document import render as render_
     return render_(df, out_dir, weights, margin, pdf)
 
 

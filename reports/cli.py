@@ -32,26 +32,46 @@ QUICK_TIMEOUT_S = 600.0
 RUN_COLD, RUN_WARM = 2, 5
 QUICK_COLD, QUICK_WARM = 1, 1
 RUN_ROUNDS = 6                # timed rounds per case in a full run (unless --rounds or --budget-s)
-QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the axes workloads need a full run
+QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
 
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line ('fwbench run: error: ...') and exit code 2."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# The concern names --weights takes: reports.findings.CONCERNS, written out because the CLI
-# imports pandas and seaborn only when it renders (a test keeps the two equal).
-WEIGHT_NAMES = ("throughput", "compile", "coverage", "dynamic", "interop", "derivatives")
+# --weights' help names the concerns (reports.analysis.findings.CONCERNS: the model workloads'
+# three, then one per section of reports.sections), filled in only when help is printed
+# (HelpFormatter): the sections import pandas and matplotlib, which a command need not wait for.
 WEIGHTS_HELP = ("framework-choice weights, e.g. throughput=2,compile=1 (an unnamed concern weighs 1); concerns: "
-                + ", ".join(WEIGHT_NAMES) + " (dynamic: dynamic shapes, interop: Python interop, derivatives: "
-                "derivatives and vmap)")
+                "{concerns}")
+
+
+def concerns_text() -> str:
+    """'throughput, compile, ..., dynamic, ... (dynamic: dynamic shapes, ...)': every concern
+    --weights takes, and what each section's concern is called in the report."""
+    from reports import sections
+    from reports.analysis.findings import CONCERNS
+    return (", ".join(CONCERNS) + " (" + ", ".join(f"{s.concern}: {s.concern_label}" for s in sections.SECTIONS)
+            + ")")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with the concerns filled into --weights' help (concerns_text)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        return text.replace("{concerns}", concerns_text()) if text and "{concerns}" in text else text
 
 def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
-    from reports.runner import FRAMEWORKS
+    from reports.running.runner import FRAMEWORKS
     if not values:
         return None
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
@@ -169,7 +189,7 @@ def make_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports import signals
+    from reports.running import signals
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
@@ -178,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FwbenchError as e:
         print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.signals)
+    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.running.signals)
         sig = signals.of(e)
         print(f"fwbench {args.command}: interrupted by {sig.name}", file=sys.stderr)
         return sig.exit_code
@@ -191,8 +211,9 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
             margin: float | None = None) -> int:
-    from reports import data, document, findings
-    from reports.atomic import safe_write
+    from reports.analysis import data, findings
+    from reports.rendering import document
+    from reports.running.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
     df = data.load(results)
     if df.empty and not any(r["missing"] for r in df.attrs["runs"]):
@@ -212,7 +233,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reports import findings, runner
+    from reports.analysis import findings
+    from reports.running import runner
     findings.parse_weights(args.weights)
     chosen = _frameworks_arg(args.framework)
     fws = chosen or runner.FRAMEWORKS
@@ -246,8 +268,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reports import compare, escape, stats
-    from reports.atomic import safe_write
+    from reports.analysis import compare, stats
+    from reports.rendering import escape
+    from reports.running.atomic import safe_write
     t = compare.compare(args.old, args.new, stats.MARGIN if args.margin is None else args.margin)
     empty = [side for side, n in t.attrs["records"].items() if n == 0]
     if empty:       # one line: what each empty side's problems were
@@ -270,35 +293,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    """The one command that imports frameworks: through fwbench's registry, here only."""
-    import importlib.metadata
-    import os
-    import platform
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")     # TensorFlow's start-up chatter is not the answer
-    import frameworks
-    from reports import runner
-    rows = []
-    for name, a in frameworks.status().items():
-        if isinstance(a, str):
-            rows.append((name, "missing", "", a))
-            continue
-        try:
-            devs = ", ".join(a.devices())
-            rows.append((name, "found", a.version(), f"devices: {devs}; modes: {', '.join(a.modes)}"))
-        except Exception as e:   # a broken runtime: report it, keep listing the others
-            rows.append((name, "broken", "", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
-    widths = [max(len(r[i]) for r in rows + [("framework", "status", "version", "")]) for i in range(3)]
-    print("  ".join(h.ljust(w) for h, w in zip(("framework", "status", "version"), widths)) + "  details")
-    for r in rows:
-        print("  ".join(x.ljust(w) for x, w in zip(r[:3], widths)) + "  " + r[3])
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"\npython {platform.python_version()}, numpy {importlib.metadata.version('numpy')}, "
-          f"pytest-benchmark {importlib.metadata.version('pytest-benchmark')}, {cpus} CPUs available")
-    bench = runner.CHECKOUT / "tests" / "benchmarks"
-    print(f"benchmark cases: {bench}" if bench.is_dir() else
-          f"benchmark cases: not found ({bench}); `fwbench run` needs a source checkout")
-    return 0
+    """What fwbench's framework registry finds: frameworks/env.py, in a process of its own,
+    so that reports imports neither a framework nor the frameworks package."""
+    import subprocess
+    from reports.running.runner import CHECKOUT
+    rc = subprocess.run([sys.executable, "-m", "frameworks.env"], cwd=CHECKOUT).returncode
+    return rc if rc >= 0 else 128 - rc          # killed by signal N: 128 + N, as a shell says
 
 
 if __name__ == "__main__":

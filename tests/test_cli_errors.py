@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from reports import atomic, cli, document
+from reports import cli
+from reports.rendering import document
+from reports.running import atomic
 from tests.reports_fixtures import plausible_processes, write
 
 

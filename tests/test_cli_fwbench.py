@@ -6,15 +6,18 @@ for real without a framework. The real-run test at the end uses an installed fra
 """
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import reports
-from reports import cli, runner
+from reports import cli
+from reports.running import runner
 from tests.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
@@ -71,8 +74,8 @@ def test_report_with_a_bad_file_warns_and_renders_the_rest(tmp_path, capsys):
 
 def test_python_m_reports_errors_without_traceback_and_imports_no_framework():
     """`python -m reports` (the `fwbench` command) in a fresh process: a bad path is one line
-    on stderr with exit code 2, and neither it nor importing every reports module (figures,
-    document, ...) imports a framework or fwbench's frameworks package."""
+    on stderr with exit code 2, and neither it nor importing every reports module imports a
+    framework or fwbench's frameworks package."""
     code = textwrap.dedent("""
         import runpy, sys
         sys.argv = ["fwbench", "report", "/no/such/results"]
@@ -80,14 +83,66 @@ def test_python_m_reports_errors_without_traceback_and_imports_no_framework():
             runpy.run_module("reports", run_name="__main__")
         except SystemExit as e:
             rc = e.code
-        import reports.figures, reports.document, reports.compare, reports.findings, reports.runner
-        import reports.pytest_events
+        import importlib, pkgutil, reports
+        for m in pkgutil.walk_packages(reports.__path__, "reports."):
+            if m.name != "reports.__main__":
+                importlib.import_module(m.name)
         loaded = sorted(m for m in ("torch", "jax", "tensorflow", "frameworks") if m in sys.modules)
         print(rc, loaded)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "2 []", out.stdout + out.stderr
     assert out.stderr.count("\n") == 1 and "no such file or folder" in out.stderr and "Traceback" not in out.stderr
+
+
+def _reports_imports() -> tuple[dict[str, set[str]], list[str]]:
+    """From the source of every reports module: the reports modules each imports (at module
+    level or inside a function; `from pkg import mod` counts as mod, the implicit import of a
+    parent package does not), and every import of the frameworks package: a statement, or
+    importlib's import_module / find_spec given a name in it (find_spec of a submodule
+    imports its parent package)."""
+    root = Path(reports.__file__).resolve().parent.parent
+    mods = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in sorted((root / "reports").rglob("*.py"))}
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    bad = []
+    for m, path in mods.items():
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom) and n.module:
+                subs = [f"{n.module}.{a.name}" for a in n.names]
+                names = [t for t in subs if t in mods] + ([] if all(t in mods for t in subs) else [n.module])
+            elif isinstance(n, ast.Call) and n.args and getattr(n.func, "attr", getattr(n.func, "id", None)) in (
+                    "import_module", "find_spec", "__import__"):
+                a = n.args[0]
+                names = [a.value if isinstance(a, ast.Constant) else "".join(
+                    v.value for v in getattr(a, "values", ()) if isinstance(v, ast.Constant))]
+            else:
+                continue
+            bad += [f"{m}: {t}" for t in names if isinstance(t, str) and t.split(".")[0] == "frameworks"]
+            edges[m] |= {t for t in names if t in mods and t != m}
+    return edges, bad
+
+
+def test_reports_modules_import_no_circle_and_no_frameworks():
+    """Running, analysis, rendering and the sections import each other one way: no circle
+    among reports modules (axes.py, now reports.sections, once imported findings inside its
+    functions, and findings imported it); and no reports module imports fwbench's frameworks package (fwbench env runs
+    frameworks/env.py in a process of its own; the runner looks for an adapter's file)."""
+    edges, bad = _reports_imports()
+    assert bad == []
+    done: set[str] = set()
+
+    def walk(m: str, path: tuple[str, ...]) -> None:
+        assert m not in path, "import circle: " + " -> ".join((*path[path.index(m):], m))
+        if m not in done:
+            for t in sorted(edges[m]):
+                walk(t, (*path, m))
+            done.add(m)
+    for m in sorted(edges):
+        walk(m, ())
+    assert "reports.rendering.document" in edges["reports"]     # imports inside functions count too
 
 
 def test_pytest_benchmark_compare_reads_fwbench_json(tmp_path):
@@ -255,14 +310,26 @@ def test_absent_framework_gets_a_missing_file(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "installed", lambda name: False)
     path = runner.write_absent("tensorflow", runner.RunOptions(frameworks=()), tmp_path)
     df = reports.load(path)
-    assert df.empty and reports.data.missing_frameworks(df) == {"tensorflow": runner.absent_reason("tensorflow")}
+    missing = reports.analysis.data.missing_frameworks(df)
+    assert df.empty and missing == {"tensorflow": runner.absent_reason("tensorflow")}
 
 
 def test_installed_does_not_import_frameworks():
-    code = ("import sys; from reports import runner; [runner.installed(f) for f in runner.FRAMEWORKS]; "
-            "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
+    code = ("import sys; from reports.running import runner; [runner.installed(f) for f in runner.FRAMEWORKS]; "
+            "[runner.absent_reason(f) for f in runner.FRAMEWORKS]; "
+            "print(sorted(m for m in ('torch', 'jax', 'tensorflow', 'frameworks') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_installed_looks_for_the_adapter_file(tmp_path, monkeypatch):
+    """A framework counts as installed when its module is found and the checkout has its
+    adapter (frameworks/<name>/__init__.py); an empty folder is no adapter."""
+    monkeypatch.setattr(runner, "CHECKOUT", tmp_path)
+    (tmp_path / "frameworks" / "numpy").mkdir(parents=True)
+    assert not runner.installed("numpy")                     # importable, but no adapter
+    (tmp_path / "frameworks" / "numpy" / "__init__.py").write_text("")
+    assert runner.installed("numpy") and not runner.installed("no_such_framework_module")
 
 
 # ----------------------------------------------------------------------------- real frameworks

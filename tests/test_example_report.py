@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports import data, replicates
+from reports.analysis import data, replicates
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
 pytestmark = pytest.mark.skipif(not any(EXAMPLE.glob("*.json")), reason="no committed example")

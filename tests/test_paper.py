@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import reports
-from reports import document, findings, latex, replicates
+from reports.analysis import findings, replicates
+from reports.rendering import document, latex
 from tests.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"

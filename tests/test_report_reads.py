@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 import reports
-from reports import axes, escape, figures, findings, replicates
+from reports import sections
+from reports.analysis import findings, replicates
+from reports.rendering import escape, figures
+from reports.sections.common import has
 from tests.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
@@ -29,10 +32,11 @@ def test_every_figure_of_the_examples_reads(example):
     for name, (fn, caption) in figures.FIGURES.items():
         if figures.too_big(name, d) is None and (fig := fn(d)) is not None:
             drawn.append((name, fig, caption))
-    for name, (wl, fn, needs, caption) in axes.FIGURES.items():
-        w = d[d["workload"] == wl]
-        if not w.empty and axes.has(w, *needs) and (fig := fn(w)) is not None:
-            drawn.append((name, fig, caption))
+    for s in sections.SECTIONS:
+        w = d[d["workload"] == s.workload]
+        for plot in s.figures:
+            if not w.empty and has(w, *plot.needs) and (fig := plot.draw(w)) is not None:
+                drawn.append((plot.name, fig, plot.caption))
     assert len(drawn) >= 5
     for name, fig, caption in drawn:
         figures.declutter(fig)

@@ -1,4 +1,4 @@
-"""reports.axes: the dynamic-shapes, interop and derivatives sections, their figures, findings
+"""reports.sections: the dynamic-shapes, interop and derivatives sections, their figures, findings
 and framework-choice concerns, on small synthetic result files."""
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import reports
-from reports import summary, axes, document, findings, replicates
+from reports.analysis import summary, findings, replicates
+from reports.rendering import document
+from reports.sections import common, derivatives, dynamic, interop
 from tests.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
 
@@ -43,7 +45,7 @@ def test_dynamic_figures_drawn_from_their_fields(tmp_path):
     c = _cases(tmp_path, [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001),
                           _dyn("torch", "compiled", "bucketed", 1.0, 0.3, 0.001, waste=0.3, compilations=2),
                           _dyn("jax", "compiled", None, 4.0, 0.6, 0.001)])
-    figs = axes.draw(c, tmp_path / "fig")
+    figs = document.section_figures(c, tmp_path / "fig")
     for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
         png, caption = figs[name]
         assert png is not None and png.read_bytes()[:4] == b"\x89PNG", name
@@ -54,12 +56,12 @@ def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
     # dynamic records from before the per-request series existed
     c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN,
                             "fields": {"stream_cold_s": 1.0, "distinct_shapes": 4}}, 0.01)])
-    figs = axes.draw(c, tmp_path / "fig")
+    figs = document.section_figures(c, tmp_path / "fig")
     png, note = figs["dyn_compilations"]
     assert png is None and note == ("The dyn_compilations figure: not drawn, the records lack "
                                     "stream_cold_compilations.")
     assert not (tmp_path / "fig" / "dyn_compilations.png").exists()
-    blocks = document.axes_blocks(c, figs, _fam(c))
+    blocks = document.section_blocks(c, figs, _fam(c))
     assert ("p", note) in blocks
     assert any(b[0] == "table" and b[3] == "dynamic" for b in blocks)
 
@@ -67,37 +69,37 @@ def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
 def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
     slow_new = _cases(tmp_path / "a", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
                                             compilations=1)])
-    line = next(s for s in axes.dynamic_findings(slow_new, _fam(slow_new)) if "input_signature" in s)
+    line = next(s for s in dynamic.findings(slow_new, _fam(slow_new)) if "input_signature" in s)
     assert "1 trace(s) for 6 distinct shapes" in line and "XLA still compiles per concrete shape" in line
     assert "a request of a new shape is slower than one of a seen shape by at least the 10% margin" in line
     kw, med = _dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01, compilations=1)
     fields = kw["fields"]
     kw["fields"] = lambda i: {**fields(i), "xla_compilations_cold": 6, "stream_cold_cache": "empty"}
     xla = _cases(tmp_path / "x", [(kw, med)])
-    line = next(s for s in axes.dynamic_findings(xla, _fam(xla)) if "input_signature" in s)
+    line = next(s for s in dynamic.findings(xla, _fam(xla)) if "input_signature" in s)
     assert "1 trace(s) and 6 XLA compile(s) for 6 distinct shapes" in line
-    row = axes.dynamic_table(xla).iloc[0]
+    row = dynamic.table(xla).iloc[0]
     assert row["compilations (cold pass)"] == "1 + 6 XLA" and row["cold-pass caches"] == "empty"
     same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0097, 0.01,
                                         compilations=1)])
-    line = next(s for s in axes.dynamic_findings(same, _fam(same)) if "input_signature" in s)
+    line = next(s for s in dynamic.findings(same, _fam(same)) if "input_signature" in s)
     assert re.search(r"a request of a new shape (and one of a seen shape are equivalent|against one of a seen shape "
                      r"is inconclusive)", line) and "XLA still compiles" not in line
     one = _cases(tmp_path / "c", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
                                        compilations=1)], processes=1)
-    line = next(s for s in axes.dynamic_findings(one, _fam(one)) if "input_signature" in s)
+    line = next(s for s in dynamic.findings(one, _fam(one)) if "input_signature" in s)
     assert "not tested (one process)" in line
 
 
 def test_cold_stream_difference_stated_only_outside_the_noise(tmp_path):
     far = _cases(tmp_path / "a", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
                                   _dyn("jax", "compiled", None, 3.0, 0.3, 0.001)])
-    line = next(s for s in axes.dynamic_findings(far, _fam(far)) if s.startswith("fastest cold"))
+    line = next(s for s in dynamic.findings(far, _fam(far)) if s.startswith("fastest cold"))
     assert "torch compiled default is faster than jax compiled default by at least the 10% margin (speed 3.00x" \
         in line
     near = _cases(tmp_path / "b", [_dyn("torch", "compiled", None, 1.0, 0.1, 0.001),
                                    _dyn("jax", "compiled", None, 1.05, 0.3, 0.001)])
-    line = next(s for s in axes.dynamic_findings(near, _fam(near)) if s.startswith("fastest cold"))
+    line = next(s for s in dynamic.findings(near, _fam(near)) if s.startswith("fastest cold"))
     assert "speed 1.05x" in line and "by at least the 10% margin" not in line
 
 
@@ -105,17 +107,17 @@ def test_recompile_limit_is_stated_and_excluded_from_the_best_strategy(tmp_path)
     c = _cases(tmp_path, [_dyn("torch", "compiled", "static", 0.5, 0.1, 0.001, compilations=8, limit_hit=True),
                           _dyn("torch", "compiled", "dynamic", 2.0, 0.1, 0.001, compilations=1),
                           _dyn("jax", "compiled", None, 4.0, 0.1, 0.001)])
-    lines = axes.dynamic_findings(c, _fam(c))
+    lines = dynamic.findings(c, _fam(c))
     assert any("torch compiled static" in s and "hit the recompile limit" in s for s in lines)
     # the static case is fastest but hit the limit: torch's best is dynamic (2 s) against jax's 4 s
-    s = axes.dynamic_score(c, ["torch", "jax"])
+    s = dynamic.score(c, ["torch", "jax"])
     # the cost of N requests: the cold pass, then the rest at the warm rate (a warm pass of 8 requests)
     strategy = c["strategy"].fillna("default")
     jax, dyn = (c[(c["framework"] == f) & (strategy == st)].iloc[0] for f, st in (("jax", "default"),
                                                                                  ("torch", "dynamic")))
-    assert axes.served_cost(jax, 1000) == pytest.approx(jax["stream_cold_s"] + 992 * jax["median_s"] / 8)
-    assert axes.served_cost(jax, 4) == pytest.approx(jax["stream_cold_s"] / 2)
-    ratio = [axes.served_cost(dyn, n) / axes.served_cost(jax, n) for n in axes.SERVED]
+    assert dynamic.served_cost(jax, 1000) == pytest.approx(jax["stream_cold_s"] + 992 * jax["median_s"] / 8)
+    assert dynamic.served_cost(jax, 4) == pytest.approx(jax["stream_cold_s"] / 2)
+    ratio = [dynamic.served_cost(dyn, n) / dynamic.served_cost(jax, n) for n in dynamic.SERVED]
     assert s["torch"] == 1.0 and s["jax"] == pytest.approx(np.exp(np.mean(np.log(ratio))))
 
 
@@ -131,14 +133,14 @@ def test_interop_matrix_cells_come_from_the_records(tmp_path):
         ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "print", "status": "failed",
           "reason": "side effects ran 1 times in 8 calls", "fields": {"interop_outcome": "wrong"}}, None),
     ], processes=1)
-    m = axes.interop_matrix(c, set()).set_index("program")
+    m = interop.matrix(c, set()).set_index("program")
     assert re.fullmatch(r"graph_breaks \([\d.]+ ms\): Failed to trace builtin operator print",
                         m.at["print", "torch compiled"])
     assert re.fullmatch(r"compiled \([\d.]+ ms\)", m.at["item_branch", "torch compiled"])
-    assert m.at["item_branch", "jax compiled"] == "refused: " + why[:axes.SHORT].rstrip() + "..."
+    assert m.at["item_branch", "jax compiled"] == "refused: " + why[:common.SHORT].rstrip() + "..."
     assert m.at["print", "jax compiled"] == "wrong: side effects ran 1 times in 8 calls"
     # documented score: compiled whole 1, graph breaks 0.5, refused 0.5, wrong 0; mean over programs
-    s = axes.interop_score(c, ["torch", "jax"], set())
+    s = interop.score(c, ["torch", "jax"], set())
     assert s == {"torch": 0.75, "jax": 0.25}
 
 
@@ -148,8 +150,8 @@ def test_a_compile_slower_than_eager_is_no_interop_success(tmp_path):
                  "fields": {"interop_outcome": "compiled" if mode != "eager" else "eager"}}, med)
     fast = _cases(tmp_path / "fast", [case("eager", 0.002), case("compiled", 0.001)])
     slow = _cases(tmp_path / "slow", [case("eager", 0.001), case("compiled", 0.002)])
-    assert axes.interop_score(fast, ["torch"], set()) == {"torch": 1.0}
-    assert axes.interop_score(slow, ["torch"], set()) == {"torch": 0.5}
+    assert interop.score(fast, ["torch"], set()) == {"torch": 1.0}
+    assert interop.score(slow, ["torch"], set()) == {"torch": 0.5}
 
 
 def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp_path):
@@ -168,14 +170,14 @@ def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp
         rec("print", "unsupported", "idiomatic", interop_outcome="refused", rewrite_uses="jax.debug.print",
             rewrite_lines=1),
     ], processes=1)
-    m = axes.interop_matrix(c, set()).set_index("program")
+    m = interop.matrix(c, set()).set_index("program")
     assert m.at["value_branch", "jax compiled"].startswith("refused")
-    rw = axes.interop_rewrites(c, set()).set_index("program")
+    rw = interop.rewrites(c, set()).set_index("program")
     assert re.fullmatch(r"compiled \([\d.]+ ms\) \[jax.lax.cond, 3 lines\]", rw.at["value_branch", "jax compiled"])
     assert rw.at["print", "jax compiled"].endswith("[jax.debug.print, 1 line]")
     # value_branch: max(0.5 refused, 0.75 x 1 compiled rewrite); print: max(0 wrong, 0.75 x 0.5 refused rewrite)
-    assert axes.interop_score(c, ["jax"], set()) == {"jax": pytest.approx((0.75 + 0.375) / 2)}
-    (line,) = axes.interop_findings(c, set())
+    assert interop.score(c, ["jax"], set()) == {"jax": pytest.approx((0.75 + 0.375) / 2)}
+    (line,) = interop.findings(c, _fam(c), set())
     assert line == ("jax compiled: of 2 programs as written, 1 refused, 1 wrong; of 2 idiomatic rewrites, "
                     "1 compile whole and correct (3 lines changed).")
     # the summary's sentence: a mode JAX lacks (recorded unsupported, "jax has no 'graph' mode") is no refusal
@@ -185,7 +187,7 @@ def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp
           "reason": "jax has no 'graph' mode (it has eager, compiled)"}, None),
         rec("print", "ok", "idiomatic", 0.001, interop_outcome="compiled", rewrite_uses="jax.debug.print",
             rewrite_lines=1)], processes=1)
-    (line,) = [x for x in summary._axes_sentences(lack, _fam(lack)) if x.startswith("Python interop")]
+    (line,) = [x for x in summary.section_sentences(lack, _fam(lack)) if x.startswith("Python interop")]
     assert "jax 1 wrong (then 1 more compiled once rewritten in its own idiom, 1 line each)" in line, line
 
 
@@ -208,7 +210,7 @@ def test_derivatives_section_vmap_speedup_and_capability(tmp_path):
         _der("torch", "compiled", "nth_derivative_2", "autograd", None, status="failed", derivative_order=2),
         _der("torch", "compiled", "nth_derivative_2", "grad", 0.001, derivative_order=2),
     ])
-    lines = axes.derivatives_findings(c, _fam(c))
+    lines = derivatives.findings(c, _fam(c))
     assert any(s.startswith("per_sample_grad_mlp_b8: torch compiled vmap is faster than the loop over examples by "
                             "at least the 10% margin") for s in lines)
     # jax's vmap is within 2% of its loop: not stated as a difference
@@ -218,15 +220,15 @@ def test_derivatives_section_vmap_speedup_and_capability(tmp_path):
     assert mem.startswith("hvp_mlp peak memory, torch compiled (peak RSS delta in a fresh process): fwd_rev 4.0 MiB, "
                           "rev_rev 16.0 MiB: fwd_rev is smaller than rev_rev by at least the 10% margin (memory "
                           "ratio 0.25x")
-    cap = axes.derivatives_capability(c, set()).set_index(["problem", "transform"])
+    cap = derivatives.capability(c, set()).set_index(["problem", "transform"])
     assert cap.at[("nth_derivative", "autograd"), "torch compiled"] == "failed: RuntimeError: double backward"
     assert cap.at[("per_sample_grad_mlp", "vmap"), "jax compiled"] == "ok"
-    figs = axes.draw(c, tmp_path / "fig")
+    figs = document.section_figures(c, tmp_path / "fig")
     for name in ("der_time", "der_vmap", "der_order", "der_memory"):
         assert figs[name][0] is not None, name
     # documented score: mean of speed (geomean over tasks two frameworks ran of best time ratios)
     # and coverage (share of (task, eager | accelerated) slots run with some transform)
-    s = axes.derivatives_score(c, ["torch", "jax"], set())
+    s = derivatives.score(c, ["torch", "jax"], set())
     # torch fastest on the one shared task; it ran all 3 task slots (nth_derivative by grad)
     assert s["torch"] == pytest.approx((1.0 + 3 / 3) / 2)
     jax_speed = c.loc[(c["framework"] == "torch") & (c["strategy"] == "vmap"), "median_s"].iloc[0] / \
@@ -243,9 +245,17 @@ def test_concern_weights_names_and_one_line_errors():
     assert "\n" not in msg and "valid are throughput, compile, coverage, dynamic, interop, derivatives" in msg
 
 
-def test_cli_help_names_every_concern():
-    from reports import cli
-    assert cli.WEIGHT_NAMES == findings.CONCERNS
+def test_cli_help_names_every_concern(capsys):
+    """--weights' help lists findings.CONCERNS (the sections' from the registry) with each
+    section's label, read when help is printed."""
+    from reports import cli, sections
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "concerns: " + ", ".join(findings.CONCERNS) + " (" in text
+    assert findings.CONCERNS[3:] == sections.CONCERNS == ("dynamic", "interop", "derivatives")
+    for s in sections.SECTIONS:
+        assert f"{s.concern}: {s.concern_label}" in text
 
 
 def test_ranking_and_sensitivity_with_the_axes(tmp_path):
@@ -282,7 +292,7 @@ def test_jacobian_crossover_is_stated_only_where_decided(tmp_path):
         _der("torch", "compiled", "jacobian_n10_m100", "jacrev", 0.004, n=10, m=100),
         _der("torch", "compiled", "jacobian_n10_m100", "jacfwd", 0.00401, n=10, m=100),
     ])
-    line = next(s for s in axes.derivatives_findings(c, _fam(c)) if s.startswith("Jacobian"))
+    line = next(s for s in derivatives.findings(c, _fam(c)) if s.startswith("Jacobian"))
     assert "100->10: jacrev faster (jacfwd's speed 0.25x" in line
     assert re.search(r"10->100: (equivalent within \+-10%|inconclusive)", line)
 
@@ -307,16 +317,43 @@ def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
 
 def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
     c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN}, 0.01)], processes=1)
-    blocks = document.axes_blocks(c, {}, _fam(c))
+    blocks = document.section_blocks(c, {}, _fam(c))
     assert ("p", "The dynamic-shapes table: not shown, the records lack stream_cold_s, distinct_shapes.") in blocks
     assert not any(b[0] == "table" for b in blocks)
 
 
 def test_a_per_process_value_needs_two_processes_for_an_interval():
-    from reports import stats
+    from reports.analysis import stats
     one = stats.Est.of({"p0": 1.0})
     assert all(v != v for v in one.interval()) and one.draws("x") is None
     assert stats.ratio(one, stats.Est.of({"q0": 1.0, "q1": 1.1})).kind == "untested"
     e = stats.Est.of({"p0": 1.0, "p1": 1.1, "p2": 1.2})
     lo, hi = e.interval()
     assert lo < e.value < hi and (e.draws("x") == e.draws("x")).all()     # seeded: the same report twice
+
+
+def test_a_fourth_section_is_one_registration_read_everywhere(tmp_path, monkeypatch):
+    """The document, the family of comparisons, the Summary and the Method read the
+    registry (reports.sections.SECTIONS): a new workload's Section shows up in each."""
+    from reports import sections
+    from reports.sections.common import Section, Table
+    c = _cases(tmp_path, [({"framework": fw, "mode": "compiled", "workload": "toy", "task": "t"}, 0.01)
+                          for fw in ("torch", "jax")], processes=2)
+    stated = []
+
+    def toy_findings(d, fam, lacking):
+        stated.append(len(d))
+        return [f"{len(d)} toy cases"]
+    toy = Section(workload="toy", title="Toy axis", tables=(Table(lambda d, lacking: d[["framework"]], "Toy.", "toy"),),
+                  figures=(), findings=toy_findings, no_findings="none", concern="toy", concern_label="toy axis",
+                  score=lambda d, fws, lacking: {}, scoring="Toy.", summary=lambda d, fam, lacking: ["Toy summary."],
+                  method=("toy: how it is measured.",))
+    monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, toy))
+    monkeypatch.setattr(sections, "WORKLOADS", (*sections.WORKLOADS, "toy"))
+    fam = _fam(c)
+    assert stated == [2, 2]                     # both passes of the family ran its findings
+    blocks = document.section_blocks(c, {}, fam)
+    assert blocks[0] == ("h", 2, "Toy axis") and blocks[1][0] == "table" and blocks[-1] == ("ul", ["2 toy cases"])
+    assert summary.section_sentences(c, fam) == ["Toy summary."]
+    assert "toy: how it is measured." in document.method_lines(c, fam)
+    assert "toy" not in findings.findings(c)    # its section states its own findings

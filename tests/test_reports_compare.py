@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from reports import cli, compare, stats
+from reports import cli
+from reports.analysis import compare, stats
 from tests.reports_fixtures import benchmark_entry, plausible_processes, plausible_run, record, result_json, \
     simulated_processes, times, write
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports import data, stats
+from reports.analysis import data, stats
 from tests.reports_fixtures import plausible_run, record, result_json, times, write
 from workloads.base import FwbenchError
 
@@ -160,5 +160,5 @@ def test_missing_frameworks_are_reported(tmp_path):
 
 def test_runner_knows_the_registry_frameworks():
     import frameworks
-    from reports.runner import FRAMEWORKS
+    from reports.running.runner import FRAMEWORKS
     assert FRAMEWORKS == frameworks.names()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 import reports
-from reports import document, figures, findings
+from reports.analysis import data, findings
+from reports.rendering import document, figures
 from tests.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError
 
@@ -79,7 +80,7 @@ def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
     figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1])
             for k, v in paths.items() if k.startswith("fig:")}
-    cases, notes = reports.data.latest(df)
+    cases, notes = data.latest(df)
     blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
     assert document.markdown(blocks, out) == (out / "report.md").read_text()
     assert document.latex_tables(blocks) == (out / "tables.tex").read_text()
@@ -176,7 +177,7 @@ def test_another_frameworks_api_is_na_not_unsupported(tmp_path):
     write(tmp_path / "r.json", result_json([r for r in recs if r[1]], frameworks=["tensorflow", "jax"],
                                            not_run=[r[0] for r in recs if r[1] is None]))
     df = reports.load(tmp_path)
-    assert list(figures.not_applicable(df)) == [r.get("reason") == why for _, r in df.iterrows()]
+    assert list(data.not_applicable(df)) == [r.get("reason") == why for _, r in df.iterrows()]
     cap = figures.capability_table(df, {}).set_index("strategy")
     assert cap.loc["input_signature", "jax"] == "n/a" and cap.loc["export", "tensorflow"] == "unsupported"
     lines, _ = document.short_reasons(df)

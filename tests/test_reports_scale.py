@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reports import figures
+from reports.rendering import figures
 from tests.reports_fixtures import synthetic_folder
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 import reports
-from reports import cli, compare, document, findings, replicates, stats
+from reports import cli
+from reports.analysis import compare, findings, replicates, stats
+from reports.rendering import document
 from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, \
     write
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports import escape
+from reports.rendering import escape
 
 PACKAGES = r"\usepackage{booktabs,longtable,array,pdflscape}"
 # after these (escaped) characters a cell may break its line; \allowbreak adds no space

@@ -1,10 +1,10 @@
 """Findings written from the data, and the framework-choice ranking.
 
-Findings, break-even and "never pays back" work on reports.replicates.cases (one row per
+Findings, break-even and "never pays back" work on replicates.cases (one row per
 case, its processes pooled) and state a verdict for every comparison (stats.verdict, against
 the report's margin): faster or slower by at least the margin, faster or slower, equivalent
 within the margin, inconclusive, or not tested (one process). Every comparison of a report,
-here and in reports.axes, belongs to one stats.Family, which holds the chance of any false
+here and in reports.sections, belongs to one stats.Family, which holds the chance of any false
 "faster"/"slower" in the report at 5% (Holm) and flags verdicts that change on the second
 half of the rounds or without one process (`report_family`). Ratios between frameworks
 compare warm processes (Welch); a framework's modes and strategies, measured in the same
@@ -26,16 +26,18 @@ cross-framework means), then combines the concerns with the user's weights:
                  framework's fastest accelerated mode: the wait before the first result
     coverage     share of (task, eager | accelerated) slots that ran: ok 1, fallback 0.5,
                  unsupported or failed 0; a mode a framework does not have is n/a
-    dynamic      "dynamic shapes" (reports.axes.dynamic_score): accelerated modes, per stream
-                 and N in 10, 100, 1000 requests, the best framework's cost of N requests (cold
-                 pass, then the warm rate) over this framework's best strategy's; geometric mean
-    interop      "Python interop" (axes.interop_score): per program, the framework's best
+    dynamic      "dynamic shapes" (reports.sections.dynamic.score): accelerated modes, per
+                 stream and N in 10, 100, 1000 requests, the best framework's cost of N requests
+                 (cold pass, then the warm rate) over this framework's best strategy's;
+                 geometric mean
+    interop      "Python interop" (sections.interop.score): per program, the framework's best
                  accelerated mode: compiled whole 1 (0.5 if slower than eager), graph breaks
                  0.5, refused 0.5, wrong 0; the mean over programs
-    derivatives  "derivatives and vmap" (axes.derivatives_score): the mean of a speed score
+    derivatives  "derivatives and vmap" (sections.derivatives.score): the mean of a speed score
                  (geometric mean over tasks two frameworks ran of best time / this one's best
                  transform and mode) and its coverage of (task, eager | accelerated) slots
-                 These workloads are left out of the throughput score.
+                 Each section's concern (reports.sections: Section.concern and score); these
+                 workloads are left out of the throughput, compile and coverage scores.
     overall      sum(w_c * score_c) / sum(w_c) for the weights given
 
 No weighting is the verdict: `sensitivity` ranks the frameworks under every weight vector of
@@ -51,15 +53,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import axes, replicates, stats
-from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
+from reports import sections
+from reports.analysis import replicates, stats, verdicts
+from reports.analysis.verdicts import versus
+from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
-# Workloads that are a concern of their own in the framework choice (label -> concern name)
-OWN_CONCERN = {"dynamic": "dynamic shapes", "interop": "Python interop", "derivatives": "derivatives and vmap"}
-CONCERNS = ("throughput", "compile", "coverage", *OWN_CONCERN)
+# The model workloads' concerns, then each section's (a concern of its own in the framework choice)
+CONCERNS = ("throughput", "compile", "coverage", *sections.CONCERNS)
 DEFAULT_WEIGHTS = {c: 1.0 for c in CONCERNS}
 GRID_WEIGHTS = (0.0, 1.0, 2.0, 3.0)    # each concern's weight in the sensitivity grid
 CLAIM = 1.4                # "up to 40% faster" with torch.compile, as the claim is usually made
@@ -89,10 +91,6 @@ def parse_weights(text: str | None) -> dict[str, float]:
     return w
 
 
-def _name(r: pd.Series) -> str:
-    return f"{r['framework']} {r['mode']}" + (f" ({r['strategy']})" if isinstance(r["strategy"], str) else "")
-
-
 def _case(r: pd.Series) -> str:
     return f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else "")
 
@@ -105,7 +103,7 @@ def _vs_eager(r: pd.Series) -> str:
 # ----------------------------------------------------------------------------- the report's family
 
 def report_family(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Family:
-    """Every comparison the report states (findings here, reports.axes' findings, each
+    """Every comparison the report states (findings here, the sections' findings, each
     non-eager case against its eager), under one error rate: pass 1 collects the p-values,
     Holm sets the levels, pass 2 words the verdicts and runs the stability checks. The
     family is kept in the cases frame's attrs, so every later call states the same."""
@@ -138,21 +136,11 @@ def family_of(df: pd.DataFrame) -> stats.Family:
 
 def _statements(df: pd.DataFrame, fam: stats.Family) -> None:
     _findings(df, fam)
-    axes.dynamic_findings(df[df["workload"] == axes.DYNAMIC], fam)
-    axes.derivatives_findings(df[df["workload"] == axes.DERIVATIVES], fam)
-
-
-def judge(a: pd.Series, b: pd.Series, fam: stats.Family) -> stats.Judgement:
-    """Case a's time against case b's (steady state), by the family: the same two cases are
-    one comparison wherever the report states it."""
-    return fam.judge(f"step|{a['case']}|{b['case']}", a["est"], b["est"], (a["case"], b["case"]))
-
-
-def versus(a: pd.Series, b: pd.Series, what: str, fam: stats.Family) -> str:
-    """'what: jax compiled is faster than torch compiled by at least the 10% margin (speed
-    1.31x [1.20, 1.43], 99.8% interval)', or another verdict (stats.sentence)."""
-    j = judge(a, b, fam)
-    return f"{what}: " + stats.sentence(j, _name(a), _name(b), fam.margin, flags=fam.key_flags.get(j.key, ()))
+    lacking = lacking_modes(df)
+    for s in sections.SECTIONS:
+        d = df[df["workload"] == s.workload]
+        if not d.empty:
+            s.findings(d, fam, lacking)
 
 
 def speedup_judgement(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> stats.Judgement | None:
@@ -172,7 +160,8 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
 def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
-    t = t[~t["workload"].isin([axes.DYNAMIC, axes.DERIVATIVES])]     # their sections state their own
+    own = [s.workload for s in sections.SECTIONS if not s.generic_findings]     # their sections state their own
+    t = t[~t["workload"].isin(own)]
     for wl, w in t.groupby("workload", sort=True):
         lines: list[str] = []
         for _, g in w.groupby(GROUP, sort=False, dropna=False):
@@ -194,9 +183,9 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
         u = w[w["utilisation"].notna() & (w["utilisation"] > 0)]      # a program without model FLOPs has none
         if not u.empty and u["utilisation"].max() >= 5e-4:
             top = u.loc[u["utilisation"].idxmax()]
-            lines.append(f"Highest utilisation: {_name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% of the "
-                         f"machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of model "
-                         "FLOPs).")
+            lines.append(f"Highest utilisation: {verdicts.name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% "
+                         f"of the machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
+                         "model FLOPs).")
         out[str(wl)] = lines
     return out
 
@@ -224,26 +213,28 @@ def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> l
     for i, j in js.items():
         r = c.loc[i]
         if stats.coarse(j.verdict) == stats.SLOWER:
-            lines.append(f"{_name(r)} {_case(r)} is slower than {_vs_eager(r)}: "
-                         + stats.sentence(j, _name(r), _vs_eager(r), fam.margin,
+            lines.append(f"{verdicts.name(r)} {_case(r)} is slower than {_vs_eager(r)}: "
+                         + stats.sentence(j, verdicts.name(r), _vs_eager(r), fam.margin,
                                           flags=fam.key_flags.get(j.key, ())) + ".")
     lat = c[c["compile_latency_s"].notna()]
     if not lat.empty:
         lo, hi = lat.loc[lat["compile_latency_s"].idxmin()], lat.loc[lat["compile_latency_s"].idxmax()]
         lines.append(f"Compile latency (a mode's cold first call minus its own steady step) ranges from "
-                     f"{_latency(lo)} ({_name(lo)}, {_case(lo)}) to {_latency(hi)} ({_name(hi)}, {_case(hi)}).")
+                     f"{_latency(lo)} ({verdicts.name(lo)}, {_case(lo)}) to {_latency(hi)} ({verdicts.name(hi)}, "
+                     f"{_case(hi)}).")
     be = {i: break_even(df, c.loc[i], fam) for i in js}
     for i, (n, _, _) in be.items():
         if math.isinf(n):
             r = c.loc[i]
-            lines.append(f"{_name(r)} {_case(r)} never pays back its first call: its steps are slower than "
+            lines.append(f"{verdicts.name(r)} {_case(r)} never pays back its first call: its steps are slower than "
                          f"{_vs_eager(r)} (the verdict above).")
     fin = {i: v for i, v in be.items() if math.isfinite(v[0])}
     if fin:
         i = max(fin, key=lambda k: fin[k][0])
         r, (n, lo, hi) = c.loc[i], fin[i]
-        lines.append(f"The slowest to pay back compilation is {_name(r)} {_case(r)}: {_steps_ci(n, lo, hi)} "
-                     f"step{'s' if n != 1 else ''} before it has cost less total time than {_vs_eager(r)}.")
+        lines.append(f"The slowest to pay back compilation is {verdicts.name(r)} {_case(r)}: "
+                     f"{_steps_ci(n, lo, hi)} step{'s' if n != 1 else ''} before it has cost less total time than "
+                     f"{_vs_eager(r)}.")
     undecided = [i for i, v in be.items() if math.isnan(v[0])]
     if undecided:
         lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps are not faster or slower "
@@ -275,7 +266,7 @@ def break_even(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> tuple[float
     e = replicates.eager_of(df, r)
     if v != stats.FASTER or not (finite(r["first_call_s"]) and finite(e["first_call_s"])):
         return math.nan, math.nan, math.nan
-    from reports.data import break_even as point
+    from reports.analysis.data import break_even as point
     n = point(r["first_call_s"], r["median_s"], e["first_call_s"], e["median_s"])
     fc, fe = (_first_est(x).draws(f"first|{x['case']}") for x in (r, e))
     sc = r["est"].draws(f"step|{r['case']}")
@@ -299,13 +290,13 @@ def _first_est(r: pd.Series) -> stats.Est:
 def annotate(df: pd.DataFrame, fam: stats.Family) -> None:
     """Columns that need the report's family, added in place: vs_eager_verdict, break-even
     (break_even_steps, _lo, _hi) and the stability flags (flags: reason, in words)."""
-    verdicts, be, flags = [], [], []
+    said, be, flags = [], [], []
     for _, r in df.iterrows():
         j = speedup_judgement(df, r, fam) if r["mode"] != "eager" and r["status"] in TIMED else None
-        verdicts.append(stats.words(j.verdict, fam.margin) if j is not None else None)
+        said.append(stats.words(j.verdict, fam.margin) if j is not None else None)
         be.append(break_even(df, r, fam) if j is not None else (math.nan,) * 3)
         flags.append(case_flags(r, fam))
-    df["vs_eager_verdict"] = verdicts
+    df["vs_eager_verdict"] = said
     df["break_even_steps"], df["break_even_lo"], df["break_even_hi"] = (list(x) for x in zip(*be)) if be else ([],) * 3
     df["flags"] = flags
 
@@ -346,7 +337,7 @@ FLAG_MEANING = {
 # diffusion) count each framework's default strategy only: a variant (torch's train-step
 # recipes) is one framework's API, which the others cannot have, so it is left out of the
 # cross-framework means (it gave torch free best scores and JAX and TensorFlow "not run"
-# slots). The axes workloads score each framework's best strategy (reports.axes).
+# slots). The sections' workloads score each framework's best strategy (reports.sections).
 SLOT = ["workload", "task", "preset", "device"]
 
 
@@ -380,16 +371,14 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     df = replicates.cases(df)
     fws = framework_order(df["framework"])
     t = df[df["status"].isin(TIMED) & df["throughput"].notna()]
-    own = t["workload"].isin(list(OWN_CONCERN)) | t["strategy"].notna()     # variants: see SLOT
+    own = t["workload"].isin(sections.WORKLOADS) | t["strategy"].notna()     # variants: see SLOT
     out = pd.DataFrame(index=pd.Index(fws, name="framework"), columns=list(CONCERNS), dtype=float)
     for f, v in _throughput_score(t[~own], fws).items():
         out.at[f, "throughput"] = v
     lacking = lacking_modes(df)
-    for wl, v in (("dynamic", axes.dynamic_score(df[df["workload"] == "dynamic"], fws)),
-                  ("interop", axes.interop_score(df[df["workload"] == "interop"], fws, lacking)),
-                  ("derivatives", axes.derivatives_score(df[df["workload"] == "derivatives"], fws, lacking))):
-        for f, x in v.items():
-            out.at[f, wl] = x
+    for s in sections.SECTIONS:
+        for f, x in s.score(df[df["workload"] == s.workload], fws, lacking).items():
+            out.at[f, s.concern] = x
     # compile: the first call of each framework's fastest accelerated mode and strategy per slot
     c = _shared_slots(t[~own & (t["mode"] != "eager") & (t["first_call_s"] > 0)])
     lat: dict[str, list[float]] = {f: [] for f in fws}
@@ -402,7 +391,7 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
         out.at[f, "compile"] = stats.geomean(v)
     # coverage over (slot, eager | accelerated) of the model workloads: the best status of the
     # framework's strategies in the class; modes a framework does not have are n/a, not 0
-    m = df[~df["workload"].isin(list(OWN_CONCERN)) & df["strategy"].isna()]
+    m = df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()]
     m = m[[(f, mo) not in lacking for f, mo in zip(m["framework"], m["mode"])]] if len(m) else m
     d = m.assign(cls=[mode_class(x) for x in m["mode"]], score=m["status"].map(SLOT_SCORE).fillna(0.0))
     slots = d.groupby([*SLOT, "cls"], dropna=False).ngroups if len(d) else 0
@@ -435,16 +424,12 @@ def ranking_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
         if c == "rank" or r[c].isna().all():
             continue
         order = r[c].sort_values(ascending=False, kind="stable")
-        label = "overall" if c == "overall" else OWN_CONCERN.get(c, c)
+        label = "overall" if c == "overall" else sections.concern_label(c)
         out.append(f"{label}: " + ", ".join(f"{i}. {f} ({v:.2f})" for i, (f, v) in enumerate(order.items(), 1)
                                             if finite(v)))
     w = ", ".join(f"{c}={weights[c]:g}" for c in r.columns if c in weights)
     out.append(f"weights used: {w} (set with --weights, e.g. --weights throughput=2,compile=1)")
     return out
-
-
-def _label(c: str) -> str:
-    return OWN_CONCERN.get(c, c)
 
 
 def flip_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
@@ -461,8 +446,8 @@ def flip_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
     out = []
     for b in [f for f in r.index if f != lead]:
         parts = sorted(((w[c] * (sc.at[lead, c] - sc.at[b, c]) / total, c) for c in concerns), reverse=True)
-        pro = [f"{_label(c)} (+{x:.2f})" for x, c in parts if x > 0.005]
-        con = [f"{_label(c)} ({x:.2f})" for x, c in parts if x < -0.005]
+        pro = [f"{sections.concern_label(c)} (+{x:.2f})" for x, c in parts if x > 0.005]
+        con = [f"{sections.concern_label(c)} ({x:.2f})" for x, c in parts if x < -0.005]
         text = (f"{lead} ranks above {b} by {r.at[lead, 'overall'] - r.at[b, 'overall']:.2f} overall: "
                 + (f"it gains on {', '.join(pro)}" if pro else "it gains on no concern")
                 + (f" and loses on {', '.join(con)}" if con else "") + ".")
@@ -472,7 +457,7 @@ def flip_sentences(r: pd.DataFrame, weights: dict[str, float]) -> list[str]:
             b_rest = sum(w[k] * sc.at[b, k] for k in concerns if k != c)
             gap = sc.at[b, c] - sc.at[lead, c]
             if gap > 0 and a_rest - b_rest > 0:
-                flips.append(f"{_label(c)} weighs at least {(a_rest - b_rest) / gap:.2f}")
+                flips.append(f"{sections.concern_label(c)} weighs at least {(a_rest - b_rest) / gap:.2f}")
         text += (f" {b} would rank above {lead} if " + " or if ".join(flips) + " (the other weights as given)."
                  if flips else f" No single weight puts {b} above {lead}.")
         out.append(text)
@@ -491,7 +476,7 @@ def sensitivity(s: pd.DataFrame) -> pd.DataFrame:
     first = np.isclose(overall, overall.max(axis=1, keepdims=True), rtol=0, atol=1e-12)
     lead = {c: s[c].idxmax() for c in concerns}
     out = pd.DataFrame({"ranks first under": first.mean(axis=0) if len(grid) else np.nan,
-                        "leads on": [", ".join(OWN_CONCERN.get(c, c) for c in concerns if lead[c] == f) or "-"
+                        "leads on": [", ".join(sections.concern_label(c) for c in concerns if lead[c] == f) or "-"
                                      for f in s.index]}, index=s.index).rename_axis("framework")
     out.attrs["vectors"] = len(grid)
     return out

@@ -10,8 +10,9 @@ compact table and their variance statements).
                             processes, equivalence testing
 
 Everything is computed from replicates.cases and the report's stats.Family: no sentence here
-says more than a verdict of the family does. Works on the model workloads (gpt, diffusion)
-where they ran; the axes add one sentence each where theirs ran.
+says more than a verdict of the family does. Works on the model workloads (gpt, diffusion:
+the workloads without a section) where they ran; each section (reports.sections) adds its
+own sentences where its workload ran.
 """
 from __future__ import annotations
 
@@ -21,17 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import axes, findings, replicates, stats
-from reports.data import TIMED, finite
-from reports.figures import OP_BY_OP_EAGER, framework_order, lacking_modes
-
-MODEL = ("gpt", "diffusion")
-
+from reports import sections
+from reports.analysis import findings, replicates, stats, verdicts
+from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 
 def _model(df: pd.DataFrame) -> pd.DataFrame:
     """Timed default-strategy cases of the model workloads (what the framework choice reads)."""
     t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
-    return t[t["workload"].isin(MODEL)]
+    return t[~t["workload"].isin(sections.WORKLOADS)]
 
 
 def framework_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -40,7 +38,7 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
     geometric mean of the cold and warm first calls, the pass rate (ok or fallback over the
     cases the mode has) and the peak memory where a framework measured it."""
     t = _model(df)
-    allc = df[df["workload"].isin(MODEL) & df["strategy"].isna()]
+    allc = df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()]
     if t.empty:
         return pd.DataFrame()
     best = t.groupby(["workload", "task"])["median_s"].min()
@@ -80,8 +78,20 @@ def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         out += _speed_sentences(df, t, fam)
         out += _first_call_sentences(t)
         out += _claim_sentence(df, t, fam)
-    out += _axes_sentences(df, fam)
+    out += section_sentences(df, fam)
     return out[:8]
+
+
+def section_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """Each section's Summary sentences (reports.sections: Section.summary), where its
+    workload ran."""
+    out = []
+    lacking = lacking_modes(df)
+    for s in sections.SECTIONS:
+        d = df[df["workload"] == s.workload]
+        if not d.empty:
+            out += s.summary(d, fam, lacking)
+    return out
 
 
 def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> tuple[dict[str, list[str]], int, int]:
@@ -95,7 +105,7 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> 
         if len(best) < 2:
             continue
         a, b = best.iloc[0], best.iloc[1]
-        j = findings.judge(a, b, fam)
+        j = verdicts.judge(a, b, fam)
         compared += 1
         if stats.coarse(j.verdict) == stats.FASTER:
             stated += 1
@@ -178,129 +188,6 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
     return [text]
 
 
-def _axes_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
-    out = []
-    d = df[df["workload"] == axes.DYNAMIC]
-    if not d.empty and axes.has(d, "stream_cold_s"):
-        costs = []
-        t = d[d["status"].isin(TIMED) & (d["mode"] != "eager")]
-        for (s, _, _), g in t.groupby([t.apply(axes._stream, axis=1), "preset", "device"]):
-            best = axes._best_served(g, 100)
-            if len(best) >= 2:
-                costs.append(f"{s}: {best.idxmin()} ({stats.fmt_seconds(best.min())})")
-        if costs:
-            out.append("Dynamic shapes, 100 requests served in an accelerated mode (cold pass, then the warm rate; each "
-                       "framework's best strategy), cheapest: " + "; ".join(costs) + ".")
-        out += _compilations_sentence(d)
-    d = df[df["workload"] == axes.INTEROP]
-    if not d.empty:
-        c = d[(d["mode"] != "eager") & axes._has_mode(d, lacking_modes(df))]   # not a mode the framework lacks
-        per = []
-        for f in framework_order(c["framework"]):
-            g = c[c["framework"] == f]
-            written, rw = _best_outcomes(axes._as_written(g)), axes._rewritten(g)
-            text = f"{f} " + ", ".join(f"{n} {k}" for k, n in written.value_counts().items())
-            fixed = [t for t, o in _best_outcomes(rw).items() if o == "compiled" and written.get(t) != "compiled"]
-            if fixed:
-                n = sorted({int(v) for v in rw.loc[rw["task"].isin(fixed), "rewrite_lines"] if finite(v)}
-                           if "rewrite_lines" in rw.columns else ())
-                text += (f" (then {len(fixed)} more compiled once rewritten in its own idiom"
-                         + (f", {axes._span(pd.Series(n))} line{'' if n[-1] == 1 else 's'} each" if n else "") + ")")
-            per.append(text)
-        out.append(f"Python interop, {d['task'].nunique()} programs as written under each framework's best "
-                   "accelerated mode: " + "; ".join(per) + ".")
-    d = df[df["workload"] == axes.DERIVATIVES]
-    if not d.empty:
-        v = axes._vs_loop(d)
-        if not v.empty:
-            best = v.groupby("framework")["vs_loop"].max()
-            out.append("Derivatives: the best vectorised transform over the loop over examples reaches "
-                       + ", ".join(f"{f} {x:.1f}x" for f, x in best.items()) + " (per-task verdicts in its section).")
-        out += _derivative_winners(df, d, fam)
-    return out
-
-
-def _compilations_sentence(d: pd.DataFrame) -> list[str]:
-    """The static-graph claim in numbers: for the stream with the most distinct shapes, the
-    fewest compilations each framework needed to serve it in an accelerated mode (its own
-    counter in the cold pass: Dynamo graphs, jit compiles, tf.function traces plus XLA
-    programs), bucketing aside (it changes the shapes), against its default strategy's."""
-    t = d[d["status"].isin(TIMED) & (d["mode"] != "eager") & (d["strategy"] != "bucketed")]
-    if not axes.has(t, "compilations_cold", "distinct_shapes"):
-        return []
-    t = t[t["compilations_cold"].notna() & t["distinct_shapes"].notna()]
-    t = t.assign(_s=t.apply(axes._stream, axis=1),
-                 _n=t["compilations_cold"] + (t["xla_compilations_cold"].fillna(0) if "xla_compilations_cold"
-                                              in t.columns else 0))
-    if t.empty:
-        return []
-    stream = t.groupby("_s")["distinct_shapes"].max().idxmax()
-    g = t[t["_s"] == stream]
-    parts = []
-    for f in framework_order(g["framework"]):
-        h = g[g["framework"] == f].sort_values("_n", kind="stable")
-        if h.empty:
-            continue
-        best = h.iloc[0]
-        dflt = h[h["strategy"].isna() | (h["strategy"] == "default")]
-        text = f"{f} {best['_n']:.0f} ({best['mode']} {best['strategy'] if isinstance(best['strategy'], str) else 'default'})"
-        if not dflt.empty and dflt["_n"].min() > best["_n"]:
-            text += f", {dflt['_n'].min():.0f} by default"
-        parts.append(text)
-    if len(parts) < 2:
-        return []
-    return [f"Dynamic shapes, compilations to serve the {stream} stream's {g['distinct_shapes'].max():.0f} distinct "
-            "shapes (cold pass, fewest over each framework's accelerated modes and unpadded strategies; traces plus "
-            "XLA programs for TensorFlow): " + "; ".join(parts) + "."]
-
-
-def _derivative_winners(df: pd.DataFrame, d: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """Per derivatives task, each framework's fastest transform and mode against the
-    runner-up's, counted by verdict: who is faster where the family states it."""
-    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
-    if t.empty or fam.m == 0:
-        return []
-    won: dict[str, int] = {}
-    fastest: dict[str, int] = {}
-    untested = compared = 0
-    for _, g in t.groupby("task", sort=True):
-        best = g.sort_values("median_s").drop_duplicates("framework")
-        if len(best) < 2:
-            continue
-        j = findings.judge(best.iloc[0], best.iloc[1], fam)
-        compared += 1
-        f = best.iloc[0]["framework"]
-        fastest[f] = fastest.get(f, 0) + 1
-        untested += j.verdict == stats.NOT_TESTED
-        if stats.coarse(j.verdict) == stats.FASTER:
-            won[f] = won.get(f, 0) + 1
-    if not compared:
-        return []
-
-    def count(c: dict[str, int]) -> str:
-        return ", ".join(f"{f} in {n}" for f, n in sorted(c.items(), key=lambda kv: -kv[1]))
-    stated = sum(won.values())
-    text = (f"Derivatives, fastest framework per task (each framework's best transform and mode against the "
-            f"runner-up's): faster by the verdicts in {stated} of {compared} tasks" + (f" ({count(won)})" if won else ""))
-    rest = compared - stated - untested
-    text += (f"; {rest} equivalent or inconclusive" if rest else "")
-    if untested:
-        text += (f"; {untested} not tested (one process per case), where the fastest is, indicatively, "
-                 + count(fastest))
-    return [text + "."]
-
-
-def _best_outcomes(g: pd.DataFrame) -> pd.Series:
-    """Per program (task), the best interop outcome over the rows (compiled before graph
-    breaks, refused, wrong)."""
-    order = ("compiled", "graph_breaks", "refused", "wrong")
-    if g.empty:
-        return pd.Series(dtype=object)
-    o = [axes.outcome(r) for _, r in g.iterrows()]
-    ranked = g.assign(o=o, rank=[order.index(x) if x in order else 9 for x in o]).sort_values("rank", kind="stable")
-    return ranked.groupby("task", sort=True)["o"].first()
-
-
 def recommendations(rank: pd.DataFrame) -> list[str]:
     """The leader of each concern (score 1 is the best in this report), in words."""
     out = []
@@ -311,7 +198,7 @@ def recommendations(rank: pd.DataFrame) -> list[str]:
         top = [f for f, v in order.items() if abs(v - order.iloc[0]) < 0.005]
         rest = ", ".join(f"{f} {v:.2f}" for f, v in order.items() if f not in top)
         lead = top[0] if len(top) == 1 else ", ".join(top[:-1]) + f" and {top[-1]} tie at {order.iloc[0]:.2f}"
-        out.append(f"{findings.OWN_CONCERN.get(c, c)}: {lead}" + (f" (then {rest})" if rest else ""))
+        out.append(f"{sections.concern_label(c)}: {lead}" + (f" (then {rest})" if rest else ""))
     return out
 
 

@@ -1,7 +1,7 @@
 """Variance components of a set of runs, and the allocation of processes and rounds they
 imply (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 
-    python -m reports.variance RESULTS...       # components, and simulated power per allocation
+    python -m reports.analysis.variance RESULTS...   # components, and simulated power per allocation
 
 Per case with two or more warm processes, on the log scale (so each is about a relative SD):
 
@@ -30,8 +30,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from reports import replicates, stats
-from reports.data import TIMED, finite
+from reports.analysis import replicates, stats
+from reports.analysis.data import TIMED, finite
 
 
 @dataclass

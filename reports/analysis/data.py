@@ -26,7 +26,7 @@ Derived columns (per row, from the same run file):
                         first call is no baseline where eager compiles op by op, as JAX's does)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
 
-A row is one process's measurement of a case; reports.replicates.cases pools the processes
+A row is one process's measurement of a case; replicates.cases pools the processes
 of a case (the unit of replication) and is what the report's tables, figures and findings use.
 
 Nothing here imports a framework: a report renders where none is installed.
@@ -42,12 +42,15 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports import stats, validate
+from reports.analysis import stats, validate
 from workloads.base import FwbenchError
-from workloads.record import CASE_KEYS, FIELDS, MODES, STATUSES
+from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
+# Frameworks whose eager mode dispatches op by op (each op compiled or traced on its own): a
+# speedup over it is no speedup over a fast eager mode, and labels say so.
+OP_BY_OP_EAGER = ("jax", "tensorflow")
 # Rows of the same run that share these are one case in different modes (eager is the baseline).
 BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device", "strategy")
 # Runs that share these measured the same machine: they share the best GEMM rate among them.
@@ -115,16 +118,9 @@ def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], l
 
 
 def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        return None, [], [f"{path}: cannot read ({e.strerror or e})"]
-    except UnicodeDecodeError:
-        return None, [], [f"{path}: not a text file (not UTF-8), so not a result JSON"]
-    except json.JSONDecodeError as e:
-        return None, [], [f"{path}: malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})"]
-    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
-        return None, [], [f"{path}: not a pytest-benchmark JSON (no 'benchmarks' list)"]
+    doc, why = _parse(path)
+    if doc is None:
+        return None, [], [why]
     machine_info = doc.get("machine_info") if isinstance(doc.get("machine_info"), dict) else {}
     fw = machine_info.get("fwbench") if isinstance(machine_info.get("fwbench"), dict) else None
     top = doc.get("fwbench") if isinstance(doc.get("fwbench"), dict) else None
@@ -133,6 +129,30 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
     if fw is None and top is None and not has_records:
         return None, [], [f"{path}: no fwbench records (a pytest-benchmark JSON from another suite? "
                           "fwbench writes machine_info.fwbench and records in extra_info)"]
+    run, top, probs = _run_info(path, doc, machine_info, fw, top)
+    return run, _rows(path, doc, run, top, probs), probs
+
+
+def _parse(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """The file's JSON document, or None and why it is none: unreadable, not UTF-8, malformed,
+    or not a pytest-benchmark JSON."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        return None, f"{path}: cannot read ({e.strerror or e})"
+    except UnicodeDecodeError:
+        return None, f"{path}: not a text file (not UTF-8), so not a result JSON"
+    except json.JSONDecodeError as e:
+        return None, f"{path}: malformed JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        return None, f"{path}: not a pytest-benchmark JSON (no 'benchmarks' list)"
+    return doc, ""
+
+
+def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw: dict[str, Any] | None,
+              top: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The run's information (machine_info.fwbench, validated; the frameworks missing), the
+    top-level fwbench key ({} where absent) and the problems found in them."""
     fw, probs = validate.machine(fw)
     probs = [f"{path}: machine_info.fwbench: {p}" for p in probs]
     top = top or {}
@@ -158,6 +178,14 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
+    return run, top, probs
+
+
+def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, Any], probs: list[str]
+          ) -> list[dict[str, Any]]:
+    """A row per valid record: the timed ones in benchmarks[].extra_info with their
+    statistics, the others in fwbench.records; a record that fails validation is one line
+    in `probs` and skipped."""
     rows = []
     machine = {k: run[k] for k in MACHINE}
     reserved = set(columns())
@@ -203,7 +231,7 @@ def _read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], 
             probs.append(f"{path}: {where}: status {rec['status']!r} without timing; record skipped")
             continue
         add(rec, where, {"name": None})
-    return run, rows, probs
+    return rows
 
 
 def _scalar(v: Any) -> bool:
@@ -365,3 +393,35 @@ def missing_frameworks(df: pd.DataFrame) -> dict[str, str]:
 
 def finite(x: Any) -> bool:
     return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x)
+
+
+# ----------------------------------------------------------------------------- frameworks and modes
+
+def framework_order(names: Any) -> list[str]:
+    names = set(names)
+    return [f for f in FRAMEWORK_ORDER if f in names] + sorted(names - set(FRAMEWORK_ORDER))
+
+
+def mode_order(names: Any) -> list[str]:
+    names = set(names)
+    return [m for m in MODES if m in names] + sorted(names - set(MODES))
+
+
+def lacking_modes(df: pd.DataFrame) -> set[tuple[str, str]]:
+    """(framework, mode) pairs where the framework has no such mode (machine_info.fwbench
+    .frameworks[f].modes of the runs): shown as n/a, not as an unsupported case."""
+    have: dict[str, set[str]] = {}
+    for run in df.attrs.get("runs", []):
+        for f, info in (run.get("frameworks") or {}).items():
+            if isinstance(info, dict) and isinstance(info.get("modes"), list):
+                have.setdefault(f, set()).update(info["modes"])
+    return {(f, m) for f, m, st in zip(df["framework"], df["mode"], df["status"])
+            if st == "unsupported" and f in have and m not in have[f]}
+
+
+def not_applicable(df: pd.DataFrame) -> pd.Series:
+    """Rows that ask a framework for another framework's API (a mode or strategy it does not
+    have; workloads.record.not_its_api wrote their reason): n/a, not an unsupported case."""
+    if df.empty or "reason" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return (df["status"] == "unsupported") & df["reason"].astype(str).str.contains(NOT_ITS_API, regex=True)

@@ -54,14 +54,16 @@ Columns (besides the record's fields, taken from the case's first process):
                        stats.Est objects (not in CSVs) for ratios, verdicts and draws
     extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
                        from the case's first timed process (its first record if none ran);
-                       PER_PROCESS fields are the geometric mean over timed processes instead,
-                       with every process's value kept in `procs_<field>` ({process: value},
-                       not in CSVs) for intervals over processes; SERIES fields
-                       (comma-separated per-request values) the element-wise median
+                       the sections' per-process fields (Section.per_process, e.g. the dynamic
+                       workload's stream_cold_s) are the geometric mean over timed processes
+                       instead, with every process's value kept in `procs_<field>` ({process:
+                       value}, not in CSVs) for intervals over processes; their series
+                       (Section.series: comma-separated per-request values) the element-wise
+                       median
 
 Break-even and the stability flags depend on the report's comparisons (its error rate over
-all of them) and are added by reports.findings (break_even, flag columns) when a report is
-built.
+all of them) and are added by reports.analysis.findings (break_even, flag columns) when a
+report is built.
 
 `attrs`: `warm_spread` (median over cases with two steady-state processes or more of
 warm_spread), `warm_sd` (the same of warm_sd), `cold_over_warm` (median over cases),
@@ -75,9 +77,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import data as rdata
-from reports import stats
-from reports.data import TIMED, _joined, _sort_key, finite
+from reports import sections
+from reports.analysis import data as rdata
+from reports.analysis import stats
+from reports.analysis.data import TIMED, _joined, _sort_key, finite
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
@@ -98,13 +101,10 @@ AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "medi
              "busy", "busy_note", "compile_cache", "run_file", "date")
 OBJECTS = ("est", "est_first_cold", "est_first_warm", "est_cold")
 
-
-# Per-process scalars of a workload whose replication matters (one value per process, no
-# rounds): the case holds their geometric mean and every process's value (procs_<field>).
-PER_PROCESS = ("stream_cold_s", "new_shape_latency_s", "seen_shape_latency_s", "compilations_cold",
-               "xla_compilations_cold", "peak_memory_bytes")
-# Comma-separated per-request series (the dynamic workload's cold pass): element-wise median.
-SERIES = ("stream_cold_request_s", "stream_cold_compilations")
+# Per-process scalars whose replication matters (one value per process, no rounds: the case
+# holds their geometric mean and every process's value, procs_<field>) and comma-separated
+# per-request series (element-wise median): what the registered sections name.
+PER_PROCESS, SERIES = sections.PER_PROCESS, sections.SERIES
 
 
 Rec = dict[str, Any]     # one record (row) of the frame, as a plain dict: cheap to read in a loop

@@ -4,7 +4,7 @@
     report.html   self-contained: CSS inline, figures embedded as base64 PNG
     tables.tex    every table as a booktabs `table` environment, ready for \\input
     data.csv      the tidy frame (without the per-round times): same JSON in, same bytes out
-    cases.csv     one row per case, its processes pooled (reports.replicates.cases)
+    cases.csv     one row per case, its processes pooled (reports.analysis.replicates.cases)
 
 Nothing rendered depends on the time of rendering, so `fwbench report` on committed JSON
 reproduces committed outputs.
@@ -19,31 +19,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports import data as rdata
-from reports import atomic, axes, escape, figures, findings, latex, replicates, stats, summary
-from reports.data import TIMED, finite
+from reports import sections
+from reports.analysis import data as rdata
+from reports.analysis import findings, replicates, stats, summary
+from reports.analysis.data import TIMED, finite
+from reports.rendering import escape, figures, latex
+from reports.running import atomic
+from reports.sections.common import has, missing_note
 
 Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
             "tensorflow": "tf.function traces"}
-# How the concerns of the three axes are scored (reports.findings' docstring has the formulas).
-CONCERN_TEXT = {
-    "dynamic": "Dynamic shapes (weight name dynamic): accelerated modes only (eager is shown apart): per stream "
-               "and N = 10, 100, 1000 requests, the best framework's cost of N requests (the cold pass, then the "
-               "rest at the warm rate) over this framework's, each with its best strategy that ran correctly "
-               "without hitting a recompile limit; geometric mean over the streams and N.",
-    "interop": "Python interop (weight name interop): per program, the outcome of the framework's best accelerated "
-               "mode: compiled whole 1 (0.5 when its call is slower than eager's: a compile that does not pay), "
-               "graph breaks 0.5, refused 0.5 (an error at once), wrong 0 (a silent wrong result), each as written; "
-               "where the framework's idiomatic rewrite scores more, it counts at 0.75 of its own score (compiled "
-               "after a rewrite 0.75: the program had to change); the mean over programs.",
-    "derivatives": "Derivatives and vmap (weight name derivatives): the mean of a speed score (geometric mean over "
-                   "the tasks two frameworks ran of the best framework's time over this framework's best transform "
-                   "and mode) and its coverage (share of task x eager/accelerated slots it ran with some transform; "
-                   "fallback half).",
-}
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 # The report's method text: facts of fwbench's code that make the frameworks' work differ,
@@ -97,7 +85,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("matmul precision", _uniq(df["matmul_precision"])),
         ("C heap (malloc)", _uniq(r.get("allocator") or "not recorded" for r in runs)),
         ("frameworks", "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in
-                                 sorted(versions.items(), key=lambda kv: figures.framework_order(versions).index(kv[0])))),
+                                 sorted(versions.items(), key=lambda kv: rdata.framework_order(versions).index(kv[0])))),
         ("workloads", _uniq(df["workload"])),
         ("presets", "; ".join(f"{w} {p}: {s}" for w, p, s in sorted(set(zip(df["workload"], df["preset"], df["shape"])))
                               if s != "n/a")),
@@ -151,7 +139,7 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if isinstance(kv, dict):
                 settings.setdefault(fw, set()).update(f"{k}={v}" for k, v in kv.items())
     rows += [(f"{fw} runtime settings", "; ".join(sorted(v)) or "defaults")
-             for fw, v in sorted(settings.items(), key=lambda kv: figures.framework_order(settings).index(kv[0]))]
+             for fw, v in sorted(settings.items(), key=lambda kv: rdata.framework_order(settings).index(kv[0]))]
     return [(k, v) for k, v in rows if v != "n/a"] or [("run settings", "not recorded (older result files)")]
 
 
@@ -163,10 +151,10 @@ def _counter(r: pd.Series) -> str:
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
     """A row per case: steady step over warm processes, throughput, speedup over eager
     (paired), the cold processes' step over the warm ones', and the case's flags
-    (reports.findings.annotate) where a report added them. First calls, compile latency,
+    (findings.annotate) where a report added them. First calls, compile latency,
     break-even and the compile counters are in compile_table."""
     rows = []
-    lacking = figures.lacking_modes(w)
+    lacking = rdata.lacking_modes(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
@@ -179,7 +167,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
                               + ("*" if n == 1 else "")) if timed else "",
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
             "vs eager [95% CI]": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
-                                  + (" (op-by-op)" if r["framework"] in figures.OP_BY_OP_EAGER else "")
+                                  + (" (op-by-op)" if r["framework"] in rdata.OP_BY_OP_EAGER else "")
                                   if timed and r["mode"] != "eager" and finite(r["speedup_vs_eager"]) else ""),
             "cold/warm step": stats.fmt_ratio(r["cold_over_warm"], r["cold_over_warm_lo"], r["cold_over_warm_hi"])
                               if timed and finite(r.get("cold_over_warm")) else "",
@@ -309,8 +297,8 @@ def _case_name(r: pd.Series) -> str:
 def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     """One short line per case that did not run normally, and the appendix of full reasons."""
     lines, appendix = [], []
-    lacking = figures.lacking_modes(d)
-    na = figures.not_applicable(d)
+    lacking = rdata.lacking_modes(d)
+    na = rdata.not_applicable(d)
     same: dict[tuple[str, str, str, str], list[str]] = {}      # one line for the modes that share a reason
     for r in findings.reasons(d[~na]):
         if (r["framework"], r["mode"]) not in lacking:
@@ -332,113 +320,50 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
-# Method text for the three axes beyond steady-state speed, shown where their records are.
-METHOD_AXES = {
-    "dynamic": [
-        "dynamic shapes, cold pass: a fresh model (torch: torch._dynamo.reset(); JAX: a new jit; TensorFlow: new "
-        "tf.functions) takes every request of the stream once, in arrival order, each timed alone, so each shape's "
-        "first request pays its trace and compile. The cold-pass caches column (stream_cold_cache) says whether "
-        "every cache, persistent ones included, started empty (TensorFlow with its XLA cache on: programs "
-        "compiled earlier may load); records without it had empty in-memory caches and the run's persistent "
-        "cache empty only in the first process of each framework. The warm pass repeats the stream with every "
-        "shape seen: its median over rounds is the case's step time.",
-        "dynamic shapes, compilations count each framework's own events (torch: Dynamo graphs; JAX: XLA backend "
-        "compiles; TensorFlow: tf.function traces, and XLA's compiles apart (+ N XLA, from the entries XLA writes "
-        "to its cache folder) where recorded; without them an XLA compile per concrete shape under one trace "
-        "shows only as a new-shape request slower than a seen one).",
-        "dynamic shapes, torch's static strategy recompiles up to Dynamo's recompile limit and then runs eagerly "
-        "with only a warning; recompile limit hit comes from that warning. Such a case is not the framework's best "
-        "strategy in the dynamic-shapes concern.",
-        "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two); padding_waste is "
-        "the share of computed tokens or pixels that are padding (the DDPM stream pads the batch only, with zero "
-        "images, never pixels); outputs on the real positions are checked against the unpadded float64 "
-        "reference before anything is timed, and a wrong one is failed, never timed.",
-        "dynamic shapes, loops: in a stream that decodes or samples, torch loops in Python around its compiled "
-        "graphs while JAX and TensorFlow compile the loop where they can (see generate and sample); each request "
-        "is timed as a user of that framework runs it, so a stream compares those choices, not identical programs.",
-    ],
-    "interop": [
-        "Python interop: each program runs every input twice under the mode before timing; outcome compiled "
-        "(outputs and side effects as eager, no graph break), graph_breaks (as eager, with Dynamo's breaks), wrong "
-        "(runs, but an output or side-effect count differs: a print or append at trace time only, a frozen branch "
-        "or random value; failed, never timed), refused (the framework's own error; unsupported). The matrix "
-        "cells hold the record's own reason.",
-        "interop, idiomatic rewrites: where a framework's compiler does not take a program as written, the program "
-        "is also run as that framework's documentation tells a user to write it for its compiler (jax.debug.print, "
-        "lax.cond, jax.pure_callback, tf.print, tf.numpy_function, torch.cond, a torch.library.custom_op, ...), "
-        "probed and timed the same way; the lines it changes are counted against the program as written (a "
-        "replaced run counts its longer side; helpers and configuration lines count in full). The programs are "
-        "what the frameworks' idioms make of them, so times compare the rewrites as their users would run them, "
-        "not identical programs (a host callback in a compiled program against a Python call in eager). tf.print "
-        "writes from native code, so its rewrite's calls capture file descriptor 1 (a few system calls each) where "
-        "every other call redirects Python's sys.stdout: its time includes them.",
-    ],
-    "derivatives": [
-        "derivatives: every result is compared with a float64 reference before it is timed; a difference or a "
-        "wrong shape is failed with what differed. The loop baseline compiles the one-example gradient and loops "
-        "in Python in every framework, while vmap (and TensorFlow's vectorized_map / pfor) compiles the whole "
-        "batch; peak memory is what each framework's record says measured it (peak_memory_source or memory_note), "
-        "null where nothing could.",
-    ],
-}
-
-
-def axes_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam: stats.Family) -> list[Block]:
-    """The dynamic-shapes, interop and derivatives sections (reports.axes), each only where
-    its workload has records; a table or figure without its fields is a one-line note."""
+def section_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam: stats.Family) -> list[Block]:
+    """The registered sections (reports.sections), each only where its workload has records:
+    its title, tables, figures and findings; a table or figure without its fields is a
+    one-line note."""
     b: list[Block] = []
-    lacking = figures.lacking_modes(df)
-    d = df[df["workload"] == axes.DYNAMIC]
-    if not d.empty:
-        b.append(("h", 2, "Dynamic shapes"))
-        if axes.has(d, "stream_cold_s") or axes.has(d, "distinct_shapes"):
-            b.append(("table", axes.dynamic_table(d), "Per stream, framework, mode and strategy: distinct shapes, "
-                      "compilations during the cold pass (each framework's own counter), the cold pass's total time "
-                      "(geometric mean over processes [95% t interval]), one warm pass (median, 95% interval), the "
-                      "median request whose shape was new / seen, padding waste, and whether a recompile limit was "
-                      "hit.", "dynamic"))
-        else:
-            b.append(("p", axes.missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"),
-                                              "not shown")))
-        costs = axes.dynamic_costs(d)
-        if not costs.empty:
-            b.append(("table", costs, "The cost of serving N requests of each stream (the cold pass over its "
-                      "requests, then the rest at the warm per-request rate), each framework's best strategy that ran "
-                      "correctly without hitting a recompile limit; eager apart from accelerated modes (compiled, "
-                      "TensorFlow graph). The dynamic-shapes concern of the framework choice reads the accelerated rows.",
-                      "dynamic-costs"))
-        for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
-            b += _figure(figs, name)
-        b.append(("ul", axes.dynamic_findings(d, fam) or ["Nothing to compare: no timed stream case."]))
-    d = df[df["workload"] == axes.INTEROP]
-    if not d.empty:
-        b.append(("h", 2, "What could not be compiled (Python interop)"))
-        m = axes.interop_matrix(d, lacking)
-        if not m.empty:
-            b.append(("table", m, "Outcome of each program per framework and mode, from the records, with the "
-                      "framework's own reason (shortened; full text under failed and unsupported cases and in the "
-                      "appendix): compiled, graph_breaks (ran correctly, partly in Python), wrong (ran, but "
-                      "outputs or side effects differ from eager), refused (the framework's error).", "interop"))
-        rw = axes.interop_rewrites(d, lacking)
-        if not rw.empty:
-            b.append(("table", rw, "Each framework's idiomatic rewrite of the programs its compiler does not take as "
-                      "written, per accelerated mode: the outcome, its median call, [what it uses, lines changed "
-                      "against the program as written]; - : no rewrite (the program compiles as written).",
-                      "interop-rewrites"))
-        b.append(("ul", axes.interop_findings(d, lacking) or ["No non-eager interop records."]))
-    d = df[df["workload"] == axes.DERIVATIVES]
-    if not d.empty:
-        b.append(("h", 2, "Derivatives and vmap"))
-        cap = axes.derivatives_capability(d, lacking)
-        if not cap.empty:
-            b.append(("table", cap, "Status of every transform per problem, framework and mode, over the problem's "
-                      "sizes (- : the framework has no such transform), with the first reason when not ok.",
-                      "derivatives-capability"))
-        for name in ("der_time", "der_vmap", "der_order", "der_memory"):
-            b += _figure(figs, name)
-        b.append(("ul", axes.derivatives_findings(d, fam) or [
-            "Nothing to compare: no task has two frameworks, or a transform and its loop baseline, timed."]))
+    lacking = rdata.lacking_modes(df)
+    for s in sections.SECTIONS:
+        d = df[df["workload"] == s.workload]
+        if d.empty:
+            continue
+        b.append(("h", 2, s.title))
+        for t in s.tables:
+            made = t.make(d, lacking)
+            if isinstance(made, str):
+                b.append(("p", made))
+            elif t.keep_empty or not made.empty:
+                b.append(("table", made, t.caption, t.label))
+        for plot in s.figures:
+            b += _figure(figs, plot.name)
+        b.append(("ul", s.findings(d, fam, lacking) or [s.no_findings]))
     return b
+
+
+def section_figures(cases: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
+    """Each section's figures where its workload has records: (PNG, caption), or (None, a
+    one-line note) when the records lack its fields or it has nothing to draw."""
+    df = escape.mpl_frame(cases)
+    done: dict[str, tuple[Path | None, str]] = {}
+    for s in sections.SECTIONS:
+        d = df[df["workload"] == s.workload]
+        if d.empty:
+            continue
+        for plot in s.figures:
+            if not has(d, *plot.needs):
+                done[plot.name] = (None, missing_note(f"The {plot.name} figure", d, plot.needs))
+                continue
+            fig = plot.draw(d)
+            if fig is None:
+                done[plot.name] = (None, f"The {plot.name} figure: not drawn, no case has the values it plots.")
+                continue
+            png, _ = figures.save(fig, out_dir, plot.name)
+            done[plot.name] = (png, plot.caption)
+    return done
+
 
 
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
@@ -457,11 +382,38 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
           notes: list[str], margin: float = stats.MARGIN) -> list[Block]:
     """The document's blocks from replicates.cases (records are aggregated first). The
     report's comparisons are judged first, as one family (findings.report_family); the
-    verdict-dependent columns (break-even, flags) are added to the frame in place."""
+    verdict-dependent columns (break-even, flags) are added to the frame in place. Its
+    parts in the order a reader meets them: the introduction, the Summary, each section's
+    workload, the model workloads' results, replication, compilation, findings, the choice
+    of framework, what did not run, the method and the appendices."""
     df = replicates.cases(df)
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
-    fws = figures.framework_order(df["framework"])
+    model = df[~df["workload"].isin(sections.WORKLOADS)]     # the model workloads: the generic tables
+    b = intro_blocks(df, fam, missing, margin)
+    b += summary_blocks(df, fam, weights)
+    b += section_blocks(df, figs, fam)
+    b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
+                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B (and "
+                      "cases.csv), first calls and compilations in Appendix C.",
+                      ("throughput", "speedup", "first_call", "utilisation"))
+    b += stability_blocks(df, fam)
+    b += model_blocks(model, figs, "Compilation: cold and warm first calls", "First call with every compile cache "
+                      "empty for the case (cold processes) and with the run's cache filled by them (warm processes); "
+                      "per case, with intervals, compile latency, break-even and the frameworks' own compilation "
+                      "counters, in Appendix C.", ("cold_warm",))
+    b += findings_blocks(df)
+    b += choice_blocks(df, weights)
+    short, appendix = short_reasons(df)
+    b += missing_blocks(df, missing, short, notes)
+    b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
+    return b + appendix_blocks(df, missing, appendix)
+
+
+def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
+    """The title and what the report holds and how to read its verdicts; whether it is
+    indicative only, what was not measured and which runs ended early."""
+    fws = rdata.framework_order(df["framework"])
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")]
     b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
@@ -485,43 +437,46 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
     if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
         b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+    return b
 
-    b += summary_blocks(df, fam, weights)
-    b += axes_blocks(df, figs, fam)
 
-    model = df[~df["workload"].isin([axes.DYNAMIC, axes.INTEROP, axes.DERIVATIVES])]
-    if not model.empty:
-        b.append(("h", 2, "Results"))
-        b.append(("p", "Steady-state speed, speedup over eager, first call against step and utilisation per task; "
-                       "every case's numbers with their intervals and flags are in Appendix B (and cases.csv), first "
-                       "calls and compilations in Appendix C."))
-        for name in ("throughput", "speedup", "first_call", "utilisation"):
-            b += _figure(figs, name)
+def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], title: str, text: str,
+                 names: tuple[str, ...]) -> list[Block]:
+    """A part on the model workloads (none where none ran): its heading, what it shows and
+    where the numbers are, and its figures."""
+    if model.empty:
+        return []
+    return [("h", 2, title), ("p", text), *(blk for name in names for blk in _figure(figs, name))]
 
-    b.append(("h", 2, "Replication and stability"))
+
+def stability_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
+    """Replication and stability: processes, spread, the machine's state and the flags."""
+    b: list[Block] = [("h", 2, "Replication and stability")]
     b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
     ft = flag_table(df, fam)
     if not ft.empty:
         b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
                   "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
     b.append(("p", flag_sentence(df, fam)))
+    return b
 
-    if not model.empty:
-        b.append(("h", 2, "Compilation: cold and warm first calls"))
-        b.append(("p", "First call with every compile cache empty for the case (cold processes) and with the run's "
-                       "cache filled by them (warm processes); per case, with intervals, compile latency, break-even "
-                       "and the frameworks' own compilation counters, in Appendix C."))
-        b += _figure(figs, "cold_warm")
 
-    b.append(("h", 2, "Findings"))
+def findings_blocks(df: pd.DataFrame) -> list[Block]:
+    """Findings: the comparisons of step times per workload (findings.findings)."""
+    b: list[Block] = [("h", 2, "Findings")]
     found = findings.findings(df)
     if not found:
         b.append(("p", "No timed cases, so no findings."))
     for wl, lines in found.items():
         b.append(("h", 3, f"Workload {wl}"))
         b.append(("ul", lines))
+    return b
 
-    b.append(("h", 2, "Choosing a framework"))
+
+def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
+    """Choosing a framework: how each concern is scored (a section's own in its words), the
+    scores, their sensitivity to the weights and what would change the choice."""
+    b: list[Block] = [("h", 2, "Choosing a framework")]
     if df[df["status"].isin(TIMED)].empty:
         b.append(("p", "No timed cases, so no ranking."))
     else:
@@ -536,7 +491,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                        "half; a mode a framework does not have is n/a). No single weighting is the verdict: the second "
                        "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
                        "framework ranks first, and which concerns it leads on."
-                       + "".join(" " + CONCERN_TEXT[c] for c in CONCERN_TEXT if c in rank.columns)))
+                       + "".join(" " + s.scoring for s in sections.SECTIONS if s.concern in rank.columns)))
         b.append(("table", rank.reset_index().assign(rank=lambda t: t["rank"].map(lambda v: f"{v:.0f}")),
                   "Framework scores per concern, and overall for the weights given (higher is better).", "ranking"))
         b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
@@ -544,23 +499,23 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
                   "Sensitivity of the choice to the weights.", "sensitivity"))
         b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
                   + findings.ranking_sentences(rank, weights) + rnotes))
+    return b
 
-    b.append(("h", 2, "Missing frameworks, failed and unsupported cases"))
-    short, appendix = short_reasons(df)
+
+def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], notes: list[str]) -> list[Block]:
+    """Missing frameworks, failed and unsupported cases (one short line each), and the
+    input's problems."""
+    b: list[Block] = [("h", 2, "Missing frameworks, failed and unsupported cases")]
     lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
     b.append(("ul", lines) if lines else ("p", "Every case ran."))
-
     if notes or df.attrs.get("problems"):
         b.append(("h", 2, "Input problems"))
         b.append(("ul", list(df.attrs.get("problems", [])) + notes))
-    b.append(("h", 2, "Method"))
-    b.append(("ul", method_lines(df, fam)))
-    b += appendix_blocks(df, missing, appendix)
     return b
 
 
 def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float]) -> list[Block]:
-    """The Summary: what the data support (reports.summary), then the scope of the run."""
+    """The Summary: what the data support (analysis.summary), then the scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
     key = summary.key_findings(df, fam)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
@@ -584,7 +539,7 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
     full reasons: complete, after the argument (cases.csv and data.csv hold the same)."""
     b: list[Block] = [("h", 2, "Appendix A: set-up"),
                       ("table", setup_table(df), "Machine, software and run settings of the runs.", "setup")]
-    model = df[~df["workload"].isin([axes.DYNAMIC, axes.INTEROP, axes.DERIVATIVES])]
+    model = df[~df["workload"].isin(sections.WORKLOADS)]
     if not model.empty:
         b.append(("h", 2, "Appendix B: every case"))
         for wl, w in model.groupby("workload", sort=True):
@@ -655,7 +610,7 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
-        *[t for wl, texts in METHOD_AXES.items() if (df["workload"] == wl).any() for t in texts],
+        *[t for s in sections.SECTIONS if (df["workload"] == s.workload).any() for t in s.method],
         "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
     ]
@@ -734,7 +689,7 @@ def html_doc(blocks: list[Block]) -> str:
 
 
 def latex_tables(blocks: list[Block]) -> str:
-    """tables.tex: every table, fitted to the line width (reports.latex)."""
+    """tables.tex: every table, fitted to the line width (reports.rendering.latex)."""
     return latex.tables_file(blocks)
 
 
@@ -768,7 +723,7 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
            margin: float | None = None, pdf: bool | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
-    first into a hidden staging folder there, then moved into place together (reports.atomic),
+    first into a hidden staging folder there, then moved into place together (running.atomic),
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
     with atomic.staged(final) as staging:
@@ -802,7 +757,7 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     cases = replicates.cases(df)
     findings.prepare(cases, margin)              # verdicts first: figures show break-even and flags
     figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
-    figs.update(axes.draw(cases, out_dir / "figures"))
+    figs.update(section_figures(cases, out_dir / "figures"))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}

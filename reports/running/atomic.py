@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from reports import signals
+from reports.running import signals
 from workloads.base import FwbenchError
 
 ADVICE = {

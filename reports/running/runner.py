@@ -21,7 +21,7 @@ framework (Mytkowicz et al. 2009).
 For each process it runs
 
     python -m pytest <checkout>/tests/benchmarks --benchmark-only --framework X \
-        --benchmark-json <tmp> --benchmark-save-data -p reports.pytest_events ...
+        --benchmark-json <tmp> --benchmark-save-data -p reports.running.pytest_events ...
 
 in its own process group (three runtimes' thread pools in one process disturb each other),
 shows progress from the plugin's event stream, and moves the finished JSON into place with
@@ -30,7 +30,8 @@ or runs past --timeout-s leaves a JSON rebuilt from the stream: the cases that f
 keep their timings, the case that was running and those never reached are `failed`
 records with the reason. The other frameworks' results are unaffected.
 
-Imports no framework: installation is checked with importlib.util.find_spec.
+Imports no framework, nor the frameworks package: a framework is found with
+importlib.util.find_spec of its own module, its adapter as a file of the checkout.
 """
 from __future__ import annotations
 
@@ -52,23 +53,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reports import atomic, signals, stats
+from reports.analysis import stats
+from reports.running import atomic, signals
 from workloads.base import FwbenchError, merge_tree
 from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
 # fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
 FRAMEWORKS = ("torch", "jax", "tensorflow")
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 # The harness's reason for a mode a framework does not have (frameworks/bench.py: run_case).
 NO_SUCH_MODE = re.compile(r"has no '\w+' mode \(it has ")
 
 
+def adapter_file(name: str) -> Path:
+    """Where this checkout keeps the framework's fwbench adapter (frameworks/<name>/__init__.py)."""
+    return CHECKOUT / "frameworks" / name / "__init__.py"
+
+
 def installed(name: str) -> bool:
-    """Is the framework importable and its fwbench adapter present? Imports neither."""
-    if importlib.util.find_spec(name) is None:
-        return False
-    spec = importlib.util.find_spec(f"frameworks.{name}")
-    return spec is not None and spec.origin is not None     # an empty folder is no adapter
+    """Is the framework importable and its fwbench adapter present? Imports neither: the
+    adapter is looked for as a file (find_spec of frameworks.<name> would import the
+    frameworks package), the framework with find_spec of its top-level module (which finds
+    it without importing it)."""
+    return importlib.util.find_spec(name) is not None and adapter_file(name).is_file()
 
 
 def absent_reason(name: str) -> str:
@@ -234,23 +241,14 @@ def _describe(case: dict[str, Any]) -> str:
     return " ".join(str(case[k]) for k in keys) or case.get("nodeid", "?")
 
 
-def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None,
-                  role: str | None = None, cache: Path | None = None) -> Path:
-    """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
-    `repeat` index, the process is that one of the run (its own JSON, case order and
-    environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
-    run's folder) are its compile-cache role and folder."""
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    name, label = process_names(fw, repeat, opts.repeats)
-    tmp = out / f".{name}.benchmark.json.tmp"
-    events_path = out / f".{name}.events.jsonl"
-    for p in (tmp, events_path):
-        p.unlink(missing_ok=True)
+def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
+                   role: str | None = None) -> list[str]:
+    """The command line of one framework process: pytest-benchmark on the checkout's cases
+    with the event plugin (reports.running.pytest_events) and the run's options."""
     cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
-           "-p", "reports.pytest_events", "-p", "no:cacheprovider", "-q",
+           "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
            "--framework", fw, "--preset", opts.preset, "--device", opts.device,
-           "--benchmark-json", str(tmp), "--benchmark-save-data"]
+           "--benchmark-json", str(json_path), "--benchmark-save-data"]
     if opts.workloads:
         cmd += ["--workload", opts.workloads]
     if opts.threads:
@@ -273,6 +271,13 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     if opts.variants:
         cmd += ["--variants", opts.variants]
     cmd += opts.extra
+    return cmd
+
+
+def process_env(fw: str, opts: RunOptions, events_path: Path, repeat: int | None = None,
+                cache: Path | None = None) -> dict[str, str]:
+    """The environment of one framework process: its event stream, its padding, and the
+    run's compile caches (`cache`, default the run's folder) rather than any the caller set."""
     env = dict(os.environ, FWBENCH_EVENTS=str(events_path), PYTHONUNBUFFERED="1",
                FWBENCH_ENV_PAD=env_pad(opts.seed, fw, repeat or 0))
     cache = cache or opts.cache_dir
@@ -282,6 +287,24 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
             env.pop(var, None)
         env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
                                        if not f.startswith("--tf_xla_persistent_cache_directory="))
+    return env
+
+
+def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repeat: int | None = None,
+                  role: str | None = None, cache: Path | None = None) -> Path:
+    """Run one framework's benchmark process; return the JSON it leaves in `out`. With a
+    `repeat` index, the process is that one of the run (its own JSON, case order and
+    environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
+    run's folder) are its compile-cache role and folder."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    name, label = process_names(fw, repeat, opts.repeats)
+    tmp = out / f".{name}.benchmark.json.tmp"
+    events_path = out / f".{name}.events.jsonl"
+    for p in (tmp, events_path):
+        p.unlink(missing_ok=True)
+    cmd = pytest_command(fw, opts, tmp, repeat, role)
+    env = process_env(fw, opts, events_path, repeat, cache)
     log_path = logs / f"{name[:-5]}.log"
     t_start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
@@ -301,7 +324,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
                 if time.monotonic() - t_start > opts.timeout_s:
                     ended = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
                     _kill_group(proc)
-        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.signals)
+        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.running.signals)
             interrupted = signals.of(e)
             ended = f"interrupted by {interrupted.name} (fwbench run was stopped)"
             _kill_group(proc)

@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the tidy frame of reports.data, each saved as PNG and PDF.
+"""The report's figures, drawn from the tidy frame of analysis.data, each saved as PNG and PDF.
 
 Every function serves every workload: panels are laid out by the record's fields (a row
 of panels per workload, a panel per task), bars by mode and framework, labels from the
@@ -33,9 +33,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from reports import escape
-from reports.data import FRAMEWORK_ORDER, TIMED, finite
-from workloads.record import MODES, NOT_ITS_API
+from reports.analysis.data import (OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes, mode_order,
+                                   not_applicable)
+from reports.rendering import escape
+from workloads.record import MODES
 
 CB = sns.color_palette("colorblind").as_hex()
 # torch vermillion, jax blue, tensorflow bluish green (not a second orange); any later
@@ -47,9 +48,6 @@ STATUS_COLOURS = {"ok": CB[2], "fallback": CB[8], "unsupported": CB[7], "failed"
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # "up to 40% faster" with torch.compile, as the claim is usually made
-# Frameworks whose eager mode dispatches op by op (each op compiled or traced on its own): a
-# speedup over it is no speedup over a fast eager mode, and labels say so.
-OP_BY_OP_EAGER = ("jax", "tensorflow")
 PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
 
 
@@ -60,16 +58,6 @@ def colours(names: Any) -> dict[str, str]:
     for i, n in enumerate(others):
         out[n] = SPARE_COLOURS[i % len(SPARE_COLOURS)]
     return out
-
-
-def framework_order(names: Any) -> list[str]:
-    names = set(names)
-    return [f for f in FRAMEWORK_ORDER if f in names] + sorted(names - set(FRAMEWORK_ORDER))
-
-
-def mode_order(names: Any) -> list[str]:
-    names = set(names)
-    return [m for m in MODES if m in names] + sorted(names - set(MODES))
 
 
 @contextlib.contextmanager
@@ -155,7 +143,7 @@ def _line_label(ax: Any, y: float, text: str) -> None:
 def _bars(ax: Any, sub: pd.DataFrame, x: Callable[[pd.Series], str], xs: list[str], fws: list[str],
           y: str, lo: str, hi: str, col: dict[str, str], scale: float = 1.0) -> list[float]:
     """Grouped bars: a group per x category, a bar per framework, 95% CI whiskers;
-    fallback cases hatched; a flagged case (reports.findings.annotate: its instability could
+    fallback cases hatched; a flagged case (findings.annotate: its instability could
     change a verdict, or it ran on a busy machine) outlined in a thick dashed line. Returns
     the plotted heights and bounds (for the log decision)."""
     width = 0.8 / max(len(fws), 1)
@@ -336,26 +324,6 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
             ax.set_ylabel("% of fp32 GEMM rate")
         _framework_legend(fig, fws, col, _fallback_note(d))
     return fig
-
-
-def lacking_modes(df: pd.DataFrame) -> set[tuple[str, str]]:
-    """(framework, mode) pairs where the framework has no such mode (machine_info.fwbench
-    .frameworks[f].modes of the runs): shown as n/a, not as an unsupported case."""
-    have: dict[str, set[str]] = {}
-    for run in df.attrs.get("runs", []):
-        for f, info in (run.get("frameworks") or {}).items():
-            if isinstance(info, dict) and isinstance(info.get("modes"), list):
-                have.setdefault(f, set()).update(info["modes"])
-    return {(f, m) for f, m, st in zip(df["framework"], df["mode"], df["status"])
-            if st == "unsupported" and f in have and m not in have[f]}
-
-
-def not_applicable(df: pd.DataFrame) -> pd.Series:
-    """Rows that ask a framework for another framework's API (a mode or strategy it does not
-    have; workloads.record.not_its_api wrote their reason): n/a, not an unsupported case."""
-    if df.empty or "reason" not in df.columns:
-        return pd.Series(False, index=df.index)
-    return (df["status"] == "unsupported") & df["reason"].astype(str).str.contains(NOT_ITS_API, regex=True)
 
 
 def _own_strategies(df: pd.DataFrame) -> set[tuple[str, str, str]]:

@@ -3,7 +3,7 @@
 A result file is hostile input until checked: every field is checked for its type (the
 record's from workloads.record.FIELDS, so a field added there is checked here too) and its
 range (RANGES below; a numeric field without an entry must at least be finite). Checks
-return short phrases naming the field; reports.data turns them into one line per skipped
+return short phrases naming the field; data.py turns them into one line per skipped
 record or ignored field, naming the file and the record, and keeps reading the rest.
 
     record_problems(rec)         the record's type and range problems ([] when valid)

@@ -2,7 +2,7 @@
 
 Cases are matched on the record's identifying fields (workload.record.CASE_KEYS: workload,
 task, framework, mode, strategy, preset, device); each side's processes of a case are pooled
-first (reports.replicates.cases: steady state from warm processes), as in the report. For
+first (replicates.cases: steady state from warm processes), as in the report. For
 each case timed in both:
 
     ratio = time_new / time_old          (above 1: the new run is slower)
@@ -24,8 +24,8 @@ from typing import Iterable
 
 import pandas as pd
 
-from reports import replicates, stats
-from reports.data import TIMED, load
+from reports.analysis import replicates, stats
+from reports.analysis.data import TIMED, load
 
 Paths = Iterable[str | os.PathLike] | str | os.PathLike
 COLUMNS = ["case", "old_median_s", "new_median_s", "ratio", "ratio_lo", "ratio_hi", "level", "verdict"]
