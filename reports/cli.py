@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from workloads import options
 from workloads.base import FwbenchError
 
 QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
@@ -83,6 +84,25 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
+# What `fwbench run` does with a harness option beyond what the option says (its own defaults).
+RUN_NOTES = {
+    "workload": f"; with --quick: {QUICK_WORKLOADS}",
+    "preset": "; tiny with --quick",
+    "budget_s": f"; without it and --rounds a full run times {RUN_ROUNDS} rounds per case",
+    "rounds": f"; a full run's default is {RUN_ROUNDS}, after 2 warm-up rounds; --quick sizes them by its budget",
+}
+
+
+def _option(o: options.Option) -> Any:
+    """An argparse type for a harness option: its own parsing and checks, one line on error."""
+    def parse(text: str) -> Any:
+        try:
+            return o.parse(text)
+        except FwbenchError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
 def _positive(kind: type, zero: bool = False) -> Any:
     """An argparse type: a finite number above 0 (or at least 0 with zero=True)."""
     what = f"{'non-negative' if zero else 'positive'} {'finite number' if kind is float else 'integer'}"
@@ -108,7 +128,8 @@ def _margin(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and below 1 (0.10 = 10%), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and below 1 (0.10 = 10%), "
+                                         f"got {text!r}") from None
     if not (math.isfinite(v) and 0 < v < 1):
         raise argparse.ArgumentTypeError(f"expected a fraction above 0 and below 1 (0.10 = 10%), got {text!r}")
     return v
@@ -125,10 +146,9 @@ def make_parser() -> Parser:
                                    "into --out.")
     r.add_argument("--framework", action="append", metavar="NAMES",
                    help="frameworks, comma separated or repeated (default: every installed one)")
-    r.add_argument("--workload", help="workloads, comma separated (default: all)")
-    r.add_argument("--preset", help="workload preset (default: small, the CPU preset; tiny with --quick)")
-    r.add_argument("--device", default="cpu", help="cpu (default), cuda or gpu")
-    r.add_argument("--threads", type=_positive(int), help="intra-op threads for every framework (default: all CPUs)")
+    for o in options.HARNESS:          # the options each framework process takes, declared once
+        if o.cli:
+            r.add_argument(o.flag, type=_option(o), help=o.help + RUN_NOTES.get(o.name, ""))
     r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
@@ -139,10 +159,6 @@ def make_parser() -> Parser:
                         "are indicative")
     r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
-    r.add_argument("--budget-s", type=_positive(float), help="timed seconds per case, to size its rounds (without "
-                   f"it and --rounds a full run times {RUN_ROUNDS} rounds per case)")
-    r.add_argument("--rounds", type=_positive(int), help=f"fixed timed rounds per case (overrides --budget-s; a full "
-                   f"run's default is {RUN_ROUNDS}, after 2 warm-up rounds; --quick sizes them by its budget)")
     r.add_argument("--cold", type=_positive(int), help=f"cold processes per framework (default {RUN_COLD}; "
                    f"{QUICK_COLD} with --quick): each starts from an empty compile-cache folder of its own and each "
                    "of its cases compiles from empty caches; they measure first calls (compile latency)")
@@ -223,7 +239,8 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     with safe_write(out, "the report into"):
         paths = document.render(df, out, weights, margin)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
-    print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paths.get('pdf', paths['paper'])}  "
+    paper = paths.get('pdf', paths['paper'])
+    print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paper}  "
           f"({len(df)} records)")
     return 0
 
@@ -244,8 +261,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise FwbenchError("no framework to run: " + "; ".join(runner.absent_reason(f) for f in absent))
     opts = runner.RunOptions(frameworks=tuple(wanted),
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
-                             preset=args.preset or ("tiny" if args.quick else "small"), device=args.device,
-                             threads=args.threads,
+                             preset=args.preset or ("tiny" if args.quick else "small"),
+                             device=args.device or "cpu", threads=args.threads, precision=args.precision or "fp32",
                              budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
                              rounds=args.rounds or (None if args.quick or args.budget_s else RUN_ROUNDS),
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
@@ -296,6 +313,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     """What fwbench's framework registry finds: frameworks/env.py, in a process of its own,
     so that reports imports neither a framework nor the frameworks package."""
     import subprocess
+
     from reports.running.runner import CHECKOUT
     rc = subprocess.run([sys.executable, "-m", "frameworks.env"], cwd=CHECKOUT).returncode
     return rc if rc >= 0 else 128 - rc          # killed by signal N: 128 + N, as a shell says

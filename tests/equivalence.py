@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-import pytest
 
 import frameworks
 from workloads import gpt

@@ -213,7 +213,8 @@ def bad_file(kind: str) -> dict[str, Any]:
 def injected_run() -> dict[str, Any]:
     """A torch run whose record strings are INJECT's (eager and compiled timed, one failed)."""
     strings = {k: v for k, v in INJECT.items() if k not in ("reason", "task")}
-    recs = [record("torch", INJECT["task"], m, first_call_s=f, **strings) for m, f in (("eager", 0.1), ("compiled", 2.0))]
+    recs = [record("torch", INJECT["task"], m, first_call_s=f, **strings)
+            for m, f in (("eager", 0.1), ("compiled", 2.0))]
     failed = record("torch", INJECT["task"], "graph", status="failed", reason=INJECT["reason"], **strings)
     return result_json([(recs[0], times(0.01)), (recs[1], times(0.004, seed=1))], [failed],
                        cpu="$x$ <b>cpu</b>\n# h")
@@ -235,7 +236,8 @@ def synthetic_folder(folder: Path, records: int, cases: int, files: int = 10, ro
             median = 0.001 * (1 + c % 7)
             timed.append((rec, [float(t) for t in median * np.exp(rng.normal(0, 0.03, rounds))]))
             k += 1
-        write(folder / f"run{f:03d}.json", result_json(timed, frameworks=fws, date=f"2025-01-{f % 28 + 1:02d}T00:00:00+00:00"))
+        date = f"2025-01-{f % 28 + 1:02d}T00:00:00+00:00"
+        write(folder / f"run{f:03d}.json", result_json(timed, frameworks=fws, date=date))
     return folder
 
 

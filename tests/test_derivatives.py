@@ -254,6 +254,7 @@ def test_pfor_fallbacks_to_a_while_loop_are_recorded_during_the_block_only():
     pytest.importorskip("tensorflow")
     frameworks.load("tensorflow")
     import tensorflow as tf
+
     from frameworks import tensorflow as tf_adapter
     logger, n0 = tf.get_logger(), len(tf_adapter.PFOR_FALLBACKS)
     level = logger.level
@@ -263,7 +264,8 @@ def test_pfor_fallbacks_to_a_while_loop_are_recorded_during_the_block_only():
     logger.warning("Using a while_loop for converting Bar cause outside the block")
     assert tf_adapter.PFOR_FALLBACKS[n0:] == [
         "Using a while_loop for converting Foo cause there is no registered converter for this op."]
-    assert logger.level == level and frameworks.load("tensorflow").model_fallbacks()[n0:] == tf_adapter.PFOR_FALLBACKS[n0:]
+    assert logger.level == level
+    assert frameworks.load("tensorflow").model_fallbacks()[n0:] == tf_adapter.PFOR_FALLBACKS[n0:]
 
 
 # ----------------------------------------------------------------------------- peak memory of one call

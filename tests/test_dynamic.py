@@ -10,11 +10,11 @@ import pytest
 
 import frameworks
 from frameworks import bench
+from frameworks.base import Unsupported
 from tests.helpers import INSTALLED
 from tests.test_harness import FakeAdapter
 from workloads import dynamic as D
 from workloads import gpt
-from frameworks.base import Unsupported
 from workloads import record as record_mod
 from workloads.base import FwbenchError, rel_err
 from workloads.case import Case

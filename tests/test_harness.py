@@ -293,6 +293,7 @@ def test_jax_train_step_state_is_ready_when_the_timed_call_returns():
     for the loss only. (gpt only: the diffusion model's state() is the same two lines.)"""
     pytest.importorskip("jax")
     import jax
+
     import workloads
     from frameworks.jax import diffusion as jax_diffusion
     assert callable(getattr(jax_diffusion.JaxDiffusion, "state", None))
@@ -316,6 +317,7 @@ def test_a_result_that_fails_its_check_is_failed_and_not_timed(benchmark, monkey
     the check's message (recorded `failed`, the pytest case xfails: the record is the
     finding), before any timing; a match times it as usual."""
     import dataclasses
+
     from workloads import gpt
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-import numpy as np
 import pytest
 
 from tests import test_diffusion_equivalence as TD

@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 import reports
-from reports.analysis import findings, replicates
-from reports.rendering import document, latex
+from reports.rendering import latex
 from tests.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import summary, findings, replicates
+from reports.analysis import findings, replicates, summary
 from reports.rendering import document
 from reports.sections import common, derivatives, dynamic, interop
 from tests.reports_fixtures import axis_folder, record, stream_fields

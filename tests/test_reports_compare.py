@@ -8,8 +8,15 @@ import pytest
 
 from reports import cli
 from reports.analysis import compare, stats
-from tests.reports_fixtures import benchmark_entry, plausible_processes, plausible_run, record, result_json, \
-    simulated_processes, times, write
+from tests.reports_fixtures import (
+    benchmark_entry,
+    plausible_processes,
+    plausible_run,
+    record,
+    result_json,
+    simulated_processes,
+    write,
+)
 
 SLOWER, FASTER = stats.words(stats.SLOWER_M, stats.MARGIN), stats.words(stats.FASTER_M, stats.MARGIN)
 

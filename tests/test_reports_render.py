@@ -17,7 +17,8 @@ FIGURES = ("throughput", "speedup", "first_call", "utilisation", "cold_warm")
 def rendered(tmp_path_factory):
     """torch and jax ran (jax with a failed case), tensorflow is missing."""
     d = tmp_path_factory.mktemp("results")
-    write(d / "torch.json", plausible_run("torch", missing={"tensorflow": "tensorflow is not installed: pip install x"}))
+    missing = {"tensorflow": "tensorflow is not installed: pip install x"}
+    write(d / "torch.json", plausible_run("torch", missing=missing))
     jax = plausible_run("jax")
     jax["benchmarks"] = [b for b in jax["benchmarks"] if b["params"]["task"] != "generate"
                          or b["params"]["mode"] != "compiled"]
@@ -131,9 +132,11 @@ def test_figures_come_from_record_fields_for_any_workload(tmp_path):
     """A second workload with its own tasks, unit and a strategy field: the same functions draw it."""
     gpt = [(record("torch", "forward", m, first_call_s=f), times(t, seed=i))
            for i, (m, f, t) in enumerate([("eager", 0.1, 0.01), ("compiled", 5.0, 0.005)])]
-    dif = [(record("torch", "sample", m, workload="diffusion", unit="images", items=8, first_call_s=f), times(t, seed=9 + i))
+    dif = [(record("torch", "sample", m, workload="diffusion", unit="images", items=8, first_call_s=f),
+            times(t, seed=9 + i))
            for i, (m, f, t) in enumerate([("eager", 0.2, 0.4), ("compiled", 9.0, 0.1)])]
-    dyn = [(record("jax", "stream", "compiled", workload="dynamic", strategy=s, unit="sequences", items=4), times(t, seed=20 + i))
+    dyn = [(record("jax", "stream", "compiled", workload="dynamic", strategy=s, unit="sequences", items=4),
+            times(t, seed=20 + i))
            for i, (s, t) in enumerate([("per_shape", 0.3), ("bucketed", 0.05)])]
     write(tmp_path / "torch.json", result_json(gpt + dif))
     write(tmp_path / "jax.json", result_json(dyn, frameworks=["jax"]))
@@ -142,7 +145,8 @@ def test_figures_come_from_record_fields_for_any_workload(tmp_path):
     labels = {ax.get_ylabel() for ax in fig.axes if ax.get_visible()}
     assert {"throughput (tokens/s)", "throughput (images/s)", "throughput (sequences/s)"} <= labels
     titles = {ax.get_title() for ax in fig.axes if ax.get_visible()}
-    assert any(t.startswith("diffusion: sample") for t in titles) and any(t.startswith("dynamic: stream") for t in titles)
+    assert any(t.startswith("diffusion: sample") for t in titles)
+    assert any(t.startswith("dynamic: stream") for t in titles)
     cap = figures.capability_table(df, {})
     assert "strategy" in cap.columns and set(cap["workload"]) == {"gpt", "diffusion", "dynamic"}
     assert figures.speedup(df) is not None and figures.first_call(df) is not None
@@ -156,6 +160,7 @@ def test_colours_are_fixed_and_colour_blind_safe():
     assert c["torch"] == figures.colours(["torch"])["torch"]
     assert len(set(c.values())) == 4 and set(c.values()) <= cb
     import colorsys
+
     from matplotlib.colors import to_rgb
     hue = {f: colorsys.rgb_to_hsv(*to_rgb(c[f]))[0] for f in ("torch", "jax", "tensorflow")}
     assert abs(hue["torch"] - hue["tensorflow"]) > 0.15          # not two oranges
@@ -183,3 +188,15 @@ def test_another_frameworks_api_is_na_not_unsupported(tmp_path):
     lines, _ = document.short_reasons(df)
     assert any(own in ln for ln in lines) and not any("input_signature" in ln and "unsupported" in ln for ln in lines)
     assert any(ln.startswith("n/a (another framework's API") and "jax: input_signature" in ln for ln in lines)
+
+
+def test_the_cpus_bf16_instructions_are_in_the_set_up_and_bad_ones_are_dropped(tmp_path):
+    recs = [(record("torch", "forward", "eager"), times(0.01))]
+    write(tmp_path / "good" / "torch.json", result_json(recs, cpu_flags=["avx512f", "amx_bf16"]))
+    write(tmp_path / "bad" / "torch.json", result_json(recs, cpu_flags=["avx512f", "not a flag; rm -rf"]))
+    good = document.setup_table(reports.load(tmp_path / "good")).set_index("")
+    row = [k for k in good.index if k.startswith("CPU's bf16 instructions")]
+    assert row and good.loc[row[0], "value"] == "avx512f, amx_bf16"
+    bad = reports.load(tmp_path / "bad")
+    assert any("cpu_flags" in p for p in bad.attrs["problems"])
+    assert not any(k.startswith("CPU's bf16") for k in document.setup_table(bad).iloc[:, 0])

@@ -23,8 +23,7 @@ import reports
 from reports import cli
 from reports.analysis import compare, findings, replicates, stats
 from reports.rendering import document
-from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, \
-    write
+from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, write
 
 COLD, WARM, ROUNDS = cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS
 DECIDED_WORDS = re.compile(r" is (faster|slower) than ")

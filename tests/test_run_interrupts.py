@@ -166,7 +166,8 @@ def test_cases_never_reached_in_a_mode_the_framework_lacks_are_unsupported(monke
     monkeypatch.setattr(runner, "host_info", lambda fw, threads, device: {"cpu": "CPU X", "allocator": "kept",
                                                                           "modes": ["eager", "compiled"]})
     w = runner._Watch("torch", runner.Progress())
-    cases = [{"nodeid": f"t[{m}]", "workload": "gpt", "task": "forward", "mode": m} for m in ("eager", "graph", "compiled")]
+    cases = [{"nodeid": f"t[{m}]", "workload": "gpt", "task": "forward", "mode": m}
+             for m in ("eager", "graph", "compiled")]
     w.on({"event": "collected", "cases": cases})
     w.on({"event": "done", "nodeid": "t[eager]", "outcome": "passed", "benchmark": None, "records": []})
     w.on({"event": "start", "nodeid": "t[compiled]"})

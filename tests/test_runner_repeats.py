@@ -80,8 +80,9 @@ def test_cold_and_warm_processes_write_one_json_each_with_their_role_and_folder(
     roles = []
     for i, p in enumerate(paths):
         log = (fake_suite / "logs" / f"torch-{i}.log").read_text()
-        assert (f"--repeat {i} --repeats 3 --cold 2 --warm 1 --case-order-seed "
-                f"{runner.case_order_seed(3, 'torch', i)}") in log
+        for flag in (f"--repeat {i} ", "--repeats 3 ", "--cold 2 ", "--warm 1 ",
+                     f"--case-order-seed {runner.case_order_seed(3, 'torch', i)} "):
+            assert flag in log, flag
         assert f"--run-id {opts.run_id}" in log
         roles.append(log.split("--cache-role ")[1].split()[0])
         env = json.loads((fake_suite.parent / "fake-env" / f"env-{i}.json").read_text())     # what the fake process saw

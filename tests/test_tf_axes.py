@@ -100,6 +100,7 @@ def test_keras_layer_normalization_on_tf_has_the_moments_second_derivative():
 
 def test_functional_call_reads_the_given_tensors_and_puts_the_variables_back():
     import tensorflow as tf
+
     from frameworks.tensorflow import gpt as tgpt
     cfg = gpt.preset("tiny").config
     p0, p1 = (D.gpt_params(PARAMS, k) for k in (0, 1))

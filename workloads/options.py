@@ -45,6 +45,14 @@ class Option:
                 raise FwbenchError(f"{self.flag} must be {self.what}, got {value!r}")
         return value
 
+    def parse(self, text: str) -> Any:
+        """A command line's text -> the checked value (FwbenchError, one line, if it is not one)."""
+        try:
+            value = self.type(text) if self.type is not None else text
+        except ValueError:
+            raise FwbenchError(f"{self.flag} must be {self.what or 'a ' + self.type.__name__}, got {text!r}") from None
+        return self.check(value)
+
     def pytest_kwargs(self) -> dict[str, Any]:
         if self.type is None:
             return {"action": "store_true", "help": self.help}
@@ -66,14 +74,14 @@ HARNESS: tuple[Option, ...] = (
     Option("rounds", int, None, "fixed timed rounds per case (overrides --budget-s)", low=1,
            what="an integer of at least 1", cli=True),
     Option("min_rounds", int, 7, "fewest timed rounds per case when sized by the budget (default 7)", low=1,
-           what="an integer of at least 1", cli=True),
+           what="an integer of at least 1"),
     Option("warmup_rounds", int, 2, "untimed rounds before the timed ones (default 2)", low=0,
-           what="an integer of at least 0", cli=True),
+           what="an integer of at least 0"),
     Option("precision", str, "fp32", "comma list of numeric policies to run (workloads.case.PRECISIONS; "
            "default fp32)", cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
-           "case's default strategy", choices=("all", "default"), cli=True),
+           "case's default strategy", choices=("all", "default")),
     Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",
            process=True),
     Option("repeat", int, None, "this process's index within the run (set by fwbench run)", process=True),
@@ -98,13 +106,14 @@ def checked(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def argv(values: Mapping[str, Any], names: Iterable[str] | None = None) -> list[str]:
-    """The pytest command-line arguments for `values` (None and a false flag are left out)."""
+    """The pytest command-line arguments for `values`, in HARNESS order (None, a false flag
+    and an option's own default are left out: the process takes the same default)."""
     out: list[str] = []
     for o in HARNESS:
         if (names is not None and o.name not in names) or o.name not in values:
             continue
         v = values[o.name]
-        if v is None or v is False:
+        if v is None or v is False or v == o.default:
             continue
         out += [o.flag] if o.type is None else [o.flag, str(v)]
     return out

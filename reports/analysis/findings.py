@@ -55,8 +55,8 @@ import pandas as pd
 
 from reports import sections
 from reports.analysis import replicates, stats, verdicts
-from reports.analysis.verdicts import versus
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from reports.analysis.verdicts import versus
 from workloads.base import FwbenchError
 
 GROUP = ["workload", "task", "strategy", "preset", "device"]
@@ -492,7 +492,7 @@ def deciding_sentences(sens: pd.DataFrame) -> list[str]:
         return [f"{share.index[0]} ranks first under every weighting of the grid ({n} weight vectors, each concern "
                 "weighted 0 to 3): no weighting of these concerns changes the choice."]
     leads = "; ".join(f"{f} leads on {v}" for f, v in sens["leads on"].items() if v != "-")
-    return [f"No framework ranks first under every weighting: " +
+    return ["No framework ranks first under every weighting: " +
             ", ".join(f"{f} under {100 * v:.0f}%" for f, v in share.items() if v > 0) +
             f" of {n} weight vectors (each concern weighted 0 to 3).",
             f"The choice turns on which concern matters most to you: {leads}."]

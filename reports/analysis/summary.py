@@ -17,14 +17,14 @@ own sentences where its workload ran.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import findings, replicates, stats, verdicts
+from reports.analysis import findings, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+
 
 def _model(df: pd.DataFrame) -> pd.DataFrame:
     """Timed default-strategy cases of the model workloads (what the framework choice reads)."""
@@ -111,7 +111,8 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> 
             stated += 1
             x, lo, hi = j.speed()
             flag = " (flagged)" if fam.key_flags.get(j.key) else ""
-            won.setdefault(a["framework"], []).append(f"{w} {k} {stats.fmt_x(x)}x [{stats.fmt_x(lo)}, {stats.fmt_x(hi)}] over "
+            ci = f"{stats.fmt_x(x)}x [{stats.fmt_x(lo)}, {stats.fmt_x(hi)}]"
+            won.setdefault(a["framework"], []).append(f"{w} {k} {ci} over "
                                                       f"{b['framework']}{flag}")
     return won, stated, compared
 

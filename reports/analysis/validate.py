@@ -19,7 +19,8 @@ import math
 import re
 from typing import Any, Mapping
 
-from workloads.record import FIELDS, MODES, STATUSES, problems as type_problems
+from workloads.record import FIELDS, MODES, STATUSES
+from workloads.record import problems as type_problems
 
 MAX_TEXT = 10_000                 # longest string kept from a result file (reasons are cut at 1,000)
 MAX_ROUNDS = 10_000_000           # most per-round times a case may carry
@@ -58,6 +59,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "run_id": (str,), "repeat": (int,), "repeats": (int,), "case_order": (str,), "compile_cache": (str,),
     "gc": (str,), "compile_cache_dirs": (dict,), "gemm_rates": (dict,), "settings": (dict,),
     "cache_role": (str,), "cold": (int,), "warm": (int,), "env_pad_bytes": (int,), "env_bytes": (int,),
+    "cpu_flags": (list,),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
 _MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings"}
@@ -143,7 +145,10 @@ def machine(info: Any) -> tuple[dict[str, Any], list[str]]:
         if v is None:
             continue
         p = (f"field {k!r} is {type(v).__name__} {_short(v)}" if isinstance(v, bool) or not isinstance(v, types)
-             else number_problem(k, v) if isinstance(v, (int, float)) else text_problem(k, v))
+             else number_problem(k, v) if isinstance(v, (int, float))
+             else next((f"field {k!r} has {_short(x)}, not a flag name" for x in v
+                        if not (isinstance(x, str) and _NAME.match(x))), None) if isinstance(v, list)
+             else text_problem(k, v))
         if p is None and k == "missing":
             p = next((f"field 'missing' has {_short(n)}: {_short(w)}, not name: reason" for n, w in v.items()
                       if not isinstance(w, str) or len(w) > MAX_TEXT), None)

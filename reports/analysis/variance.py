@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from reports.analysis import replicates, stats
-from reports.analysis.data import TIMED, finite
+from reports.analysis.data import TIMED
 
 
 @dataclass

@@ -27,7 +27,8 @@ from reports.rendering import escape, figures, latex
 from reports.running import atomic
 from reports.sections.common import has, missing_note
 
-Block = tuple  # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
+# ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
+Block = tuple
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
@@ -76,6 +77,9 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         versions.setdefault(r["framework"], set()).add(str(r["framework_version"]))
     rows = [
         ("CPU", _uniq(r["cpu"] for r in runs)),
+        *([("CPU's bf16 instructions (of avx512f, avx512_bf16, amx_bf16, amx_tile, avx_vnni, avx512_fp16)",
+            _uniq(", ".join(r["cpu_flags"]) or "none" for r in runs if r.get("cpu_flags") is not None))]
+          if any(r.get("cpu_flags") is not None for r in runs) else []),
         ("accelerator", _uniq(r["accelerator"] for r in runs) if any(r["accelerator"] for r in runs) else "none"),
         ("device", _uniq(df["device"])),
         ("intra-op threads", _uniq(df["threads"])),
@@ -85,7 +89,8 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("matmul precision", _uniq(df["matmul_precision"])),
         ("C heap (malloc)", _uniq(r.get("allocator") or "not recorded" for r in runs)),
         ("frameworks", "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in
-                                 sorted(versions.items(), key=lambda kv: rdata.framework_order(versions).index(kv[0])))),
+                                 sorted(versions.items(),
+                                        key=lambda kv: rdata.framework_order(versions).index(kv[0])))),
         ("workloads", _uniq(df["workload"])),
         ("presets", "; ".join(f"{w} {p}: {s}" for w, p, s in sorted(set(zip(df["workload"], df["preset"], df["shape"])))
                               if s != "n/a")),
@@ -394,8 +399,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += summary_blocks(df, fam, weights)
     b += section_blocks(df, figs, fam)
     b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
-                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B (and "
-                      "cases.csv), first calls and compilations in Appendix C.",
+                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
+                      "(and cases.csv), first calls and compilations in Appendix C.",
                       ("throughput", "speedup", "first_call", "utilisation"))
     b += stability_blocks(df, fam)
     b += model_blocks(model, figs, "Compilation: cold and warm first calls", "First call with every compile cache "
@@ -627,7 +632,9 @@ def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
 # ----------------------------------------------------------------------------- renderers
 
 def _text(x: Any) -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else (f"{x:.2f}" if isinstance(x, float) else str(x))
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.2f}" if isinstance(x, float) else str(x)
 
 
 def _md_cell(x: Any) -> str:

@@ -27,14 +27,20 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from reports.analysis.data import (OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes, mode_order,
-                                   not_applicable)
+from reports.analysis.data import (
+    OP_BY_OP_EAGER,
+    TIMED,
+    finite,
+    framework_order,
+    lacking_modes,
+    mode_order,
+    not_applicable,
+)
 from reports.rendering import escape
 from workloads.record import MODES
 
@@ -403,9 +409,9 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
                                "processes' median steps; whiskers: 95% t interval over processes). JAX's and "
                                "TensorFlow's eager modes run op by op. A dashed outline marks a flagged case."),
     "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
-                         "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's eager modes run op "
-                         "by op. Solid line: no change; dashed: the \"up to 40%\" claim (1.4x), made for "
-                         "torch.compile over torch eager. A dashed bar outline marks a flagged case."),
+                         "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's "
+                         "eager modes run op by op. Solid line: no change; dashed: the \"up to 40%\" claim (1.4x), "
+                         "made for torch.compile over torch eager. A dashed bar outline marks a flagged case."),
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
                                "guides: first call = k steps. Numbers: steps after which the compiled mode has "
                                "cost less total time than eager."),
@@ -425,7 +431,8 @@ def _visible_texts(ax: Any) -> list[tuple[str, Any]]:
     for kind, axis in (("x tick", ax.xaxis), ("y tick", ax.yaxis)):
         lo, hi = sorted(axis.get_view_interval())
         for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
-            if tick.get_visible() and tick.label1.get_visible() and lo - 1e-12 * abs(hi) <= tick.get_loc() <= hi * (1 + 1e-12) + 1e-300:
+            inside = lo - 1e-12 * abs(hi) <= tick.get_loc() <= hi * (1 + 1e-12) + 1e-300
+            if tick.get_visible() and tick.label1.get_visible() and inside:
                 out.append((kind, tick.label1))
     out += [("text", t) for t in ax.texts]
     return [(k, t) for k, t in out if t.get_visible() and t.get_text().strip()]

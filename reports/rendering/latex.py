@@ -64,7 +64,8 @@ def _widths(t: pd.DataFrame, char_pt: float, line_pt: float = LINE_PT) -> list[f
         low = [i for i, (s, n) in enumerate(zip(shares, need)) if s < n]
         if not low:
             break
-        fixed = {i: need[i] for i in low} | {i: shares[i] for i, s in enumerate(shares) if s <= need[i] and i not in low}
+        fixed = ({i: need[i] for i in low}
+                 | {i: shares[i] for i, s in enumerate(shares) if s <= need[i] and i not in low})
         free = [i for i in range(len(shares)) if i not in fixed]
         rest = 1.0 - sum(fixed.values())
         tot = sum(want[i] for i in free) or 1.0
@@ -147,7 +148,8 @@ def bibtex() -> str:
         kind = "misc" if where.startswith("software") else "inproceedings" if re.search(r"\d{4}$", where) and \
             not where.startswith("Scandinavian") else "article"
         field = "howpublished" if kind == "misc" else "booktitle" if kind == "inproceedings" else "journal"
-        out.append(f"@{kind}{{{key},\n  author = {{{who}}},\n  title = {{{{{title}}}}},\n  {field} = {{{where}}},\n}}\n")
+        out.append(f"@{kind}{{{key},\n  author = {{{who}}},\n  title = {{{{{title}}}}},\n"
+                   f"  {field} = {{{where}}},\n}}\n")
     return "\n".join(out)
 
 

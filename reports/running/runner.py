@@ -55,7 +55,8 @@ from typing import Any, TextIO
 
 from reports.analysis import stats
 from reports.running import atomic, signals
-from workloads.base import FwbenchError, merge_tree
+from workloads import options
+from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
 # fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
@@ -120,6 +121,7 @@ class RunOptions:
     cache_dir: Path | None = None  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
     keep_cache: bool = False       # leave the run's cache folder in place afterwards
     variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
+    precision: str = "fp32"        # numeric policies to run (plugin's --precision)
 
     def __post_init__(self) -> None:
         if self.cold < 1 or self.warm < 0:
@@ -195,15 +197,8 @@ def process_names(fw: str, repeat: int | None, repeats: int) -> tuple[str, str]:
 
 
 def preset_for(workload: str, text: str) -> str:
-    """The preset a workload ran at, from --preset as given: 'small' (every workload) or
-    'gpt=gpt2,diffusion=ddpm-cifar' (per workload; a bare name is the others' default)."""
-    default, per = "small", {}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        wl, eq, name = part.partition("=")
-        if eq:
-            per[wl.strip()] = name.strip()
-        else:
-            default = part
+    """The preset a workload ran at, from --preset as given (workloads.base.split_presets)."""
+    default, per = split_presets(text)
     return per.get(workload, default)
 
 
@@ -244,34 +239,16 @@ def _describe(case: dict[str, Any]) -> str:
 def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
                    role: str | None = None) -> list[str]:
     """The command line of one framework process: pytest-benchmark on the checkout's cases
-    with the event plugin (reports.running.pytest_events) and the run's options."""
-    cmd = [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
-           "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
-           "--framework", fw, "--preset", opts.preset, "--device", opts.device,
-           "--benchmark-json", str(json_path), "--benchmark-save-data"]
-    if opts.workloads:
-        cmd += ["--workload", opts.workloads]
-    if opts.threads:
-        cmd += ["--threads", str(opts.threads)]
-    if opts.budget_s is not None:
-        cmd += ["--budget-s", str(opts.budget_s)]
-    if opts.rounds is not None:
-        cmd += ["--rounds", str(opts.rounds)]
-    if opts.min_rounds is not None:
-        cmd += ["--min-rounds", str(opts.min_rounds)]
-    if opts.warmup_rounds is not None:
-        cmd += ["--warmup-rounds", str(opts.warmup_rounds)]
+    with the event plugin (reports.running.pytest_events) and the run's options, written by
+    the options' one declaration (workloads.options)."""
+    values = {o.name: getattr(opts, o.name) for o in options.HARNESS if hasattr(opts, o.name)}
+    values.update(framework=fw, workload=opts.workloads, cache_role=role, run_id=opts.run_id)
     if repeat is not None:
-        cmd += ["--repeat", str(repeat), "--repeats", str(opts.repeats), "--cold", str(opts.cold),
-                "--warm", str(opts.warm), "--case-order-seed", str(case_order_seed(opts.seed, fw, repeat))]
-    if role is not None:
-        cmd += ["--cache-role", role]
-    if opts.run_id:
-        cmd += ["--run-id", opts.run_id]
-    if opts.variants:
-        cmd += ["--variants", opts.variants]
-    cmd += opts.extra
-    return cmd
+        values.update(repeat=repeat, repeats=opts.repeats, cold=opts.cold, warm=opts.warm,
+                      case_order_seed=case_order_seed(opts.seed, fw, repeat))
+    return [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
+            "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
+            "--benchmark-json", str(json_path), "--benchmark-save-data", *options.argv(values), *opts.extra]
 
 
 def process_env(fw: str, opts: RunOptions, events_path: Path, repeat: int | None = None,
@@ -415,7 +392,8 @@ def save_json(path: Path, doc: dict[str, Any], progress: Progress) -> Path:
         os.close(fd)
         write_json_atomic(Path(spare), doc)
     except OSError as e2:
-        raise FwbenchError(f"{first}; nor in the temporary folder ({e2.strerror or e2}): these results are lost") from None
+        raise FwbenchError(f"{first}; nor in the temporary folder ({e2.strerror or e2}): "
+                           "these results are lost") from None
     progress.line(f"{first}; kept them in {spare} instead: move it next to the other results")
     return Path(spare)
 
@@ -530,7 +508,7 @@ class _Watch:
             if ev.get("benchmark"):
                 benchmarks.append(ev["benchmark"])
             records += ev.get("records") or []
-        threads = opts.threads or _cpus()
+        threads = opts.threads or available_cpus()
         host = host_info(fw, int(threads), opts.device) if self.done else {}
         modes = host.get("modes")
         for c in self.cases:
@@ -543,13 +521,14 @@ class _Watch:
             records.append(empty(
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
-                preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32", device=opts.device, threads=int(threads),
+                preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32",
+                device=opts.device, threads=int(threads),
                 items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat, compile_cache=role))
         missing = dict(self.missing)
         if not self.cases and not records and fw not in missing:
             missing[fw] = f"{why} before any case was collected"
         date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        info = {"schema": SCHEMA_VERSION, "fwbench_commit": _git_commit(), "date": date,
+        info = {"schema": SCHEMA_VERSION, "fwbench_commit": git_commit(), "date": date,
                 "frameworks": {fw: {"version": version_of(fw)}}, "missing": missing,
                 "threads": int(threads), "device": opts.device, "preset": opts.preset,
                 "gemm_flops": None, "gemm_note": None, "ended_by": why, "run_id": opts.run_id,
@@ -575,22 +554,6 @@ def host_info(fw: str, threads: int, device: str) -> dict[str, Any]:
         return info if isinstance(info, dict) else {}
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return {}
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        return os.cpu_count() or 1
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def _pytest_benchmark_version() -> str:

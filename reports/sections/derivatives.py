@@ -27,8 +27,18 @@ from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order, mode_order
 from reports.analysis.verdicts import judge, judge_scalar, versus
 from reports.rendering import figures as F
-from reports.sections.common import (Lacking, Plot, Section, Table, case_label, has, has_mode, short, strategy_label,
-                                     strategy_styles)
+from reports.sections.common import (
+    Lacking,
+    Plot,
+    Section,
+    Table,
+    case_label,
+    has,
+    has_mode,
+    short,
+    strategy_label,
+    strategy_styles,
+)
 
 BASELINE_STRATEGY = "loop"     # the plain loop the vectorised transforms are compared with
 SIZE_FIELDS = ("derivative_order", "models", "params", "batch")   # a problem's size: the first that varies
@@ -351,7 +361,8 @@ def _winners(d: pd.DataFrame, fam: stats.Family) -> list[str]:
         return ", ".join(f"{f} in {n}" for f, n in sorted(c.items(), key=lambda kv: -kv[1]))
     stated = sum(won.values())
     text = (f"Derivatives, fastest framework per task (each framework's best transform and mode against the "
-            f"runner-up's): faster by the verdicts in {stated} of {compared} tasks" + (f" ({count(won)})" if won else ""))
+            f"runner-up's): faster by the verdicts in {stated} of {compared} tasks"
+            + (f" ({count(won)})" if won else ""))
     rest = compared - stated - untested
     text += (f"; {rest} equivalent or inconclusive" if rest else "")
     if untested:

@@ -31,8 +31,17 @@ from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.analysis.verdicts import judge_scalar, procs
 from reports.rendering import figures as F
-from reports.sections.common import (Lacking, Plot, Section, Table, case_label, has, missing_note, strategy_label,
-                                     strategy_styles)
+from reports.sections.common import (
+    Lacking,
+    Plot,
+    Section,
+    Table,
+    case_label,
+    has,
+    missing_note,
+    strategy_label,
+    strategy_styles,
+)
 
 
 def hit_limit(r: pd.Series | dict[str, Any]) -> bool:
@@ -407,8 +416,8 @@ def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
 
 
 TABLES = (
-    Table(_table_or_note, "Per stream, framework, mode and strategy: distinct shapes, compilations during the cold pass "
-          "(each framework's own counter), the cold pass's total time (geometric mean over processes [95% t "
+    Table(_table_or_note, "Per stream, framework, mode and strategy: distinct shapes, compilations during the cold "
+          "pass (each framework's own counter), the cold pass's total time (geometric mean over processes [95% t "
           "interval]), one warm pass (median, 95% interval), the median request whose shape was new / seen, padding "
           "waste, and whether a recompile limit was hit.", "dynamic", keep_empty=True),
     Table(lambda d, lacking: costs(d),
