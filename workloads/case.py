@@ -17,6 +17,9 @@ from typing import Any, Iterable
 from workloads.base import choose
 from workloads.record import MODES
 
+# Every framework fwbench knows, in the order reports list them (frameworks/__init__.py's
+# _SPECS says how to import each; the reports read this, never `frameworks`).
+FRAMEWORKS = ("torch", "jax", "tensorflow")
 PRECISIONS = ("fp32",)          # the numeric policy of a case; one value until a second is built
 DEVICE_KINDS = ("cpu", "cuda", "gpu")
 

@@ -44,10 +44,11 @@ import pandas as pd
 
 from reports.analysis import stats, validate
 from workloads.base import FwbenchError
+from workloads.case import FRAMEWORKS
 from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
-FRAMEWORK_ORDER = ("torch", "jax", "tensorflow")
+FRAMEWORK_ORDER = FRAMEWORKS
 # Frameworks whose eager mode dispatches op by op (each op compiled or traced on its own): a
 # speedup over it is no speedup over a fast eager mode, and labels say so.
 OP_BY_OP_EAGER = ("jax", "tensorflow")

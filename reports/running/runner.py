@@ -57,10 +57,9 @@ from reports.analysis import stats
 from reports.running import atomic, signals
 from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
+from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
 from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
-# fwbench's frameworks, by the module each needs (tests check this against frameworks.names()).
-FRAMEWORKS = ("torch", "jax", "tensorflow")
 CHECKOUT = Path(__file__).resolve().parents[2]
 # The harness's reason for a mode a framework does not have (frameworks/bench.py: run_case).
 NO_SUCH_MODE = re.compile(r"has no '\w+' mode \(it has ")
