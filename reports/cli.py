@@ -84,6 +84,8 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
+# Harness options whose run default --quick changes (cmd_run sets them).
+QUICK_SETS = ("workload", "preset", "budget_s", "rounds")
 # What `fwbench run` does with a harness option beyond what the option says (its own defaults).
 RUN_NOTES = {
     "workload": f"; with --quick: {QUICK_WORKLOADS}",
@@ -259,10 +261,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     absent = [f for f in fws if f not in wanted]
     if not wanted:
         raise FwbenchError("no framework to run: " + "; ".join(runner.absent_reason(f) for f in absent))
-    opts = runner.RunOptions(frameworks=tuple(wanted),
+    # the harness options --quick has no say in pass as given (a new one needs a RunOptions field only)
+    given = {o.name: getattr(args, o.name) for o in options.HARNESS
+             if o.cli and o.name not in QUICK_SETS and getattr(args, o.name) is not None}
+    opts = runner.RunOptions(frameworks=tuple(wanted), **given,
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
                              preset=args.preset or ("tiny" if args.quick else "small"),
-                             device=args.device or "cpu", threads=args.threads, precision=args.precision or "fp32",
                              budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
                              rounds=args.rounds or (None if args.quick or args.budget_s else RUN_ROUNDS),
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
