@@ -387,15 +387,16 @@ class Adapter:
             case = Case(self.name, choose("workload", case, WORKLOADS), None, mode, strategy,
                         placement=Placement(device))
         choose("workload", case.workload, WORKLOADS)
-        have = getattr(importlib.import_module(f"workloads.{case.workload}"), "PRECISIONS", ("fp32",))
+        module = importlib.import_module(f"frameworks.{self.name}.{case.workload}")
+        have = getattr(module, "PRECISIONS", ("fp32",))     # the policies its build honours
         if case.precision not in have:
-            raise Unsupported(f"the {case.workload} workload declares no {case.precision} policy "
-                              f"(it has {', '.join(have)})")
+            raise Unsupported(f"{self.name}'s {case.workload} has no {case.precision} policy "
+                              f"(it has {', '.join(have)}; workloads/precision.py defines them)")
         self.check_mode(case.mode)
         self.check_device(case.device)
         if self.threads is None:
             self.configure()
-        return importlib.import_module(f"frameworks.{self.name}.{case.workload}").build(self, config, params, case)
+        return module.build(self, config, params, case)
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version(), "devices": self.devices(),

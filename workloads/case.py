@@ -20,7 +20,7 @@ from workloads.record import MODES
 # Every framework fwbench knows, in the order reports list them (frameworks/__init__.py's
 # _SPECS says how to import each; the reports read this, never `frameworks`).
 FRAMEWORKS = ("torch", "jax", "tensorflow")
-PRECISIONS = ("fp32",)          # the numeric policy of a case; one value until a second is built
+PRECISIONS = ("fp32", "bf16")   # the numeric policies (workloads/precision.py defines them)
 DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
 

@@ -77,8 +77,8 @@ HARNESS: tuple[Option, ...] = (
            what="an integer of at least 1"),
     Option("warmup_rounds", int, 2, "untimed rounds before the timed ones (default 2)", low=0,
            what="an integer of at least 0"),
-    Option("precision", str, "fp32", "comma list of numeric policies to run (workloads.case.PRECISIONS; "
-           "default fp32)", cli=True),
+    Option("precision", str, "fp32", "comma list of numeric policies to run: fp32 (default), bf16 "
+           "(workloads/precision.py defines them)", cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
            "case's default strategy", choices=("all", "default")),

@@ -98,7 +98,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
 
 REQUIRED = tuple(k for k, (_, req, _) in FIELDS.items() if req)
 # Fields that identify a case across runs (used to match records in comparisons).
-CASE_KEYS = ("workload", "task", "framework", "mode", "strategy", "preset", "device")
+CASE_KEYS = ("workload", "task", "framework", "mode", "strategy", "precision", "preset", "device")
 # Fields whose type is bool (a bool is an int in Python: only these accept it).
 BOOL_FIELDS = tuple(k for k, (types, _, _) in FIELDS.items() if bool in types)
 

@@ -251,12 +251,21 @@ def _sort_key(col: pd.Series) -> pd.Series:
 
 
 def case_id(row: pd.Series | dict[str, Any]) -> str:
-    """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu."""
-    return _case_text(row[k] for k in CASE_KEYS)
+    """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu
+    (fp32), gpt/forward/torch/eager/-/bf16/tiny/cpu."""
+    return _case_text(row.get(k) for k in CASE_KEYS)
+
+
+_PRECISION_AT = CASE_KEYS.index("precision")
 
 
 def _case_text(values: Iterable[Any]) -> str:
-    return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values)
+    """The keys' values joined by '/', '-' for none; the default precision (fp32, or none in
+    files from before precisions) is left out, so those cases keep their names."""
+    vs = list(values)
+    if vs[_PRECISION_AT] in (None, "fp32") or (isinstance(vs[_PRECISION_AT], float) and math.isnan(vs[_PRECISION_AT])):
+        del vs[_PRECISION_AT]
+    return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in vs)
 
 
 def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
@@ -267,6 +276,8 @@ def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add the confidence intervals and derived columns (see the module docstring)."""
     df = df.copy()
+    if "precision" in df.columns:            # files from before precisions ran fp32
+        df["precision"] = df["precision"].where(df["precision"].notna(), "fp32")
     df["case"] = [_case_text(v) for v in zip(*(df[k] for k in CASE_KEYS))] if len(df) else []
     if df.empty:
         for c in ("median_lo_s", "median_hi_s", "run_gemm_flops", *DERIVED):
