@@ -54,12 +54,12 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import replicates, stats, verdicts
+from reports.analysis import precision, replicates, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from reports.analysis.verdicts import versus
 from workloads.base import FwbenchError
 
-GROUP = ["workload", "task", "strategy", "preset", "device"]
+GROUP = ["workload", "task", "strategy", "precision", "preset", "device"]
 # The model workloads' concerns, then each section's (a concern of its own in the framework choice)
 CONCERNS = ("throughput", "compile", "coverage", *sections.CONCERNS)
 DEFAULT_WEIGHTS = {c: 1.0 for c in CONCERNS}
@@ -92,7 +92,8 @@ def parse_weights(text: str | None) -> dict[str, float]:
 
 
 def _case(r: pd.Series) -> str:
-    return f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else "")
+    return (f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else "")
+            + (f" ({r['precision']})" if r.get("precision") not in (None, "fp32") else ""))
 
 
 def _vs_eager(r: pd.Series) -> str:
@@ -136,6 +137,7 @@ def family_of(df: pd.DataFrame) -> stats.Family:
 
 def _statements(df: pd.DataFrame, fam: stats.Family) -> None:
     _findings(df, fam)
+    precision.table(df, fam)
     lacking = lacking_modes(df)
     for s in sections.SECTIONS:
         d = df[df["workload"] == s.workload]
@@ -371,7 +373,8 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     df = replicates.cases(df)
     fws = framework_order(df["framework"])
     t = df[df["status"].isin(TIMED) & df["throughput"].notna()]
-    own = t["workload"].isin(sections.WORKLOADS) | t["strategy"].notna()     # variants: see SLOT
+    own = (t["workload"].isin(sections.WORKLOADS) | t["strategy"].notna()     # variants: see SLOT
+           | (t["precision"].fillna("fp32") != "fp32" if "precision" in t.columns else False))
     out = pd.DataFrame(index=pd.Index(fws, name="framework"), columns=list(CONCERNS), dtype=float)
     for f, v in _throughput_score(t[~own], fws).items():
         out.at[f, "throughput"] = v
@@ -391,7 +394,7 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
         out.at[f, "compile"] = stats.geomean(v)
     # coverage over (slot, eager | accelerated) of the model workloads: the best status of the
     # framework's strategies in the class; modes a framework does not have are n/a, not 0
-    m = df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()]
+    m = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()])
     m = m[[(f, mo) not in lacking for f, mo in zip(m["framework"], m["mode"])]] if len(m) else m
     d = m.assign(cls=[mode_class(x) for x in m["mode"]], score=m["status"].map(SLOT_SCORE).fillna(0.0))
     slots = d.groupby([*SLOT, "cls"], dropna=False).ngroups if len(d) else 0

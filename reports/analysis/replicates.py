@@ -85,7 +85,7 @@ from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
 CONFIG_KEYS = ("case", "threads", "shape", "dtype", "cpu", "accelerator", "matmul_precision")
-BASELINE = ("framework", "workload", "task", "strategy", "preset", "device")
+BASELINE = ("framework", "workload", "task", "strategy", "precision", "preset", "device")
 COLD = ("cold", "empty")
 WARM = ("warm",)
 CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "flops", "compile_counter",

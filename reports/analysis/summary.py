@@ -22,14 +22,16 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import findings, stats, verdicts
+from reports.analysis import findings, precision, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 
 
-def _model(df: pd.DataFrame) -> pd.DataFrame:
-    """Timed default-strategy cases of the model workloads (what the framework choice reads)."""
+def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
+    """Timed default-strategy cases of the model workloads (what the framework choice reads):
+    fp32 only, unless every_precision."""
     t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
-    return t[~t["workload"].isin(sections.WORKLOADS)]
+    t = t[~t["workload"].isin(sections.WORKLOADS)]
+    return t if every_precision else precision.default_only(t)
 
 
 def framework_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -37,17 +39,23 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
     mean over tasks of (the task's fastest time of any framework and mode / this one's), the
     geometric mean of the cold and warm first calls, the pass rate (ok or fallback over the
     cases the mode has) and the peak memory where a framework measured it."""
-    t = _model(df)
+    t = _model(df, every_precision=True)
     allc = df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()]
     if t.empty:
         return pd.DataFrame()
     best = t.groupby(["workload", "task"])["median_s"].min()
     rows = []
-    for (f, m), g in t.groupby(["framework", "mode"], sort=False):
+    split = precision.has_other(df)            # a precision column where a run has more than fp32
+    keys = ["framework", "mode", "precision"] if split else ["framework", "mode"]
+    for key, g in t.groupby(keys, sort=False):
+        f, m = key[0], key[1]
         rel = [best[(w, k)] / x for w, k, x in zip(g["workload"], g["task"], g["median_s"])]
         cases = allc[(allc["framework"] == f) & (allc["mode"] == m)]
+        if split:
+            cases = cases[cases["precision"].fillna("fp32") == key[2]]
         mem = g["peak_memory_bytes"].dropna() if "peak_memory_bytes" in g.columns else pd.Series(dtype=float)
         rows.append({"framework": f, "mode": m + (" (op by op)" if m == "eager" and f in OP_BY_OP_EAGER else ""),
+                     **({"precision": key[2]} if split else {}),
                      "speed vs fastest (geo. mean)": f"{stats.geomean(rel):.2f}",
                      "first call, cold (geo. mean)": _geo_seconds(g["first_call_cold_s"]),
                      "first call, warm (geo. mean)": _geo_seconds(g["first_call_warm_s"]),
@@ -78,6 +86,7 @@ def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         out += _speed_sentences(df, t, fam)
         out += _first_call_sentences(t)
         out += _claim_sentence(df, t, fam)
+    out += precision.sentence(df, fam)
     out += section_sentences(df, fam)
     return out[:8]
 

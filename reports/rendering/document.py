@@ -21,7 +21,7 @@ import pandas as pd
 
 from reports import sections
 from reports.analysis import data as rdata
-from reports.analysis import findings, replicates, stats, summary
+from reports.analysis import findings, precision, replicates, stats, summary
 from reports.analysis.data import TIMED, finite
 from reports.rendering import escape, figures, latex
 from reports.running import atomic
@@ -394,10 +394,12 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     df = replicates.cases(df)
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
-    model = df[~df["workload"].isin(sections.WORKLOADS)]     # the model workloads: the generic tables
+    # the model workloads at fp32: the generic tables (other precisions: precision_blocks)
+    model = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
     b += summary_blocks(df, fam, weights)
     b += section_blocks(df, figs, fam)
+    b += precision_blocks(df, fam)
     b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
                       "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
                       "(and cases.csv), first calls and compilations in Appendix C.",
@@ -413,6 +415,27 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
     return b + appendix_blocks(df, missing, appendix)
+
+
+def precision_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
+    """bf16 against fp32 where a run has both (reports.analysis.precision)."""
+    t = precision.table(df, fam)
+    if t.empty:
+        return []
+    native = precision.native(df)
+    cpu = ("the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16), so the ratios are findings"
+           if native else precision.why_silent(df))
+    return [("h", 2, "Precision: bf16 against fp32"),
+            ("p", "bf16 is one explicit policy in every framework (workloads/precision.py): parameters, gradients "
+                  "and optimizer state in fp32, no loss scaling; the inputs of every matrix product and convolution "
+                  "in bf16, their results back to fp32; norms, softmax (the attention's included, written out "
+                  "where a fused attention would run it in bf16), activations and the loss in fp32. Each case's "
+                  "bf16 time is over the same case's fp32 time, paired over the processes that ran both; here "
+                  f"{cpu}. bf16 cases stay out of the framework comparisons and the choice, which read fp32."),
+            ("table", t, "bf16 over fp32 step time per framework and mode: geometric mean over the tasks "
+                         "[interval at the verdict's level] and the verdict (below 1: bf16 faster).", "precision"),
+            ("table", precision.per_task(df), "bf16 and fp32 step time of every case that ran both.",
+             "precision-tasks")]
 
 
 def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
