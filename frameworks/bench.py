@@ -1,5 +1,5 @@
 """The benchmark harness: one function times one case (framework x workload x task x mode)
-with pytest-benchmark and fills DESIGN.md's record; a pytest plugin part adds the options,
+with pytest-benchmark and fills the record (workloads/record.py); a pytest plugin part adds the options,
 the machine information and the records of cases that did not run.
 
 It is generic over workloads: everything workload-specific comes from the workload's

@@ -1,4 +1,4 @@
-"""The result record (DESIGN.md, "One result record").
+"""The result record (the design card's "one result record"; docs/design/harness.md).
 
 Every benchmark case stores one record in pytest-benchmark's `extra_info`; cases that
 did not run (unsupported, failed) store the same record, without timing, in the JSON's

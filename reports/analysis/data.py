@@ -22,7 +22,7 @@ Derived columns (per row, from the same run file):
     median_lo/hi_s    = order-statistic 95% interval of the process's median (stats.order_interval)
     speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...;
                         interval from the two cases' rounds in this process: round noise only)
-    compile_latency_s = first_call_s - median_s                 (the same mode's step, DESIGN.md: eager's
+    compile_latency_s = first_call_s - median_s                 (the same mode's step, the design card: eager's
                         first call is no baseline where eager compiles op by op, as JAX's does)
     break_even_steps  = the first n with first_call + (n-1)*median below eager's; inf if never
 

@@ -1,7 +1,7 @@
 """Statistics of the report: intervals over processes, ratios, verdicts against a margin, and
 one error rate over a report's comparisons.
 
-The process is the unit of replication (DESIGN.md, "Measurement rules"; Kalibera & Jones,
+The process is the unit of replication (docs/design/statistics.md; Kalibera & Jones,
 "Rigorous Benchmarking in Reasonable Time", ISMM 2013). A quantity measured once per process
 (a process's median round time, a cold first call, a stream's cold pass) is an `Est`: one
 value per process, analysed on the log scale, where the spread between processes of the same
