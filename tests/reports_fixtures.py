@@ -292,10 +292,10 @@ SB, SW, SHARED = 0.043, 0.025, 0.7
 def simulated_processes(folder: Path, framework: str, medians: dict[tuple[str, str, str], float], *,
                         cold: int = 2, warm: int = 5, rounds: int = 6, sb: float = SB, sw: float = SW,
                         shared: float = SHARED, cold_shift: float = 0.09, seed: int = 0,
-                        run_id: str = "sim") -> list[Path]:
+                        run_id: str = "sim", **machine: Any) -> list[Path]:
     """One result file per process, as `fwbench run` writes them: `cold` processes (role
     cold, steady state `cold_shift` slower) then `warm` ones, each holding every case of
-    `medians` ({(workload, task, mode): seconds}); a process's log effect is
+    `medians` ({(workload, task, mode[, precision]): seconds}); a process's log effect is
     N(0, shared sb^2) common to its cases plus N(0, (1 - shared) sb^2) per case, its rounds
     log-normal with SD sw. First calls: 100 steps cold, 10 warm, with the same noise."""
     rng = np.random.default_rng(seed)
@@ -304,16 +304,18 @@ def simulated_processes(folder: Path, framework: str, medians: dict[tuple[str, s
         role = "cold" if i < cold else "warm"
         common = rng.normal(0.0, sb * np.sqrt(shared))
         timed = []
-        for k, ((workload, task, mode), med) in enumerate(medians.items()):
+        for k, (key, med) in enumerate(medians.items()):
+            workload, task, mode = key[:3]
+            extra = {"precision": key[3]} if len(key) > 3 else {}
             eff = common + rng.normal(0.0, sb * np.sqrt(1.0 - shared)) + (cold_shift if role == "cold" else 0.0)
             data = [float(t) for t in med * np.exp(eff + rng.normal(0.0, sw, rounds))]
             first = med * (100 if role == "cold" else 10) * float(np.exp(rng.normal(0.0, sb)))
             rec = record(framework, task, mode, workload=workload, repeat=i, order=k, compile_cache=role,
                          first_call_s=first, first_call_valid=None if mode == "eager" else True,
-                         first_call_compilations=0 if mode == "eager" else 1)
+                         first_call_compilations=0 if mode == "eager" else 1, **extra)
             timed.append((rec, data))
         doc = result_json(timed, frameworks=[framework], run_id=run_id, repeat=i, repeats=cold + warm,
-                          compile_cache=role)
+                          compile_cache=role, **machine)
         paths.append(write(folder / f"{framework}-{i}.json", doc))
     return paths
 

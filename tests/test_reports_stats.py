@@ -388,3 +388,31 @@ def test_a_variant_eager_mode_lacks_is_compared_with_the_default_eager(tmp_path)
     assert speed[("compiled", "compiled-adamw")] == pytest.approx(2.0, rel=0.05)
     assert speed[("compiled", None)] == pytest.approx(1.25, rel=0.05)
     assert speed[("compiled", "bucketed")] == pytest.approx(2.0, rel=0.05)
+
+
+@pytest.mark.parametrize("flags, speaks", [(["avx512f", "amx_bf16"], True), (["avx512f"], False), (None, False)])
+def test_bf16_over_fp32_is_a_finding_only_where_the_cpu_has_bf16(tmp_path, flags, speaks):
+    """bf16 at half fp32's time in the same processes: a verdict (faster by the margin) with
+    its interval where the CPU multiplies bf16 natively; elsewhere the times and why no
+    finding is stated. bf16 cases stay out of the framework comparisons and the choice."""
+    from reports.analysis import precision
+    medians = {("gpt", t, m, p): (0.01 if p == "fp32" else 0.005) * (2 if m == "eager" else 1)
+               for t in ("forward", "train_step") for m in ("eager", "compiled") for p in ("fp32", "bf16")}
+    simulated_processes(tmp_path / "r", "torch", medians, cold=1, warm=4, seed=3, cpu_flags=flags)
+    c = replicates.cases(reports.load(tmp_path / "r"))
+    fam = findings.prepare(c)
+    t = precision.table(c, fam).set_index("mode")
+    assert set(t.index) == {"eager", "compiled"} and (t["tasks"] == 2).all()
+    if speaks:
+        assert t.loc["compiled", "verdict"] == "bf16 " + stats.words(stats.FASTER_M, fam.margin)
+        text = t.loc["compiled", "bf16 / fp32 step time (geo. mean)"]
+        assert text.startswith("ratio ") and abs(float(text.split()[1].rstrip("x")) - 0.5) < 0.05, text
+    else:
+        why = precision.why_silent(c)
+        assert t.loc["compiled", "verdict"] == why
+        assert ("emulated" in why) if flags else ("did not record" in why)
+    assert len(precision.per_task(c)) == 4
+    assert (c[c["precision"] == "bf16"]["speedup_vs_eager"].notna()).all()   # over bf16 eager, not fp32
+    fp32 = c[c["precision"] == "fp32"].copy()
+    fp32.attrs = dict(c.attrs)
+    assert findings.scores(c).equals(findings.scores(fp32))           # the choice reads fp32 only
