@@ -149,3 +149,15 @@ def test_every_harness_option_is_declared_once():
         options.checked({"threads": 0})
     with pytest.raises(workloads.FwbenchError, match="unknown device 'tpu'"):
         options.checked({"device": "tpu"})
+
+
+def test_fwbench_run_passes_its_harness_options_on(tmp_path):
+    """What `fwbench run` takes (workloads.options: cli=True) reaches each process's pytest
+    command line by the same declaration, defaults left out."""
+    from reports.running import runner
+    opts = runner.RunOptions(frameworks=("torch",), precision="fp32,bf16", threads=2, device="cpu")
+    cmd = runner.pytest_command("torch", opts, tmp_path / "x.json", repeat=1, role="warm")
+    text = " ".join(cmd)
+    for flag in ("--framework torch", "--precision fp32,bf16", "--threads 2", "--repeat 1", "--cache-role warm"):
+        assert flag in text, flag
+    assert "--device" not in text and "--preset" not in text       # their defaults: the process's own
