@@ -102,6 +102,11 @@ F32_OPS = {"native_layer_norm", "native_layer_norm_backward", "native_group_norm
            "nll_loss", "cross_entropy_loss", "mse_loss", "mse_loss_backward", "gelu", "gelu_backward",
            "silu", "silu_backward", "embedding", "embedding_dense_backward", "sin", "cos"}
 F32_PREFIXES = ("_fused_adam", "_foreach_")     # AdamW's update and the gradient clipping
+# What else may touch a bf16 tensor: the casts and layout ops around a product. Any other op
+# with a bf16 input or output is arithmetic the policy keeps in float32 (a bias added in bf16).
+CAST_AND_LAYOUT = {"_to_copy", "view", "_unsafe_view", "t", "expand", "clone", "transpose", "permute",
+                   "reshape", "contiguous", "detach", "alias", "unsqueeze", "squeeze", "slice", "select",
+                   "split", "split_with_sizes", "unbind"}
 # Kinds that must be seen at all, or the probe proved nothing: name -> ops of that kind.
 REQUIRED = {"gpt": {"layer norm": {"native_layer_norm"}, "softmax": {"_softmax", "softmax"},
                     "loss": {"_log_softmax", "nll_loss_forward"}, "gelu": {"gelu"},
@@ -134,6 +139,8 @@ def policy_violations(calls: list[tuple[str, tuple[str, ...], tuple[str, ...]]],
         elif name in F32_OPS or name.startswith(F32_PREFIXES):
             if set(ins) - {"float32"}:
                 bad.append(f"{name}{ins}: not float32")
+        elif "bfloat16" in ins + outs and name not in CAST_AND_LAYOUT:
+            bad.append(f"{name}{ins} -> {outs}: arithmetic in bf16")
     return sorted(set(bad))
 
 
@@ -193,8 +200,15 @@ def fused_bf16_attention(q, k, v, mask, dtype):
     return F.scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), attn_mask=mask).float()
 
 
+def linear_bias_in_bf16(self, x):
+    if self.dot_dtype is None:
+        return F.linear(x, self.weight, self.bias)
+    y = F.linear(x.to(self.dot_dtype), self.weight.to(self.dot_dtype))
+    return (y if self.bias is None else y + self.bias.to(self.dot_dtype)).float()
+
+
 @pytest.mark.parametrize("wrong", ["layer norm in bf16", "fp32 labelled bf16", "fused bf16 attention",
-                                   "group norm in bf16"])
+                                   "bias added in bf16", "group norm in bf16"])
 def test_a_model_off_the_policy_fails_the_probe(wrong, monkeypatch):
     workload = "diffusion" if "group" in wrong else "gpt"
     if wrong == "layer norm in bf16":
@@ -206,6 +220,9 @@ def test_a_model_off_the_policy_fails_the_probe(wrong, monkeypatch):
     elif wrong == "fused bf16 attention":
         monkeypatch.setattr(tgpt, "written_attention", fused_bf16_attention)
         want = "fused attention"
+    elif wrong == "bias added in bf16":
+        monkeypatch.setattr(tgpt.Linear, "forward", linear_bias_in_bf16)
+        want = "arithmetic in bf16"
     else:
         monkeypatch.setattr(tdiff, "group_norm", lambda x, w, b, g: F.group_norm(
             x.bfloat16(), g, w.bfloat16(), b.bfloat16(), D.GN_EPS).float())
@@ -321,7 +338,7 @@ def test_bf16_generation_and_sampling_follow_the_reference(measured):
     assert err <= SAMPLE_TOL, err
 
 
-SAMPLE_TOL = 1e-1          # 10-step DDIM, achieved 1.0e-2
+SAMPLE_TOL = 1e-1          # 10-step DDIM, achieved 8.5e-3 (eager; compiled 8.3e-3)
 
 
 # ----------------------------------------------------------------------------- training
@@ -369,7 +386,8 @@ def main() -> None:
             r = measure(w, p)
             print(f"{w} {p} eager: forward {r['forward']:.2e}  loss {r['loss']:.2e}  grad cosine: worst tensor "
                   f"{r['cosine']:.6f} ({r['cosine_tensor']}), median {r['cosine_median']:.6f}, all "
-                  f"{r['cosine_all']:.6f}  grad_fd {r['grad_fd'][0]:.2e} ({r['grad_fd'][1]})")
+                  f"{r['cosine_all']:.6f} (1 - cosine: {1 - r['cosine']:.1e}, {1 - r['cosine_median']:.1e}, "
+                  f"{1 - r['cosine_all']:.1e})  grad_fd {r['grad_fd'][0]:.2e} ({r['grad_fd'][1]})")
             if p == "bf16":
                 m = r["model"]
                 if w == "gpt":
