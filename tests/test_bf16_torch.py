@@ -380,6 +380,19 @@ def test_compiled_bf16_gpt_agrees_with_eager_bf16():
     assert m.generate(torch.tensor(TG.PROMPT), 3).shape == (TG.PROMPT.shape[0], TG.PROMPT.shape[1] + 3)
 
 
+@pytest.mark.slow
+def test_compiled_bf16_unet_agrees_with_the_reference():
+    """torch.compile of the bf16 UNet's forward graphs (eps and the sampler step; its train step
+    measured once, docs/measurements/bf16-torch.txt: the loss graph compiles in ~1.5 min here)."""
+    m = build("diffusion", "bf16", "compiled")
+    xn, t = arr(TD.X_NOISY, TD.T)
+    err = rel_err(m.eps(xn, t).numpy(), D.reference_eps(TD.CFG, TD.PARAMS, TD.X_NOISY, TD.T))
+    assert BF16_FLOOR < err <= BF16_TOL[("forward", "diffusion")], err
+    x = m.sample(torch.tensor(TD.X_T), method="ddim", steps=10).numpy()
+    err = rel_err(x, D.reference_sample(TD.CFG, TD.PARAMS, TD.X_T, None, "ddim", 10))
+    assert err <= SAMPLE_TOL, err
+
+
 def main() -> None:
     for w in ("gpt", "diffusion"):
         for p in ("fp32", "bf16"):
