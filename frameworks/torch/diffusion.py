@@ -34,6 +34,14 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
     2-core machine, and a new length would recompile), torch.while_loop / torch.scan are
     prototypes that warn of miscompiles, and the Python between steps costs microseconds
     against a step's tens of milliseconds (sample takes ~10x eps in the benchmarks).
+
+Precision (workloads/precision.py), as frameworks/torch/gpt.py does it: fp32 runs the modules
+as they are; bf16 sets `dot_dtype = torch.bfloat16` on every Conv2d, Linear and AttnBlock
+(gpt.set_precision): a convolution or dense layer casts its input and weight to bfloat16,
+casts the product back to float32 and adds its float32 bias; the attention is written out
+(q k^T and p v with bf16 inputs, float32 scores and softmax) instead of the fused SDPA.
+GroupNorm, SiLU, the timestep embedding, the loss, the sampler's a x + b eps, parameters,
+gradients and AdamW stay float32.
 """
 from __future__ import annotations
 
@@ -45,6 +53,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from frameworks.torch import compile_model
+from frameworks.torch.gpt import Linear, set_precision, written_attention
 from frameworks.torch.optim import Trainer
 from workloads import diffusion as D
 from workloads.base import attn_scale
@@ -58,10 +67,24 @@ IMAGE_LAYOUT = "NCHW"   # of the primitives below and the modules (the interface
 
 MEMORY_FORMAT = torch.channels_last
 
+PRECISIONS = ("fp32", "bf16")   # the policies build honours (workloads/precision.py)
 
-def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
+
+class Conv2d(nn.Conv2d):
+    """nn.Conv2d; with dot_dtype set (bf16), the convolution of input and weight cast to it,
+    cast back to float32 before the float32 bias is added."""
+    dot_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dot_dtype is None:
+            return super().forward(x)
+        y = self._conv_forward(x.to(self.dot_dtype), self.weight.to(self.dot_dtype), None).float()
+        return y + self.bias[:, None, None]
+
+
+def conv3x3(cin: int, cout: int, stride: int = 1) -> Conv2d:
     # Symmetric padding 1 on every side, the stride-2 Downsample too (workloads/diffusion.py).
-    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+    return Conv2d(cin, cout, 3, stride=stride, padding=1)
 
 
 def group_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, groups: int) -> torch.Tensor:
@@ -93,7 +116,7 @@ class TimestepEmbedding(nn.Module):
 
     def __init__(self, cfg: D.DiffusionConfig) -> None:
         super().__init__()
-        self.dense = nn.ModuleList([nn.Linear(cfg.ch, cfg.temb_ch), nn.Linear(cfg.temb_ch, cfg.temb_ch)])
+        self.dense = nn.ModuleList([Linear(cfg.ch, cfg.temb_ch), Linear(cfg.temb_ch, cfg.temb_ch)])
         # f_k = exp(-log(10000) k / (half - 1)): constants, computed in float64 once and stored
         # as float32, so no framework's float32 exp can make its frequencies differ.
         freqs = D.timestep_frequencies(cfg.ch)
@@ -111,11 +134,11 @@ class ResnetBlock(nn.Module):
         super().__init__()
         self.norm1 = GroupNorm(cfg, cin)
         self.conv1 = conv3x3(cin, cout)
-        self.temb_proj = nn.Linear(cfg.temb_ch, cout)
+        self.temb_proj = Linear(cfg.temb_ch, cout)
         self.norm2 = GroupNorm(cfg, cout)
         self.conv2 = conv3x3(cout, cout)
         # a 1x1 conv only where the width changes, else the identity
-        self.nin_shortcut = nn.Conv2d(cin, cout, 1) if cin != cout else None
+        self.nin_shortcut = Conv2d(cin, cout, 1) if cin != cout else None
 
     def forward(self, x: torch.Tensor, temb: torch.Tensor) -> torch.Tensor:
         h = self.conv1(F.silu(self.norm1(x)))                       # (B, Cout, H, W)
@@ -128,14 +151,15 @@ class ResnetBlock(nn.Module):
 
 class AttnBlock(nn.Module):
     """x + proj_out(softmax(q k^T * C**-0.5) v): one head over all H*W positions."""
+    dot_dtype: torch.dtype | None = None   # set: the attention written out (written_attention)
 
     def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
         super().__init__()
         self.norm = GroupNorm(cfg, c)
-        self.q = nn.Conv2d(c, c, 1)
-        self.k = nn.Conv2d(c, c, 1)
-        self.v = nn.Conv2d(c, c, 1)
-        self.proj_out = nn.Conv2d(c, c, 1)
+        self.q = Conv2d(c, c, 1)
+        self.k = Conv2d(c, c, 1)
+        self.v = Conv2d(c, c, 1)
+        self.proj_out = Conv2d(c, c, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, C, H, W = x.shape
@@ -143,7 +167,10 @@ class AttnBlock(nn.Module):
         # (B, C, H, W) -> (B, 1, N, C): one head whose sequence is the N = H*W positions.
         # In channels_last order this is a view, no copy.
         q, k, v = (m(h).flatten(2).transpose(1, 2)[:, None] for m in (self.q, self.k, self.v))
-        h = F.scaled_dot_product_attention(q, k, v, scale=attn_scale(C))  # (B, 1, N, C)
+        if self.dot_dtype is not None:
+            h = written_attention(q, k, v, None, self.dot_dtype)           # (B, 1, N, C)
+        else:
+            h = F.scaled_dot_product_attention(q, k, v, scale=attn_scale(C))  # (B, 1, N, C)
         h = h[:, 0].transpose(1, 2).reshape(B, C, H, W)
         return x + self.proj_out(h)
 
@@ -197,7 +224,7 @@ class UNet(nn.Module):
     """eps_theta(x, t): the DDPM CIFAR-10 UNet (workloads/diffusion.py's docstring), built
     from `unet_blocks(cfg)`, the block list the parameter shapes come from."""
 
-    def __init__(self, cfg: D.DiffusionConfig) -> None:
+    def __init__(self, cfg: D.DiffusionConfig, precision: str = "fp32") -> None:
         super().__init__()
         self.config = cfg
         L = len(cfg.ch_mult)
@@ -222,6 +249,7 @@ class UNet(nn.Module):
         self.up = nn.ModuleList([Level(**lv, kind="upsample") for lv in levels["up"]])
         self.norm_out = GroupNorm(cfg, cfg.widths[0])
         self.conv_out = conv3x3(cfg.widths[0], cfg.in_channels)
+        set_precision(self, precision)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """x (B, C, H, W) float32, t (B,) integer -> eps (B, C, H, W)."""
@@ -276,7 +304,8 @@ class TorchDiffusion:
         D.check_params(config, params)
         mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.device = config, mode, device
-        self.net = UNet(config).to(device=device, memory_format=MEMORY_FORMAT)
+        self.precision = case.precision
+        self.net = UNet(config, case.precision).to(device=device, memory_format=MEMORY_FORMAT)
         self._params = dict(self.net.named_parameters())
         assert set(self._params) == set(params), "module names differ from workloads.diffusion's"
         with torch.no_grad():

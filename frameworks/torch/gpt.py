@@ -12,6 +12,17 @@ The optimizer is torch.optim.AdamW; how the compiled train step joins loss, back
 update is the case's strategy (frameworks.torch.optim.TRAIN_RECIPES; by default the fused AdamW
 runs eagerly after the compiled loss, nanoGPT's recipe). Attention is
 F.scaled_dot_product_attention, PyTorch's fused kernel.
+
+Precision (workloads/precision.py): fp32 runs the modules above as they are. bf16 sets
+`dot_dtype = torch.bfloat16` on every Linear (the tied head included) and attention module
+(set_precision): a Linear casts its input and weight to bfloat16, multiplies, casts the
+product back to float32 and adds its float32 bias; the attention is written out (q k^T with
+bf16 inputs -> float32 scores, scale, causal or cache mask, float32 softmax, p v with bf16
+inputs -> float32), since the fused SDPA would run its softmax on bf16. Torch's CPU matmul
+returns bf16 for bf16 inputs (it accumulates in float32; no float32 out_dtype on the CPU), so
+the product is rounded to bf16 once before the cast back. Embeddings, LayerNorm, GELU, the
+loss, parameters, gradients and AdamW stay float32; torch.autocast is not used (on the CPU
+it runs layer_norm and softmax in bf16).
 """
 from __future__ import annotations
 
@@ -31,6 +42,9 @@ from workloads.case import Case
 # Module-level names the model reads (at build or call time), so that a test can patch one
 # framework's copy alone (tests/test_mutations.py) while the numpy reference keeps its own.
 from workloads.gpt import LN_EPS, OPTIMIZER, decayed
+
+PRECISIONS = ("fp32", "bf16")   # the policies build honours (workloads/precision.py)
+DOT_DTYPES = {"fp32": None, "bf16": torch.bfloat16}   # the dtype of products' inputs (None: as stored)
 
 # ----------------------------------------------------------------------------- primitives
 
@@ -52,6 +66,43 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.size(-1)))
 
 
+def dot(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """a @ b with both inputs cast to `dtype` (bf16), the product cast back to float32."""
+    return torch.matmul(a.to(dtype), b.to(dtype)).float()
+
+
+def written_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                      dtype: torch.dtype) -> torch.Tensor:
+    """softmax(q k^T * scale, masked) v written out, the products' inputs in `dtype` and
+    everything else in float32 (the bf16 policy); q (B, nh, T, hs), k and v (B, nh, L, hs),
+    mask None or broadcastable to (B, nh, T, L), True = attend."""
+    att = dot(q, k.transpose(-2, -1), dtype) * attn_scale(q.size(-1))   # (B, nh, T, L) float32
+    if mask is not None:
+        att = att.masked_fill(~mask, float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    return dot(att, v, dtype)                                          # (B, nh, T, hs) float32
+
+
+class Linear(nn.Linear):
+    """nn.Linear; with dot_dtype set (bf16), x W^T on inputs cast to it, the product cast back
+    to float32 before the float32 bias is added."""
+    dot_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dot_dtype is None:
+            return super().forward(x)
+        y = F.linear(x.to(self.dot_dtype), self.weight.to(self.dot_dtype)).float()
+        return y if self.bias is None else y + self.bias
+
+
+def set_precision(net: nn.Module, precision: str) -> None:
+    """Give every module with a `dot_dtype` (Linear, the attention modules) the dtype of the
+    policy's product inputs: None for fp32 (the modules as they are), bfloat16 for bf16."""
+    for m in net.modules():
+        if hasattr(m, "dot_dtype"):
+            m.dot_dtype = DOT_DTYPES[precision]
+
+
 class LayerNorm(nn.Module):
     """nn.LayerNorm's parameters (weight, bias) around `layer_norm`."""
 
@@ -65,11 +116,12 @@ class LayerNorm(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
+    dot_dtype: torch.dtype | None = None   # set: the attention written out (written_attention)
 
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v for all heads
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)      # output projection
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # q, k, v for all heads
+        self.c_proj = Linear(config.n_embd, config.n_embd)      # output projection
         self.n_head = config.n_head
         self.n_embd = config.n_embd
 
@@ -95,8 +147,14 @@ class CausalSelfAttention(nn.Module):
         if kv is not None and T == 1:
             k_all, v_all = kv                                               # (B, nh, L, hs)
             mask = torch.arange(k_all.size(2), device=x.device) <= pos     # (L,) True = attend
-            y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1),
-                                               scale=attn_scale(C // self.n_head))
+            if self.dot_dtype is not None:
+                y = written_attention(q, k_all, v_all, mask.view(1, 1, 1, -1), self.dot_dtype)
+            else:
+                y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1),
+                                                   scale=attn_scale(C // self.n_head))
+        elif self.dot_dtype is not None:
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()    # True = attend
+            y = written_attention(q, k, v, causal, self.dot_dtype)
         else:
             y = causal_attention(q, k, v)                                   # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
@@ -107,8 +165,8 @@ class MLP(nn.Module):
 
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.c_proj(gelu(self.c_fc(x)))
@@ -132,17 +190,18 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
 
-    def __init__(self, config: W.GPTConfig) -> None:
+    def __init__(self, config: W.GPTConfig, precision: str = "fp32") -> None:
         super().__init__()
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.h = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = LayerNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         # Weight tying: the output head is the token embedding. named_parameters() lists the
         # shared tensor once, under its first name, wte.weight.
         self.lm_head.weight = self.wte.weight
+        set_precision(self, precision)
 
     def hidden(self, idx: torch.Tensor, pos: torch.Tensor,
                caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
@@ -191,7 +250,8 @@ class TorchGPT:
         W.check_params(config, params)
         mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.device = config, mode, device
-        self.net = GPT(config).to(device)
+        self.precision = case.precision
+        self.net = GPT(config, case.precision).to(device)
         self._transposed = load(self.net, params)
         self._params = dict(self.net.named_parameters())
 
