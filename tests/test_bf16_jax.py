@@ -10,9 +10,9 @@
 2. Equivalence against the float64 references of the fp32 tests, at tolerances measured for
    bf16 (docs/measurements/bf16-jax.txt; `python -m tests.test_bf16_jax` measures them):
    the forward and the loss, per-tensor cosine similarity of the gradients (GPT: against the
-   float64 backpropagation of tests/equivalence.py; UNet: against JAX's float32 gradients,
-   themselves within 1e-5 of float64 differences, and the float64 directional derivatives),
-   the samplers' trajectories, and 50 training steps of the tiny GPT against fp32.
+   float64 backpropagation of tests/equivalence.py; UNet: against the fp32 path run in
+   float64 under jax.enable_x64, and the float64 directional derivatives), the samplers'
+   trajectories, and 50 training steps of the tiny GPT against the same steps at fp32.
 """
 from __future__ import annotations
 
@@ -258,16 +258,21 @@ def test_both_workloads_declare_bf16(workload):
 # relative error of about 2^-9 per layer, growing with depth; these are the errors achieved.
 BF16_TOL = {
     # check                      tolerance   achieved (eager, compiled)
-    ("forward", "gpt"): 3e-2,          # 1.20e-2, 1.20e-2   (issue's orientation 1.6e-2)
-    ("loss", "gpt"): 2e-3,             # 2.9e-5, 2.9e-5
-    ("grad_cos", "gpt"): 0.999,        # worst tensor 1 - cos: 2.3e-4 (cos 0.99977)
-    ("forward", "diffusion"): 3e-2,    # 8.95e-3, 8.95e-3
-    ("loss", "diffusion"): 2e-3,       # 3.9e-5, 3.9e-5
-    ("grad_cos", "diffusion"): 0.999,  # worst tensor vs float32 grads
-    ("grad_fd", "diffusion"): 5e-2,    # directional derivatives vs float64 differences
-    ("sample", "diffusion"): 3e-2,     # 7.0e-3 (10-step DDIM), 6.9e-3 (5-step DDPM)
-    ("train50", "gpt"): 0.02,          # |bf16 loss / fp32 loss - 1| at every one of 50 steps
+    ("forward", "gpt"): 3e-2,          # 1.20e-2, 1.20e-2   (logits; the issue's orientation 1.6e-2)
+    ("loss", "gpt"): 3e-4,             # 2.9e-5, 2.9e-5
+    ("grad_cos", "gpt"): 0.995,        # worst tensor 0.99918 (wpe.weight), both modes
+    ("forward", "diffusion"): 3e-2,    # 8.95e-3, 8.95e-3   (eps)
+    ("loss", "diffusion"): 4e-4,       # 3.9e-5, 3.3e-5
+    ("grad_cos", "diffusion"): 0.995,  # worst tensor 0.9990 (down.1.attn.0.k.weight)
+    ("grad_fd", "diffusion"): 0.5,     # 5.2e-2, 5.6e-2 (mid.attn_1; a coarse measure, see the file)
+    ("sample", "diffusion"): 3e-2,     # 7.0e-3 / 6.9e-3 (10-step DDIM / 5-step DDPM), both modes
+    ("train50", "gpt"): 3e-3,          # max |bf16 loss / fp32 loss - 1| over 50 steps: 2.6e-4
 }
+# Why the forward, gradient and sample tolerances are 2.5-5x the error achieved, not 10x:
+# for fixed inputs the bf16 error is a deterministic property of the policy (eager and
+# compiled agree to 3 digits), and 10x (logits 0.12, cosine 0.99) would pass errors far
+# beyond what bf16 rounding of the products' inputs causes. What breaks the policy without
+# moving these numbers much (a norm or softmax in bf16) is the probe's to catch.
 
 
 def cosines(grads: dict[str, np.ndarray], ref: dict[str, np.ndarray], skip: Callable[[str], bool]) -> dict[str, float]:
@@ -318,13 +323,24 @@ def reference(workload: str) -> dict[str, Any]:
                                "loss": gpt.reference_loss(TG.CFG, TG.PARAMS, TG.TOKENS, TG.TARGETS),
                                "grads": E.reference_gpt_grad(TG.CFG, TG.PARAMS, TG.TOKENS, TG.TARGETS)}
         else:
-            fw, m = build("diffusion", "eager", "fp32")
-            a = lambda x: fw.asarray(x, "cpu")  # noqa: E731
             _REFS[workload] = {"forward": D.reference_eps(TD.CFG, TD.PARAMS, TD.X_NOISY, TD.T),
                                "loss": D.reference_loss(TD.CFG, TD.PARAMS, TD.X0, TD.T, TD.NOISE),
-                               "grads": fw.to_numpy(m.grads(a(TD.X0), a(TD.T), a(TD.NOISE))),
-                               **TD.reference_samples()}
+                               "grads": unet_grads_float64(), **TD.reference_samples()}
     return _REFS[workload]
+
+
+def unet_grads_float64() -> dict[str, np.ndarray]:
+    """The UNet's gradient in float64: frameworks/jax/diffusion.py's fp32 path (tested against
+    float64 differences by tests/test_diffusion_equivalence.py) run on float64 arrays under
+    jax.enable_x64, all but the timestep embedding's sin/cos (float32 by the spec) in float64;
+    its directional derivatives are within 1e-5 of the float64 differences (measured)."""
+    with jax.enable_x64(True):
+        p = {k: jnp.asarray(v, jnp.float64) for k, v in TD.PARAMS.items()}
+        sched = {k: jnp.asarray(getattr(TD.CFG.schedule, k))
+                 for k in ("sqrt_alphas_cumprod", "sqrt_one_minus_alphas_cumprod")}
+        g = jax.grad(partial(JD.loss, cfg=TD.CFG, sched=sched))(
+            p, jnp.asarray(TD.X0, jnp.float64), jnp.asarray(TD.T), jnp.asarray(TD.NOISE, jnp.float64))
+        return {k: np.asarray(v, np.float64) for k, v in g.items()}
 
 
 def errors(workload: str, mode: str) -> dict[str, Any]:
@@ -382,12 +398,13 @@ TRAIN_STEPS = 50
 
 
 def train_losses(precision: str, steps: int = TRAIN_STEPS) -> list[float]:
-    """The tiny GPT from GPT-2's init (seed 0), one fresh batch per step (seeds 100..), compiled."""
+    """The tiny GPT from GPT-2's init (seed 0), compiled, over 4 batches in turn (seeds
+    100..103: random tokens, so the loss falls by memorising them, 5.57 -> 4.15 in 50 steps)."""
     cfg = TG.CFG
     fw, m = build("gpt", "compiled", precision, gpt.init_params(cfg, seed=0))
     losses = []
     for i in range(steps):
-        tok, tgt = gpt.make_batch(cfg, TG.BATCH, seed=100 + i)
+        tok, tgt = gpt.make_batch(cfg, TG.BATCH, seed=100 + i % 4)
         losses.append(float(fw.to_numpy(m.train_step(fw.asarray(tok, "cpu"), fw.asarray(tgt, "cpu")))))
     return losses
 
@@ -398,7 +415,7 @@ def test_50_bf16_training_steps_follow_fp32():
     assert np.all(np.isfinite(bf16))
     gap = np.abs(bf16 / fp32 - 1)
     assert gap.max() <= BF16_TOL[("train50", "gpt")], gap
-    assert fp32[-5:].mean() < fp32[:5].mean()   # it trains
+    assert fp32[-1] < 0.8 * fp32[0] and bf16[-1] < 0.8 * bf16[0]   # both train
 
 
 def measure() -> None:
@@ -406,6 +423,11 @@ def measure() -> None:
     for workload in ("gpt", "diffusion"):
         for mode in ("eager", "compiled"):
             print(workload, mode, errors(workload, mode))
+            out, ref = run(workload, mode), reference(workload)
+            skip = TD.W.zero_grad if workload == "diffusion" else (lambda k: False)
+            cos = cosines(out["grads"], ref["grads"], skip)
+            print("  grad cosines: median", f"{np.median(list(cos.values())):.6f}",
+                  "worst three", sorted((round(v, 6), k) for k, v in cos.items())[:3])
     fp32, bf16 = np.array(train_losses("fp32")), np.array(train_losses("bf16"))
     gap = np.abs(bf16 / fp32 - 1)
     print("train50 fp32 losses", np.round(fp32[[0, 9, 19, 29, 39, 49]], 4))
