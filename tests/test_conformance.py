@@ -20,7 +20,7 @@ import workloads
 from tests.helpers import INSTALLED
 from workloads import interop
 from workloads.base import Unsupported
-from workloads.case import MODES, declared_cases
+from workloads.case import MODES, PRECISIONS, declared_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_ARGS = ["adapter", "config", "params", "case"]
@@ -116,7 +116,7 @@ def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
         W = workloads.get(w)
         p = W.preset("tiny")
         params = W.init_params(p.config, seed=0)
-        for case in declared_cases(w, (framework,), "tiny"):
+        for case in declared_cases(w, (framework,), "tiny", precisions=PRECISIONS):
             if case.mode not in a.modes:
                 refused += 1
                 continue
