@@ -218,6 +218,19 @@ def test_eager_bf16_layers_compute_the_bf16_product_and_match_the_probed_graph()
     assert rel_err(logits, fp32) > 1e-4   # bf16 really ran: the logits moved off fp32's
 
 
+@pytest.mark.slow
+def test_xla_keeps_the_bf16_roundings_of_the_probed_graph():
+    """The compiled (XLA) logits are the eager bf16 logits to float32 rounding, 1e-2 away from
+    fp32's: XLA on a CPU runs the dot in float32 but keeps the converts to and from bf16 (it
+    does not simplify convert(convert(x, bf16), f32) away). Measured: 1e-9 apart; bf16 to
+    fp32 1.4e-2."""
+    tok = arr(TG.TOKENS)
+    compiled = build("gpt", "compiled", "bf16").logits(tok).numpy()
+    eager = build("gpt", "eager", "bf16").logits(tok).numpy()
+    fp32 = build("gpt", "eager", "fp32").logits(tok).numpy()
+    assert rel_err(compiled, eager) <= 1e-5 and rel_err(eager, fp32) >= 1e-3
+
+
 # ----------------------------------------------------------------------------- 2. against float64
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -265,6 +278,7 @@ def measure(workload: str, mode: str) -> dict[str, Any]:
     cos = {k: cosine(g, ref["grads"][k]) for k, g in grads.items() if not W.zero_grad(k)}
     worst = min(cos, key=cos.get)
     out["grad_cosine"], out["grad_cosine_at"] = cos[worst], worst
+    out["1-grad_cosine"] = 1.0 - cos[worst]
     err = {k: rel_err(g, ref["grads"][k]) for k, g in grads.items() if not W.zero_grad(k)}
     out["grad_rel"] = max(err.values())
     out["grad_fd"], _ = W.grad_fd_err(grads)
@@ -279,11 +293,23 @@ def measure(workload: str, mode: str) -> dict[str, Any]:
     return out
 
 
-# Tolerances: see docs/measurements/bf16-tensorflow.txt (measured worst over the three modes).
+# Tolerances, about 3x the worst error measured over eager, graph and compiled (the measured
+# value follows each; docs/measurements/bf16-tensorflow.txt says why 3x rather than the fp32
+# table's 10x). Relative errors (Frobenius norm) against float64; 1 - cosine per gradient
+# tensor, the worst tensor; grad_fd: directional derivatives against float64 differences.
 TOL = {
-    ("gpt", "forward"): 1.6e-2, ("gpt", "loss"): 1e-2, ("gpt", "grad_cosine"): 0.999, ("gpt", "grad_fd"): 1e-1,
-    ("diffusion", "forward"): 1.6e-2, ("diffusion", "loss"): 1e-2, ("diffusion", "grad_cosine"): 0.999,
-    ("diffusion", "grad_fd"): 1e-1, ("diffusion", "ddim"): 1e-1, ("diffusion", "ddpm"): 1e-1,
+    ("gpt", "forward"): 4e-2,          # 1.43e-2 (logits; every mode)
+    ("gpt", "loss"): 1e-3,             # 2.28e-4
+    ("gpt", "1-grad_cosine"): 5e-3,    # 1.54e-3 (h.0.ln_1.bias; float64 gradient per tensor)
+    ("gpt", "grad_fd"): 2.5e-1,        # 7.89e-2
+    ("gpt", "gen_same"): 0.9,          # share of greedy tokens equal to the float64 reference's and
+                                       # to generation without the cache, at least; measured 1.0
+    ("diffusion", "forward"): 4e-2,    # 1.23e-2 (eps; compiled 1.02e-2)
+    ("diffusion", "loss"): 1.5e-3,     # 4.23e-4 (compiled; eager and graph 5.2e-5)
+    ("diffusion", "1-grad_cosine"): 6e-3,  # 1.72e-3 (up.1.attn.0.q.weight; against TF fp32)
+    ("diffusion", "grad_fd"): 1e-1,    # 2.92e-2
+    ("diffusion", "ddim"): 2.5e-2,     # 8.12e-3 (10-step DDIM)
+    ("diffusion", "ddpm"): 2.5e-2,     # 8.24e-3 (5-step DDPM)
 }
 
 
@@ -291,9 +317,32 @@ TOL = {
 @pytest.mark.parametrize("workload", ["gpt", "diffusion"])
 def test_bf16_matches_the_float64_reference_at_bf16_tolerances(workload, mode):
     out = measure(workload, mode)
-    for check in ("forward", "loss", "grad_fd") + (("ddim", "ddpm") if workload == "diffusion" else ()):
+    extra = ("ddim", "ddpm") if workload == "diffusion" else ()
+    for check in ("forward", "loss", "1-grad_cosine", "grad_fd") + extra:
         assert out[check] <= TOL[(workload, check)], (check, out)
-    assert out["grad_cosine"] >= TOL[(workload, "grad_cosine")], out
+    if workload == "gpt":
+        assert min(out["gen_same"], out["gen_cache_same"]) >= TOL[("gpt", "gen_same")], out
+
+
+# ----------------------------------------------------------------------------- 3. training
+
+TRAIN_STEPS, TRAIN_BATCH, TRAIN_GAP = 50, 8, 1e-2   # measured worst gap 1.25e-3 (step 44 of 0..49)
+
+
+def train_losses(precision: str, mode: str = "graph") -> np.ndarray:
+    """TRAIN_STEPS AdamW steps of the tiny GPT from the O(1) parameters of the equivalence
+    tests, over 5 seeded batches of TRAIN_BATCH sequences in turn (so the loss can fall)."""
+    m = build("gpt", mode, precision)
+    batches = [tuple(map(arr, gpt.make_batch(TG.CFG, TRAIN_BATCH, seed=100 + i))) for i in range(5)]
+    return np.array([float(m.train_step(*batches[s % len(batches)])) for s in range(TRAIN_STEPS)])
+
+
+def test_bf16_training_tracks_fp32_for_50_steps():
+    fp32, bf16 = train_losses("fp32"), train_losses("bf16")
+    gap = np.abs(bf16 - fp32) / fp32
+    assert gap.max() <= TRAIN_GAP, (gap.max(), int(gap.argmax()))
+    assert bf16[-1] < 0.8 * bf16[0] and fp32[-1] < 0.8 * fp32[0]   # both learn
+    assert gap.max() > 0   # and bf16 really differs
 
 
 # ----------------------------------------------------------------------------- 4. a wrong model fails
@@ -359,6 +408,10 @@ def main(argv: list[str]) -> None:
             out = measure(workload, mode)
             print(workload, mode, "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                             for k, v in out.items()), flush=True)
+    fp32, bf16 = train_losses("fp32"), train_losses("bf16")
+    gap = np.abs(bf16 - fp32) / fp32
+    print(f"train {TRAIN_STEPS} steps (graph): fp32 loss {fp32[0]:.4f} -> {fp32[-1]:.4f}, bf16 {bf16[0]:.4f} -> "
+          f"{bf16[-1]:.4f}, worst |bf16 - fp32| / fp32 {gap.max():.3g} at step {int(gap.argmax())}")
 
 
 if __name__ == "__main__":
