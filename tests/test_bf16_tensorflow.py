@@ -66,14 +66,11 @@ PRODUCTS = {"MatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv2DBackpro
 SHAPES = {"Shape", "ShapeN"}   # read a tensor's shape only (Conv2D's gradient takes its inputs')
 
 
-def program_nodes(concrete) -> list:
-    """Every NodeDef of a traced program: the graph's and its function library's (while-loop
-    bodies and conditions, nested functions)."""
+def program_nodes(concrete) -> list[list]:
+    """Every NodeDef of a traced program, one list per scope: the graph's, then each function
+    of its library's (while-loop bodies and conditions, nested functions)."""
     gd = concrete.graph.as_graph_def()
-    nodes = list(gd.node)
-    for f in gd.library.function:
-        nodes += list(f.node_def)
-    return nodes
+    return [list(gd.node)] + [list(f.node_def) for f in gd.library.function]
 
 
 def node_dtypes(node) -> set:
@@ -92,14 +89,15 @@ def _source(inp: str) -> str | None:
     return None if inp.startswith("^") else inp.split(":")[0]
 
 
-def policy_violations(nodes: list, precision: str, float32_ops: tuple[str, ...] = ()) -> list[str]:
-    """What in a program breaks the policy `precision` (empty: nothing).
+def policy_violations(scopes: list[list], precision: str, float32_ops: tuple[str, ...] = ()) -> list[str]:
+    """What in a program (program_nodes) breaks the policy `precision` (empty: nothing).
 
     bf16: every product has T = bfloat16, every op that reads a product's result is a Cast to
     float32, the only other ops touching bfloat16 are Casts and shape reads, and the ops
     `float32_ops` (norms, softmax, loss, optimizer) are present and float32 only.
     fp32: no bfloat16 anywhere, products float32, `float32_ops` present and float32."""
     bad: list[str] = []
+    nodes = [n for scope in scopes for n in scope]
     products = [n for n in nodes if n.op in PRODUCTS]
     if not products:
         bad.append("no matrix product or convolution in the program")
@@ -111,12 +109,11 @@ def policy_violations(nodes: list, precision: str, float32_ops: tuple[str, ...] 
         allowed = precision == "bf16" and (n.op in PRODUCTS | SHAPES or n.op == "Cast")
         if tf.bfloat16 in node_dtypes(n) and not allowed:
             bad.append(f"{n.op} {n.name} computes in bfloat16")
-    if precision == "bf16":
-        by_name = {n.name: n for n in nodes}   # names are unique within a function; enough here
-        product_names = {n.name for n in products}
-        for n in nodes:
+    for scope in scopes if precision == "bf16" else ():
+        product_names = {n.name for n in scope if n.op in PRODUCTS}   # node names: unique per scope
+        for n in scope:
             for src in filter(None, map(_source, n.input)):
-                if src in product_names and by_name[src].op in PRODUCTS and not (
+                if src in product_names and not (
                         (n.op == "Cast" and tf.as_dtype(n.attr["DstT"].type) == tf.float32) or n.op in SHAPES):
                     bad.append(f"{n.op} {n.name} reads the bf16 result of {src} (not a Cast to float32)")
     for op in float32_ops:
@@ -167,9 +164,11 @@ def test_bf16_programs_run_products_in_bf16_and_everything_else_in_float32(workl
     get_concrete_function): the graph XLA is given is the one probed."""
     m = build(workload, mode, "bf16")
     for name, (concrete, float32_ops) in PROGRAMS[workload](m).items():
-        nodes = program_nodes(concrete)
-        assert policy_violations(nodes, "bf16", float32_ops) == [], name
-        assert sum(n.op in PRODUCTS for n in nodes) >= 4, name
+        scopes = program_nodes(concrete)
+        assert policy_violations(scopes, "bf16", float32_ops) == [], name
+        assert sum(n.op in PRODUCTS for scope in scopes for n in scope) >= 4, name
+        if "While" in float32_ops:   # the loop body's products (decode step, UNet) were probed
+            assert any(n.op in PRODUCTS for scope in scopes[1:] for n in scope), name
 
 
 @pytest.mark.parametrize("workload", ["gpt", "diffusion"])
