@@ -29,6 +29,13 @@ shapes, a later new shape makes one generalised trace instead of one per shape.
 SiLU is tf.nn.silu, TF's own op. Its custom gradient recomputes sigmoid(x) and also computes
 the gradient of its `beta` argument (a reduction nobody asks for): graph and XLA prune it,
 eager runs it (about 20% of an eager step at the tiny preset against x * sigmoid(x)).
+
+Precision (workloads/precision.py, as gpt.py): every layer holds `compute`, the dtype of its
+products' inputs (gpt.COMPUTE[precision]). With bfloat16 the convolutions (`conv2d`), the
+dense layers (gpt's Linear) and the attention's q k^T and p v (gpt's `matmul`) cast their
+inputs to bfloat16 and their results back to float32; the timestep embedding, GroupNorm,
+SiLU, softmax, the bias adds, the loss, AdamW and the samplers' updates stay float32, and
+so do the variables and their gradients. float32 leaves the fp32 graph as it was.
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from frameworks.tensorflow.gpt import Linear, dims, variable
+from frameworks.tensorflow.gpt import COMPUTE, Linear, dims, matmul, variable
 from frameworks.tensorflow.optim import AdamWUpdate
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -56,24 +63,35 @@ from workloads.diffusion import (
     unet_blocks,
 )
 
+PRECISIONS = ("fp32", "bf16")   # the policies build honours (frameworks.base.Adapter.build)
+
 # y = x @ W + b with W (in, out), x (B, in): the GPT's linear layer is the same layer.
 Dense = Linear
 
 
+def conv2d(x, w, compute=tf.float32, **kwargs):
+    """tf.nn.conv2d(x, w, **kwargs) with its inputs in `compute` (gpt.matmul's rule): float32
+    is tf.nn.conv2d itself; bfloat16 casts x and w to bfloat16 and the result to float32."""
+    if compute == tf.float32:
+        return tf.nn.conv2d(x, w, **kwargs)
+    return tf.cast(tf.nn.conv2d(tf.cast(x, compute), tf.cast(w, compute), **kwargs), tf.float32)
+
+
 class Conv2d(tf.Module):
     """Cross-correlation of NHWC x with the HWIO filter (k, k, Cin, Cout), zero padding
-    (k-1)/2 on every side given explicitly, then the bias."""
+    (k-1)/2 on every side given explicitly, then the bias (float32)."""
 
-    def __init__(self, params, prefix, named, stride=1):
+    def __init__(self, params, prefix, named, stride=1, compute=tf.float32):
         super().__init__()
         self.weight = variable(params, prefix + ".weight", named)
         self.bias = variable(params, prefix + ".bias", named)
         self.stride = stride
+        self.compute = compute
         p = self.weight.shape[0] // 2
         self.padding = [[0, 0], [p, p], [p, p], [0, 0]] if p else "VALID"
 
     def __call__(self, x):
-        y = tf.nn.conv2d(x, self.weight, strides=self.stride, padding=self.padding)
+        y = conv2d(x, self.weight, self.compute, strides=self.stride, padding=self.padding)
         return tf.nn.bias_add(y, self.bias)                              # (B, H/stride, W/stride, Cout)
 
 
@@ -104,14 +122,15 @@ class ResnetBlock(tf.Module):
     """shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x))) + temb_proj(SiLU(temb))))), the
     shortcut a 1x1 conv where the widths differ. Takes SiLU(temb), computed once by UNet."""
 
-    def __init__(self, params, prefix, named, groups, cin, cout):
+    def __init__(self, params, prefix, named, groups, cin, cout, compute=tf.float32):
         super().__init__()
         self.norm1 = GroupNorm(params, prefix + ".norm1", named, groups)
-        self.conv1 = Conv2d(params, prefix + ".conv1", named)
-        self.temb_proj = Dense(params, prefix + ".temb_proj", named)
+        self.conv1 = Conv2d(params, prefix + ".conv1", named, compute=compute)
+        self.temb_proj = Dense(params, prefix + ".temb_proj", named, compute)
         self.norm2 = GroupNorm(params, prefix + ".norm2", named, groups)
-        self.conv2 = Conv2d(params, prefix + ".conv2", named)
-        self.nin_shortcut = Conv2d(params, prefix + ".nin_shortcut", named) if cin != cout else None
+        self.conv2 = Conv2d(params, prefix + ".conv2", named, compute=compute)
+        self.nin_shortcut = (Conv2d(params, prefix + ".nin_shortcut", named, compute=compute)
+                             if cin != cout else None)
 
     def __call__(self, x, silu_temb):
         h = self.conv1(tf.nn.silu(self.norm1(x)))                        # (B, H, W, Cout)
@@ -126,30 +145,31 @@ class AttnBlock(tf.Module):
     """x + proj_out(softmax(q k^T C**-0.5) v), one head over all H*W positions, q, k, v
     1x1 convs of GN(x). TF has no fused attention op: scores and softmax are explicit."""
 
-    def __init__(self, params, prefix, named, groups):
+    def __init__(self, params, prefix, named, groups, compute=tf.float32):
         super().__init__()
         self.norm = GroupNorm(params, prefix + ".norm", named, groups)
-        self.q = Conv2d(params, prefix + ".q", named)
-        self.k = Conv2d(params, prefix + ".k", named)
-        self.v = Conv2d(params, prefix + ".v", named)
-        self.proj_out = Conv2d(params, prefix + ".proj_out", named)
+        self.q = Conv2d(params, prefix + ".q", named, compute=compute)
+        self.k = Conv2d(params, prefix + ".k", named, compute=compute)
+        self.v = Conv2d(params, prefix + ".v", named, compute=compute)
+        self.proj_out = Conv2d(params, prefix + ".proj_out", named, compute=compute)
+        self.compute = compute
 
     def __call__(self, x):
         _, H, W, C = dims(x)
         h = self.norm(x)
         q, k, v = (tf.reshape(f(h), (-1, H * W, C)) for f in (self.q, self.k, self.v))  # (B, N, C)
-        w = tf.matmul(q, k, transpose_b=True) * attn_scale(C)            # (B, N, N): query, key
+        w = matmul(q, k, self.compute, transpose_b=True) * attn_scale(C)  # (B, N, N): query, key
         w = tf.nn.softmax(w, axis=-1)                                    # over the keys
-        h = tf.reshape(tf.matmul(w, v), (-1, H, W, C))                   # (B, H, W, C)
+        h = tf.reshape(matmul(w, v, self.compute), (-1, H, W, C))        # (B, H, W, C)
         return x + self.proj_out(h)
 
 
 class Downsample(tf.Module):
     """conv3x3 with stride 2 (symmetric padding 1): (B, H, W, C) -> (B, H/2, W/2, C)."""
 
-    def __init__(self, params, prefix, named):
+    def __init__(self, params, prefix, named, compute=tf.float32):
         super().__init__()
-        self.conv = Conv2d(params, prefix + ".conv", named, stride=2)
+        self.conv = Conv2d(params, prefix + ".conv", named, stride=2, compute=compute)
 
     def __call__(self, x):
         return self.conv(x)
@@ -158,9 +178,9 @@ class Downsample(tf.Module):
 class Upsample(tf.Module):
     """conv3x3 of the nearest-neighbour x2 upsampling: (B, H, W, C) -> (B, 2H, 2W, C)."""
 
-    def __init__(self, params, prefix, named):
+    def __init__(self, params, prefix, named, compute=tf.float32):
         super().__init__()
-        self.conv = Conv2d(params, prefix + ".conv", named)
+        self.conv = Conv2d(params, prefix + ".conv", named, compute=compute)
 
     def __call__(self, x):
         B, H, W, C = dims(x)
@@ -181,21 +201,22 @@ class UNet(tf.Module):
     """The denoiser eps_theta(x, t). Its blocks are made from workloads.diffusion.unet_blocks
     (the list param_shapes reads, so widths cannot drift from the parameter spec) and kept
     under their checkpoint names; __call__ walks them as reference_eps does. `named` maps
-    each parameter name to its tf.Variable, in the numpy dict's (forward) order."""
+    each parameter name to its tf.Variable, in the numpy dict's (forward) order. `compute`:
+    the dtype of every product's inputs (float32, or bfloat16 for the bf16 policy)."""
 
-    def __init__(self, config: DiffusionConfig, params: dict[str, np.ndarray]):
+    def __init__(self, config: DiffusionConfig, params: dict[str, np.ndarray], compute=tf.float32):
         super().__init__(name="unet")
         self.config = config
         self.named: dict[str, tf.Variable] = {}
-        G, named = config.num_groups, self.named
+        G, named, c = config.num_groups, self.named, compute
         make = {
-            "dense": lambda b: Dense(params, b.name, named),
-            "conv": lambda b: Conv2d(params, b.name, named),
+            "dense": lambda b: Dense(params, b.name, named, c),
+            "conv": lambda b: Conv2d(params, b.name, named, compute=c),
             "norm": lambda b: GroupNorm(params, b.name, named, G),
-            "resnet": lambda b: ResnetBlock(params, b.name, named, G, b.cin, b.cout),
-            "attn": lambda b: AttnBlock(params, b.name, named, G),
-            "downsample": lambda b: Downsample(params, b.name, named),
-            "upsample": lambda b: Upsample(params, b.name, named),
+            "resnet": lambda b: ResnetBlock(params, b.name, named, G, b.cin, b.cout, c),
+            "attn": lambda b: AttnBlock(params, b.name, named, G, c),
+            "downsample": lambda b: Downsample(params, b.name, named, c),
+            "upsample": lambda b: Upsample(params, b.name, named, c),
         }
         self.blocks = {b.name: make[b.kind](b) for b in unet_blocks(config)}
         self.freqs = tf.constant(timestep_frequencies(config.ch), tf.float32)   # rounded once
@@ -243,7 +264,7 @@ class TFDiffusion:
         self._device = adapter.tf_device(device)
         sched = config.schedule
         with tf.device(self._device):
-            self.model = UNet(config, params)
+            self.model = UNet(config, params, COMPUTE[case.precision])
             # gpt.py's AdamW (torch's update, nanoGPT's clipping); its decay rule (2-D and
             # up) is workloads.diffusion.decayed's, and weight_decay is 0 here anyway
             self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)

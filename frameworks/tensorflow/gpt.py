@@ -12,6 +12,18 @@ batched matmuls in all three modes.
 
 Weights keep GPT-2's Conv1D layout (in, out), which is already y = x @ W + b, so params
 load and export as plain copies (bit-exact round trip).
+
+Precision (workloads/precision.py): PRECISIONS lists the policies `build` honours. Every
+matrix product goes through `matmul` with the layer's `compute` dtype (COMPUTE[precision]):
+float32 is tf.matmul itself, the fp32 graph unchanged; bfloat16 casts the product's two
+inputs to bfloat16 and its result back to float32 before anything else reads it. The
+products are the linear layers, the attention's q k^T and p v, and the tied head; the
+variables, their gradients (the Cast's gradient returns them to float32), the embedding
+gather, LayerNorm, softmax, GELU, the loss and AdamW stay float32. Not a Keras policy
+(Keras' mixed_bfloat16 runs softmax and norms in bf16 where the layer does not opt out).
+On a CPU, TF's bf16 MatMul rounds its result to bf16 (oneDNN accumulates in float32);
+XLA on a CPU computes the dot in float32 from the bf16-rounded inputs and rounds the
+result to bf16 as the graph says.
 """
 from __future__ import annotations
 
@@ -28,6 +40,9 @@ from workloads.case import Case
 # model reads, so that a test can patch this framework's copy alone (tests/test_mutations.py).
 from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
 
+PRECISIONS = ("fp32", "bf16")   # the policies build honours (frameworks.base.Adapter.build)
+COMPUTE = {"fp32": tf.float32, "bf16": tf.bfloat16}   # a policy's dtype of products' inputs
+
 
 def dims(x) -> list:
     """x's shape: Python ints where known statically (always in eager mode, where a tensor in
@@ -42,6 +57,14 @@ def variable(params: dict[str, np.ndarray], name: str, named: dict[str, tf.Varia
     """A tf.Variable from the numpy parameter `name`, recorded in `named` under that name."""
     named[name] = tf.Variable(params[name], name=name)
     return named[name]
+
+
+def matmul(a, b, compute=tf.float32, **kwargs):
+    """tf.matmul(a, b, **kwargs) with its inputs in `compute`: float32 is tf.matmul itself;
+    bfloat16 (the bf16 policy) casts a and b to bfloat16 and the product back to float32."""
+    if compute == tf.float32:
+        return tf.matmul(a, b, **kwargs)
+    return tf.cast(tf.matmul(tf.cast(a, compute), tf.cast(b, compute), **kwargs), tf.float32)
 
 
 def gelu(x):
@@ -79,18 +102,19 @@ def cross_entropy(logits, targets):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
 
 
-def attention(q, k, v, mask):
+def attention(q, k, v, mask, compute=tf.float32):
     """softmax(q k^T / sqrt(hs), keys masked where mask (T, Tk) is False) v; q (B, nh, T, hs),
-    k, v (B, nh, Tk, hs). TF has no fused attention op; XLA fuses scale, mask and softmax."""
-    att = tf.matmul(q, k, transpose_b=True) * attn_scale(q.shape[-1])    # (B, nh, T, Tk)
+    k, v (B, nh, Tk, hs). TF has no fused attention op; XLA fuses scale, mask and softmax.
+    The two products' inputs in `compute`; scale, mask and softmax in float32."""
+    att = matmul(q, k, compute, transpose_b=True) * attn_scale(q.shape[-1])    # (B, nh, T, Tk)
     att = tf.nn.softmax(tf.where(mask, att, float("-inf")), axis=-1)
-    return tf.matmul(att, v)                                             # (B, nh, T, hs)
+    return matmul(att, v, compute)                                       # (B, nh, T, hs)
 
 
-def causal_attention(q, k, v):
+def causal_attention(q, k, v, compute=tf.float32):
     """`attention` with the causal mask; q, k, v (B, nh, T, hs)."""
     pos = tf.range(tf.shape(q)[2])
-    return attention(q, k, v, pos[:, None] >= pos[None, :])
+    return attention(q, k, v, pos[:, None] >= pos[None, :], compute)
 
 
 class LayerNorm(tf.Module):
@@ -109,26 +133,29 @@ class LayerNorm(tf.Module):
 
 
 class Linear(tf.Module):
-    """y = x @ W + b with W in GPT-2's Conv1D layout (in, out); x is (rows, in)."""
+    """y = x @ W + b with W in GPT-2's Conv1D layout (in, out); x is (rows, in). The
+    product's inputs in `compute` (see `matmul`), the bias added in float32."""
 
-    def __init__(self, params, prefix, named):
+    def __init__(self, params, prefix, named, compute=tf.float32):
         super().__init__()
         self.weight = variable(params, prefix + ".weight", named)
         self.bias = variable(params, prefix + ".bias", named)
+        self.compute = compute
 
     def __call__(self, x):
-        return tf.nn.bias_add(tf.matmul(x, self.weight), self.bias)
+        return tf.nn.bias_add(matmul(x, self.weight, self.compute), self.bias)
 
 
 class CausalSelfAttention(tf.Module):
     """softmax(q k^T / sqrt(hs) + causal mask) v per head. TF has no fused attention op, so
     the scores are explicit; XLA fuses the scale, mask and softmax in compiled mode."""
 
-    def __init__(self, config, params, prefix, named):
+    def __init__(self, config, params, prefix, named, compute=tf.float32):
         super().__init__()
         self.n_head, self.n_embd = config.n_head, config.n_embd
-        self.c_attn = Linear(params, prefix + ".c_attn", named)
-        self.c_proj = Linear(params, prefix + ".c_proj", named)
+        self.c_attn = Linear(params, prefix + ".c_attn", named, compute)
+        self.c_proj = Linear(params, prefix + ".c_proj", named, compute)
+        self.compute = compute
 
     def __call__(self, x, B, T, mask, cache=None):
         """x (B*T, C); mask (T, Tk) bool, True where a query may see a key.
@@ -147,16 +174,16 @@ class CausalSelfAttention(tf.Module):
             k_cache, v_cache, at = cache
             k = tf.where(at, k, k_cache)                                       # (B, nh, block, hs)
             v = tf.where(at, v, v_cache)
-        y = attention(q, k, v, mask)                                           # (B, nh, T, hs)
+        y = attention(q, k, v, mask, self.compute)                             # (B, nh, T, hs)
         y = tf.reshape(tf.transpose(y, (0, 2, 1, 3)), (B * T, C))              # heads side by side
         return self.c_proj(y), (k, v)
 
 
 class MLP(tf.Module):
-    def __init__(self, params, prefix, named):
+    def __init__(self, params, prefix, named, compute=tf.float32):
         super().__init__()
-        self.c_fc = Linear(params, prefix + ".c_fc", named)
-        self.c_proj = Linear(params, prefix + ".c_proj", named)
+        self.c_fc = Linear(params, prefix + ".c_fc", named, compute)
+        self.c_proj = Linear(params, prefix + ".c_proj", named, compute)
 
     def __call__(self, x):
         return self.c_proj(gelu(self.c_fc(x)))
@@ -165,12 +192,12 @@ class MLP(tf.Module):
 class Block(tf.Module):
     """Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
-    def __init__(self, config, params, prefix, named, norm=None):
+    def __init__(self, config, params, prefix, named, norm=None, compute=tf.float32):
         super().__init__()
         self.ln_1 = LayerNorm(params, prefix + ".ln_1", named, norm)
-        self.attn = CausalSelfAttention(config, params, prefix + ".attn", named)
+        self.attn = CausalSelfAttention(config, params, prefix + ".attn", named, compute)
         self.ln_2 = LayerNorm(params, prefix + ".ln_2", named, norm)
-        self.mlp = MLP(params, prefix + ".mlp", named)
+        self.mlp = MLP(params, prefix + ".mlp", named, compute)
 
     def __call__(self, x, B, T, mask, cache=None):
         a, kv = self.attn(self.ln_1(x), B, T, mask, cache)
@@ -183,15 +210,17 @@ class GPT(tf.Module):
     """The network: token + position embeddings, n_layer blocks, final LayerNorm and the
     output head tied to the token embedding. `named` maps each GPT-2 parameter name to
     its tf.Variable, in the checkpoint's order. `norm`: the LayerNorm function (None: the
-    module-level layer_norm, exact at every derivative order)."""
+    module-level layer_norm, exact at every derivative order). `compute`: the dtype of every
+    product's inputs (COMPUTE[precision]; float32 or bfloat16)."""
 
-    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray], norm=None):
+    def __init__(self, config: GPTConfig, params: dict[str, np.ndarray], norm=None, compute=tf.float32):
         super().__init__(name="gpt")
         self.config = config
+        self.compute = compute
         self.named: dict[str, tf.Variable] = {}
         self.wte = variable(params, "wte.weight", self.named)
         self.wpe = variable(params, "wpe.weight", self.named)
-        self.h = [Block(config, params, f"h.{i}", self.named, norm) for i in range(config.n_layer)]
+        self.h = [Block(config, params, f"h.{i}", self.named, norm, compute) for i in range(config.n_layer)]
         self.ln_f = LayerNorm(params, "ln_f", self.named, norm)
 
     def __call__(self, idx):
@@ -210,7 +239,7 @@ class GPT(tf.Module):
 
     def head(self, x):
         """Final-LayerNorm hidden rows (rows, C) -> logits (rows, vocab): x @ wte^T (tied weights)."""
-        return tf.matmul(x, self.wte, transpose_b=True)
+        return matmul(x, self.wte, self.compute, transpose_b=True)
 
     def logits(self, idx):
         x, _ = self(idx)
@@ -304,7 +333,7 @@ class TFGPT:
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
         with tf.device(self._device):
-            self.model = GPT(config, params)
+            self.model = GPT(config, params, compute=COMPUTE[case.precision])
             self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
         self._vars = list(self.model.named.values())
 
