@@ -25,6 +25,7 @@ from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, c
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, git_commit, rel_err, split_presets
 from workloads.case import Case
+from workloads.precision import POLICY
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
@@ -196,7 +197,8 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     preset = opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload]
     p = W.preset(preset)
     spec = W.task_spec(p.config, p.batch, case.task, seed=opts.seed, strategy=case.strategy)
-    record = rec_mod.empty(**case.fields(), preset=preset, shape=spec.shape, dtype="float32",
+    record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
+                           shape=spec.shape, dtype="float32",
                            items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1

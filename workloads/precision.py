@@ -32,6 +32,12 @@ machine_info.cpu_flags) a bf16 product is emulated and can run 44-499x slower th
 from __future__ import annotations
 
 PRECISIONS = ("fp32", "bf16")
+# Each policy in one line, as every record states it (precision_policy).
+POLICY = {
+    "fp32": "every tensor and operation float32, matmul precision highest",
+    "bf16": "products' and convolutions' inputs bfloat16, results float32; norms, softmax, activations, loss, "
+            "parameters, gradients and optimizer float32; no loss scaling",
+}
 # The CPU instructions without which bf16 is emulated (a speed finding needs one of them).
 BF16_NATIVE = ("avx512_bf16", "amx_bf16")
 
