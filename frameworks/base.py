@@ -128,6 +128,39 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
+def prepare_placement(devices: int = 1, simulated: bool = False, kind: str = "cpu",
+                      threads: int | None = None) -> int:
+    """Set up this process's placement before any framework starts; return the threads per
+    device. One device: set_threads(threads). N devices: each gets `threads` (default: the
+    CPUs available shared among them, at least one), so the process's pools get N x that (JAX's
+    and TensorFlow's devices share one pool; torch's ranks are processes of their own, each
+    pinned by frameworks.torch.parallel). Simulated CPU devices are made at start-up: XLA's
+    host-platform device count for JAX (XLA_FLAGS, read when its CPU backend starts) and
+    TensorFlow's logical CPU devices (FWBENCH_SIMULATED_DEVICES, applied by its adapter
+    before its runtime starts)."""
+    if devices <= 1:
+        return set_threads(threads)
+    if kind == "cpu" and not simulated:
+        raise FwbenchError(f"--devices {devices} on a CPU: a CPU is one device; add --simulated-devices to split "
+                           f"it into {devices} simulated devices, or run on an accelerator")
+    per = int(threads) if threads else max(1, available_cpus() // devices)
+    if simulated:
+        flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+                 if not f.startswith("--xla_force_host_platform_device_count=")]
+        os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
+        os.environ["FWBENCH_SIMULATED_DEVICES"] = str(devices)
+    os.environ["FWBENCH_THREADS_PER_DEVICE"] = str(per)
+    set_threads(min(per * devices, available_cpus()))
+    return per
+
+
+def process_threads(per_device: int | None, devices: int) -> int | None:
+    """The intra-op threads of a process whose `devices` each get `per_device` (None: all)."""
+    if per_device is None:
+        return None
+    return min(per_device * devices, available_cpus()) if devices > 1 else per_device
+
+
 def default_cache_dir() -> str:
     """Where persistent compile caches live (FWBENCH_CACHE_DIR, else ~/.cache/fwbench).
     `fwbench run` gives every run a folder of its own; the test suite uses another."""
@@ -396,6 +429,13 @@ class Adapter:
         self.check_device(case.device)
         if self.threads is None:
             self.configure()
+        if case.placement.devices > 1:     # the data-parallel form (workloads/parallel.py)
+            from workloads.parallel import PARALLEL_TASKS
+            if case.task is not None and case.task not in PARALLEL_TASKS:
+                raise Unsupported(f"{case.task} has no data-parallel form here (those that have: "
+                                  f"{', '.join(PARALLEL_TASKS)})")
+            parallel = importlib.import_module(f"frameworks.{self.name}.parallel")
+            return parallel.data_parallel(self, module.build, config, params, case)
         return module.build(self, config, params, case)
 
     def info(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import gc
+import json
 import math
 import os
 import platform
@@ -21,10 +22,18 @@ import numpy as np
 
 import frameworks
 import workloads
-from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, configure_allocator, default_cache_dir
+from frameworks.base import (
+    FrameworkUnavailable,
+    Unsupported,
+    available_cpus,
+    configure_allocator,
+    default_cache_dir,
+    process_threads,
+)
+from workloads import parallel
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, git_commit, rel_err, split_presets
-from workloads.case import Case
+from workloads.case import Case, Placement
 from workloads.precision import POLICY
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
@@ -73,10 +82,20 @@ class Options:
     case_order_seed: int | None = None   # shuffle the cases with this seed (None: collection order)
     variants: str = "all"          # "default": only each case's default strategy
     precision: str = "fp32"        # comma list of numeric policies (workloads.case.PRECISIONS)
+    devices: str = "1"             # this process's device count (one: the plugin checks)
+    simulated_devices: bool = False
 
     def __post_init__(self) -> None:
         if not self.presets:
             self.presets = parse_presets(self.preset, self.workloads)
+
+    @property
+    def n_devices(self) -> int:
+        return int(str(self.devices).split(",")[0])
+
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.device, self.n_devices, self.simulated_devices and self.n_devices > 1)
 
 
 @dataclass
@@ -152,11 +171,14 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
     except FrameworkUnavailable as e:
         session.missing[framework] = str(e)
         pytest.skip(str(e))
-    cfg = adapter.configure(opts.threads, opts.matmul_precision)
+    n_dev = case.placement.devices
+    cfg = adapter.configure(process_threads(opts.threads, n_dev), opts.matmul_precision)
     if opts.device == "cpu" and not session.gemm_samples:
         session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
     role = adapter.compile_cache()            # cold / warm / off: the process's role
     record.update(framework_version=adapter.version(), threads=cfg["threads"],
+                  threads_per_device=cfg["threads"] if n_dev == 1 else opts.threads,
+                  oversubscribed=n_dev > 1 and n_dev * (opts.threads or 1) > available_cpus(),
                   matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
                   compile_cache=role)         # in every record, cases not run too
 
@@ -173,6 +195,9 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
             raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
         # the process's folder (a cold case compiles into a folder of its own, merged into it)
         record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
+        if case.placement.devices > 1:     # checked first, in a compile state of its own
+            with adapter.case_caches(role):
+                record.update(parallel_check(adapter, case, p, spec, opts.seed))
         with adapter.case_caches(role) as found:
             record["first_call_cache"] = found
             measure_case(benchmark, adapter, case, p, spec, record, opts)
@@ -196,8 +221,10 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     W = workloads.get(case.workload)
     preset = opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload]
     p = W.preset(preset)
-    spec = W.task_spec(p.config, p.batch, case.task, seed=opts.seed, strategy=case.strategy)
+    batch = p.batch * case.placement.devices      # weak scaling: the preset's batch per device
+    spec = W.task_spec(p.config, batch, case.task, seed=opts.seed, strategy=case.strategy)
     record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
+                           global_batch=batch, device_batch=p.batch,
                            shape=spec.shape, dtype="float32",
                            items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
@@ -220,6 +247,9 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
     pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
             for inp in spec.inputs]
+    place = getattr(model, "place_inputs", None)      # a data-parallel model splits each batch
+    if place is not None:
+        pool = [place(*inp) for inp in pool]
     fn = getattr(model, spec.method)
     record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
     kwargs = dict(spec.kwargs)
@@ -263,6 +293,40 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
         record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
     if opts.bare_loop and spec.stream is None:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
+    if case.placement.devices > 1:
+        record.update(collectives_record(model, pool, params))
+
+
+def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str, np.ndarray]) -> dict[str, Any]:
+    """What one data-parallel step communicates, by the framework's own account
+    (model.collectives, one more step after the timed rounds), beside the analytic gradient
+    bytes (workloads.parallel.gradient_bytes)."""
+    coll = dict(model.collectives(*pool[0]))
+    source, why = coll.pop("source"), coll.pop("reason", None)
+    return {"pinning": model.pinning, "collectives": json.dumps(coll, sort_keys=True) if coll else None,
+            "collectives_source": source or why,
+            "allreduce_bytes": coll.get("all-reduce", {}).get("bytes"),
+            "allreduce_count": coll.get("all-reduce", {}).get("count"),
+            "analytic_allreduce_bytes": parallel.gradient_bytes(params)}
+
+
+def parallel_check(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, seed: int) -> dict[str, Any]:
+    """Before a data-parallel case is timed: a fresh data-parallel model against a fresh
+    one-device model after workloads.parallel.CHECK_STEPS AdamW steps on the same global
+    batches. WrongResult past CHECK_RTOL (the case is recorded failed and never timed)."""
+    params = workloads.get(case.workload).init_params(p.config, seed=seed)
+    single = adapter.build(case.but(placement=Placement(case.placement.kind)), p.config, params)
+    dp = adapter.build(case, p.config, params)
+    batches = [tuple(adapter.asarray(a, case.device) for a in inp) for inp in spec.inputs]
+    rtol = parallel.CHECK_RTOL[case.workload]
+    out = {"dp_check_rel": parallel.check(single, dp, batches, dp.place_inputs), "dp_check_rtol": rtol}
+    if not out["dp_check_rel"] <= rtol:
+        e = WrongResult(f"data parallel on {case.placement.devices} devices differs from one device after "
+                        f"{parallel.CHECK_STEPS} AdamW steps: max |diff| / max |param| {out['dp_check_rel']:.2g} "
+                        f"> {rtol:g}")
+        e.record_extra = out
+        raise e
+    return out
 
 
 def first_call_validity(mode: str, compilations: int | None) -> dict[str, Any]:
@@ -567,6 +631,37 @@ def cpu_flags(names: tuple[str, ...] = BF16_FLAGS) -> list[str] | None:
     return None
 
 
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", *BF16_FLAGS[1:])
+
+
+def gpu_driver() -> str | None:
+    """The NVIDIA driver version where nvidia-smi answers, else None."""
+    import shutil
+    import subprocess
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.split()
+        return out[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_fingerprint(versions: dict[str, str], accelerator: str | None) -> dict[str, Any]:
+    """What makes a machine's numbers its own (issue 21): CPU model and instruction-set flags,
+    cores, accelerator and driver, framework versions; `machine_id` is a hash of them (two
+    identical nodes share it: the same machine type), `host` the name it ran on. Reports
+    never state a ratio between numbers of different machine_ids."""
+    import hashlib
+    import socket
+    parts = {"cpu": cpu_name(), "isa_flags": cpu_flags(ISA_FLAGS), "cores": os.cpu_count(),
+             "accelerator": accelerator, "driver": gpu_driver(), "versions": dict(sorted(versions.items()))}
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+    return {"machine_id": digest, "host": socket.gethostname(), "cores": parts["cores"],
+            "isa_flags": parts["isa_flags"], "driver": parts["driver"]}
+
+
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
     """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
     workloads.record.RUN_INFO describes the run keys).
@@ -584,7 +679,7 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         if isinstance(a, str):
             missing[name] = a
             continue
-        a.configure(opts.threads, opts.matmul_precision)
+        a.configure(process_threads(opts.threads, opts.n_devices), opts.matmul_precision)
         adapters.append(a)
         fws[name] = {"version": a.version(), "devices": a.devices(), "modes": list(a.modes),
                      "compile_counter": a.compile_counter, "compile_cache": a.compile_cache(),
@@ -633,6 +728,9 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "gemm_note": None,
         "gemm_samples": None,
         "gemm_rates": None,
+        "devices": opts.n_devices,
+        "simulated_devices": opts.simulated_devices and opts.n_devices > 1,
+        **machine_fingerprint({n: v["version"] for n, v in fws.items()}, accel),
     }
     if opts.device == "cpu":
         info.update(cpu_gemm(threads, adapters, gemm_samples))
@@ -687,10 +785,14 @@ def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
         info["gemm_samples"] = [dict(info["gemm_rates"])]
         info["gemm_note"] = (f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of 5, at the thread count in force; "
                              "measured by fwbench run after the benchmark process ended early")
+    versions = {}
     try:
-        info["modes"] = list(frameworks.load(framework).modes)
+        a = frameworks.load(framework)
+        info["modes"] = list(a.modes)
+        versions[framework] = a.version()
     except FwbenchError:
         pass
+    info.update(machine_fingerprint(versions, None if device == "cpu" else device))
     return info
 
 

@@ -15,6 +15,10 @@ Options (all optional):
     --rounds N                fixed timed rounds per case (overrides --budget-s)
     --min-rounds N            fewest timed rounds when sized by the budget (default 7)
     --warmup-rounds N         untimed rounds before the timed ones (default 2)
+    --devices N               data-parallel train steps over N devices (default 1; one count per
+                              process: `fwbench run --devices 1,2` starts a process per count)
+    --simulated-devices       split the CPU into the N devices (JAX host-platform devices,
+                              TensorFlow logical devices, torch one process per device)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
     --variants all|default    every case variant (strategy) the workloads declare (default),
                               or only each case's default, the first strategy declared
@@ -46,10 +50,11 @@ import pytest
 import frameworks
 import workloads
 from frameworks import bench
-from frameworks.base import default_cache_dir, set_cache_role, set_threads
+from frameworks.base import default_cache_dir, prepare_placement, set_cache_role
 from workloads import options
 from workloads.base import FwbenchError, split_names
 from workloads.case import PRECISIONS, declared_cases
+from workloads.parallel import device_counts
 
 _SESSION_KEY = pytest.StashKey[bench.Session]()
 
@@ -65,6 +70,10 @@ def _options(config: pytest.Config) -> bench.Options:
     v["frameworks"] = split_names(v.pop("framework"), "framework", frameworks.names())
     v["workloads"] = split_names(v.pop("workload"), "workload", workloads.available())
     split_names(v["precision"], "precision", PRECISIONS)          # checked here, split per workload
+    counts = device_counts(v["devices"])
+    if len(counts) > 1:
+        raise FwbenchError(f"--devices {v['devices']}: a pytest process runs one placement; give one count "
+                           f"(`fwbench run --devices {v['devices']}` starts a process per count)")
     return bench.Options(**v)
 
 
@@ -78,7 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), "tests")
     try:
         opts = _options(config)
-        opts.threads = set_threads(opts.threads)   # before any framework starts its pools
+        # before any framework starts: its devices and its pools (threads per device)
+        opts.threads = prepare_placement(opts.n_devices, opts.simulated_devices, opts.device, opts.threads)
         set_cache_role(opts.cache_role)
     except FwbenchError as e:
         raise pytest.UsageError(str(e)) from None
@@ -105,7 +115,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cases = []
     if workload in opts.workloads:
         cases = declared_cases(workload, opts.frameworks, opts.presets[workload], opts.variants,
-                               precisions=split_names(opts.precision, "precision", PRECISIONS), device=opts.device)
+                               precisions=split_names(opts.precision, "precision", PRECISIONS),
+                               placement=opts.placement)
     metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 

@@ -149,7 +149,9 @@ def make_parser() -> Parser:
     r.add_argument("--framework", action="append", metavar="NAMES",
                    help="frameworks, comma separated or repeated (default: every installed one)")
     for o in options.HARNESS:          # the options each framework process takes, declared once
-        if o.cli:
+        if o.cli and o.type is None:
+            r.add_argument(o.flag, action="store_true", default=None, help=o.help + RUN_NOTES.get(o.name, ""))
+        elif o.cli:
             r.add_argument(o.flag, type=_option(o), help=o.help + RUN_NOTES.get(o.name, ""))
     r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
@@ -168,6 +170,9 @@ def make_parser() -> Parser:
                    f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
                    "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
                    "first cold ones, then the others in a seeded random order")
+    r.add_argument("--launcher", choices=("local", "submitit"), default="local",
+                   help="where each process runs: local (default: here, one at a time) or submitit (a job per "
+                        "process: Slurm whole nodes where srun exists, else submitit's local executor, one at a time)")
     r.add_argument("--seed", type=int, default=0, help="seed of the process order, each process's case order and "
                    "its environment padding")
     r.add_argument("--keep-cache", action="store_true", help="keep the run's compile-cache folder afterwards")
@@ -274,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0),
                              cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
                              warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
-                             seed=args.seed, keep_cache=args.keep_cache,
+                             seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
                              variants="default" if args.quick else None)
     t0 = time.monotonic()
     progress = runner.Progress()

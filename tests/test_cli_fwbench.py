@@ -212,7 +212,7 @@ CASES = [("torch", "eager", "forward"), ("torch", "graph", "forward"), ("torch",
          ("torch", "compiled", "train_step")]
 
 @pytest.mark.parametrize("framework,mode,task", CASES, ids=["-".join(c) for c in CASES])
-def test_gpt(benchmark, fwbench_session, framework, mode, task):
+def test_gpt(benchmark, fwbench_session, framework, mode, task, request):
     rec = empty(framework=framework, framework_version="0", workload=WORKLOAD, task=task, mode=mode, preset="tiny",
                 shape="B=1", dtype="float32", device="cpu", threads=1, items=10, unit="tokens", flops=1e6,
                 first_call_s=0.01, compilations=0, peak_memory_bytes=None, status="ok", reason=None)
@@ -223,6 +223,9 @@ def test_gpt(benchmark, fwbench_session, framework, mode, task):
     if (mode, task) == ("compiled", "forward"):
         if os.environ["FAKE"] == "crash":
             os.kill(os.getpid(), signal.SIGSEGV)
+        if os.environ["FAKE"] == "kill_job" and str(request.config.getoption("repeat")) == os.environ["FAKE_KILL"]:
+            os.kill(os.getppid(), signal.SIGKILL)     # the job that runs this process dies
+            time.sleep(30)
         if os.environ["FAKE"] == "hang":
             if os.environ.get("FAKE_PIDFILE"):
                 with open(os.environ["FAKE_PIDFILE"], "w") as f:

@@ -27,8 +27,10 @@ DEVICE_KINDS = ("cpu", "cuda", "gpu")
 @dataclass(frozen=True)
 class Placement:
     """Where a case runs: a device kind and how many devices of it (simulated: devices that
-    share one physical device, such as host-platform CPU devices). One device here; data
-    parallel placements are the scale-out axis's."""
+    share one physical device, such as host-platform CPU devices). Fixed per process: what a
+    framework must do before it starts (frameworks.base.prepare_placement) depends on it.
+    More than one device: the data-parallel form of the workload's PARALLEL_TASKS
+    (workloads/parallel.py; frameworks/<fw>/parallel.py)."""
     kind: str = "cpu"
     devices: int = 1
     simulated: bool = False
@@ -65,9 +67,10 @@ class Case:
 
     @property
     def id(self) -> str:
-        """pytest's id: framework-mode-task[-strategy][-precision where not fp32]."""
+        """pytest's id: framework-mode-task[-strategy][-precision where not fp32][-xN on N devices]."""
         parts = [self.framework, self.mode, self.task, self.strategy,
-                 self.precision if self.precision != "fp32" else None]
+                 self.precision if self.precision != "fp32" else None,
+                 f"x{self.placement.devices}" if self.placement.devices > 1 else None]
         return "-".join(p for p in parts if p is not None)
 
     def but(self, **changes: Any) -> Case:
@@ -86,18 +89,25 @@ class Case:
 
 
 def declared_cases(workload: str, frameworks: Iterable[str], preset: str, variants: str = "all",
-                   precisions: Iterable[str] = ("fp32",), device: str = "cpu") -> list[Case]:
+                   precisions: Iterable[str] = ("fp32",), device: str = "cpu",
+                   placement: Placement | None = None) -> list[Case]:
     """Every case a workload declares for these frameworks: framework x mode x task (the
     preset's task list where names carry sizes) x strategy (workloads.<name>.strategies; the
-    first declared is the default, the only one with variants="default") x precision."""
+    first declared is the default, the only one with variants="default") x precision, at
+    one placement (default: one `device`); on several devices only the tasks that have a
+    data-parallel form (workloads.parallel.PARALLEL_TASKS)."""
+    from workloads.parallel import PARALLEL_TASKS
+    placement = placement or Placement(device)
     W = importlib.import_module(f"workloads.{workload}")
     declared = getattr(W, "strategies", lambda f, m, t: (None,))
     tasks = W.tasks(W.preset(preset).config) if hasattr(W, "tasks") else W.TASKS
+    if placement.devices > 1:
+        tasks = [t for t in tasks if t in PARALLEL_TASKS]
     out = []
     for f in frameworks:
         for m in MODES:
             for t in tasks:
                 strategies = declared(f, m, t)
                 for s in (strategies[:1] if variants == "default" else strategies):
-                    out += [Case(f, workload, t, m, s, p, Placement(device)) for p in precisions]
+                    out += [Case(f, workload, t, m, s, p, placement) for p in precisions]
     return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from workloads.base import FwbenchError, choose
+from workloads.parallel import device_counts
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Option:
     what: str = ""                     # what a number must be, for the error ("an integer of at least 1")
     cli: bool = False                  # `fwbench run` takes it from the user and passes it on
     process: bool = False              # set per process by `fwbench run` (never by a user)
+    validate: Callable[[Any], Any] | None = None   # raises FwbenchError on a bad value
 
     @property
     def flag(self) -> str:
@@ -37,6 +39,8 @@ class Option:
         """The value, or FwbenchError saying what is wrong and what is valid."""
         if value is None or self.type is None:
             return value
+        if self.validate is not None:
+            self.validate(value)
         if self.choices is not None:
             return choose(self.name.replace("_", " "), value, self.choices)
         if self.low is not None:
@@ -79,6 +83,11 @@ HARNESS: tuple[Option, ...] = (
            what="an integer of at least 0"),
     Option("precision", str, "fp32", "comma list of numeric policies to run: fp32 (default), bf16 "
            "(workloads/precision.py defines them)", cli=True),
+    Option("devices", str, "1", "comma list of device counts for data-parallel train steps (default 1): "
+           "`fwbench run` starts one process per count, a pytest process takes one count", cli=True,
+           validate=device_counts),
+    Option("simulated_devices", None, False, "split the CPU into --devices simulated devices (JAX host-platform "
+           "devices, TensorFlow logical devices, torch one process per device)", cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
            "case's default strategy", choices=("all", "default")),

@@ -39,7 +39,24 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                   "older files: null, which was fp32"),
     "precision_policy": ((str, type(None)), False, "that policy in one line (workloads/precision.py POLICY)"),
     "placement": ((str, type(None)), False, "where the case ran: device kind and count (workloads.case.Placement)"),
-    "n_devices": ((int, type(None)), False, "devices the case ran on (1 unless data parallel)"),
+    "n_devices": ((int, type(None)), False, "devices the case ran on (1 unless data parallel); older files: null, "
+                  "which was 1"),
+    "global_batch": ((int, type(None)), False, "rows of one step's batch over all devices (weak scaling: "
+                     "device_batch x n_devices)"),
+    "device_batch": ((int, type(None)), False, "rows each device gets: the preset's batch"),
+    "threads_per_device": ((int, type(None)), False, "intra-op threads per device (threads is the process's)"),
+    "oversubscribed": ((bool, type(None)), False, "more simulated devices x threads than CPUs: times measure "
+                       "sharing, never scaling efficiency"),
+    "pinning": ((str, type(None)), False, "how a data-parallel case's devices are placed on CPUs"),
+    "collectives": ((str, type(None)), False, "JSON {op: {count, bytes}} of one data-parallel step, by the "
+                    "framework's own account (collectives_source)"),
+    "collectives_source": ((str, type(None)), False, "where `collectives` comes from, or why it is not observable"),
+    "allreduce_bytes": ((int, type(None)), False, "bytes one step all-reduces per device (from `collectives`)"),
+    "allreduce_count": ((int, type(None)), False, "all-reduce operations (buckets, fused ops) in one step"),
+    "analytic_allreduce_bytes": ((int, type(None)), False, "what data parallel must all-reduce: every gradient once"),
+    "dp_check_rel": ((int, float, type(None)), False, "max |diff| / max |param| between the data-parallel and the "
+                     "one-device parameters after workloads.parallel.CHECK_STEPS AdamW steps, checked before timing"),
+    "dp_check_rtol": ((int, float, type(None)), False, "the bound dp_check_rel must stay within"),
     "repeat": ((int, type(None)), False, "index of the process within its run (0, 1, ...): the unit of replication"),
     "order": ((int, type(None)), False, "position of the case in its process (cases run in a seeded random order)"),
     "preset": ((str,), True, "named configuration"),
@@ -99,7 +116,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
 
 REQUIRED = tuple(k for k, (_, req, _) in FIELDS.items() if req)
 # Fields that identify a case across runs (used to match records in comparisons).
-CASE_KEYS = ("workload", "task", "framework", "mode", "strategy", "precision", "preset", "device")
+CASE_KEYS = ("workload", "task", "framework", "mode", "strategy", "precision", "preset", "device", "n_devices")
 # Fields whose type is bool (a bool is an int in Python: only these accept it).
 BOOL_FIELDS = tuple(k for k, (types, _, _) in FIELDS.items() if bool in types)
 
@@ -133,6 +150,15 @@ def problems(rec: Any) -> list[str]:
 # machine_info.fwbench keys that describe the process and its run (written by the harness;
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {
+    "machine_id": "hash of the machine's CPU model and instruction-set flags, cores, accelerator and driver, and "
+                  "framework versions (frameworks.bench.machine_fingerprint): reports compare numbers only within one",
+    "host": "the host name the process ran on",
+    "cores": "CPUs the machine has (os.cpu_count)",
+    "isa_flags": "the CPU's instruction-set flags of frameworks.bench.ISA_FLAGS it has",
+    "driver": "the NVIDIA driver version, where nvidia-smi answers",
+    "devices": "devices of this process's placement (data parallel over them when more than 1)",
+    "simulated_devices": "true when those devices are simulated on the CPU",
+    "job": "{host, start, end, job_id} of a process run as a submitit job (reports.running.launch)",
     "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.bench.BF16_FLAGS (null: unread)",
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
     "repeat": "index of this process among its framework's in the run, in execution order (0 = first, cold)",

@@ -122,6 +122,21 @@ if os.environ.get("FWBENCH_THREADS"):
     _set_threads_before_start(int(os.environ["FWBENCH_THREADS"]))
 
 
+def _simulate_devices(n: int) -> None:
+    """Split the CPU into n logical devices (frameworks.base.prepare_placement asks for them);
+    possible only before TensorFlow's runtime starts."""
+    if n <= 1:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    except RuntimeError as e:   # the runtime already started (listing logical devices starts it)
+        if len(tf.config.list_logical_devices("CPU")) == n:
+            return
+        raise FwbenchError(f"TensorFlow's runtime already started; {n} simulated CPU devices must be made "
+                           f"before it does ({e})") from None
+
+
 class Adapter(frameworks.base.Adapter):
     name = "tensorflow"
     modes = ("eager", "graph", "compiled")
@@ -140,6 +155,7 @@ class Adapter(frameworks.base.Adapter):
         # not go down when they are
         self._functions: list[list[Any]] = []   # [weakref to tf.function, last count]
         self._has_gpu = bool(tf.config.list_physical_devices("GPU"))
+        _simulate_devices(int(os.environ.get("FWBENCH_SIMULATED_DEVICES") or 1))
 
     # -- devices -------------------------------------------------------------------
     def version(self) -> str:

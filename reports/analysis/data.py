@@ -59,7 +59,7 @@ SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
-MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id")
+MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id")
 TIMED = ("ok", "fallback")
 
 
@@ -175,7 +175,8 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         "note": top_missing["note"], "ended_by": fw.get("ended_by"), "run_id": fw.get("run_id"),
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
-                                  "env_bytes", "cpu_flags")},
+                                  "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
+                                  "driver")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
@@ -250,6 +251,27 @@ def _sort_key(col: pd.Series) -> pd.Series:
     return col.fillna("").astype(str)
 
 
+def machine_groups(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The frame split by machine (machine_id; files from before fingerprints: by CPU name),
+    each part with its own runs in attrs; one entry when every result came from one machine."""
+    if df.empty or "machine_id" not in df.columns:
+        return {"": df}
+    key = df["machine_id"].where(df["machine_id"].notna(), "cpu: " + df["cpu"].fillna("not recorded").astype(str))
+    if key.nunique() <= 1:
+        return {str(key.iloc[0]): df}
+    out = {}
+    runs = list(df.attrs.get("runs", []))
+
+    def of(r: dict[str, Any]) -> str:
+        return r.get("machine_id") or "cpu: " + str(r.get("cpu") or "not recorded")
+    for k in dict.fromkeys(key):
+        sub = df[key == k].copy()
+        sub.attrs = dict(df.attrs)
+        sub.attrs["runs"] = Shared([r for r in runs if of(r) == k])
+        out[str(k)] = sub
+    return out
+
+
 def case_id(row: pd.Series | dict[str, Any]) -> str:
     """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu
     (fp32), gpt/forward/torch/eager/-/bf16/tiny/cpu."""
@@ -257,13 +279,23 @@ def case_id(row: pd.Series | dict[str, Any]) -> str:
 
 
 _PRECISION_AT = CASE_KEYS.index("precision")
+_DEVICES_AT = CASE_KEYS.index("n_devices")
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _case_text(values: Iterable[Any]) -> str:
-    """The keys' values joined by '/', '-' for none; the default precision (fp32, or none in
-    files from before precisions) is left out, so those cases keep their names."""
+    """The keys' values joined by '/', '-' for none; the defaults (fp32 precision, one
+    device, or none in files from before those axes) are left out, so those cases keep their
+    names; N devices read xN."""
     vs = list(values)
-    if vs[_PRECISION_AT] in (None, "fp32") or (isinstance(vs[_PRECISION_AT], float) and math.isnan(vs[_PRECISION_AT])):
+    n = vs[_DEVICES_AT]
+    vs[_DEVICES_AT] = None if _missing(n) or int(n) == 1 else f"x{int(n)}"
+    if vs[_DEVICES_AT] is None:
+        del vs[_DEVICES_AT]
+    if vs[_PRECISION_AT] in (None, "fp32") or _missing(vs[_PRECISION_AT]):
         del vs[_PRECISION_AT]
     return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in vs)
 
@@ -278,6 +310,8 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "precision" in df.columns:            # files from before precisions ran fp32
         df["precision"] = df["precision"].where(df["precision"].notna(), "fp32")
+    if "n_devices" in df.columns:            # and on one device
+        df["n_devices"] = pd.to_numeric(df["n_devices"], errors="coerce").fillna(1).astype(int)
     df["case"] = [_case_text(v) for v in zip(*(df[k] for k in CASE_KEYS))] if len(df) else []
     if df.empty:
         for c in ("median_lo_s", "median_hi_s", "run_gemm_flops", *DERIVED):

@@ -21,7 +21,7 @@ import pandas as pd
 
 from reports import sections
 from reports.analysis import data as rdata
-from reports.analysis import findings, precision, replicates, stats, summary
+from reports.analysis import findings, precision, replicates, scaleout, stats, summary
 from reports.analysis.data import TIMED, finite
 from reports.rendering import escape, figures, latex
 from reports.running import atomic
@@ -392,14 +392,17 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     workload, the model workloads' results, replication, compilation, findings, the choice
     of framework, what did not run, the method and the appendices."""
     df = replicates.cases(df)
+    every = df
+    df = scaleout.split(df)[0]       # data-parallel cases: their own section (scaleout_blocks)
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
     # the model workloads at fp32: the generic tables (other precisions: precision_blocks)
     model = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, fam, weights)
+    b += summary_blocks(df, fam, weights, scaleout.sentence(every, margin))
     b += section_blocks(df, figs, fam)
     b += precision_blocks(df, fam)
+    b += scaleout_blocks(every, margin)
     b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
                       "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
                       "(and cases.csv), first calls and compilations in Appendix C.",
@@ -436,6 +439,33 @@ def precision_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
                          "[interval at the verdict's level] and the verdict (below 1: bf16 faster).", "precision"),
             ("table", precision.per_task(df), "bf16 and fp32 step time of every case that ran both.",
              "precision-tasks")]
+
+
+def scaleout_blocks(df: pd.DataFrame, margin: float) -> list[Block]:
+    """Data-parallel train steps against one device (reports.analysis.scaleout)."""
+    if not scaleout.has(df):
+        return []
+    b: list[Block] = [
+        ("h", 2, "Scale-out: data parallel"),
+        ("p", "Each framework's idiomatic data parallel: torch DistributedDataParallel (one process per device, "
+              "gloo on CPUs, NCCL on CUDA), JAX's jitted step over a device mesh with the batch sharded and the "
+              "parameters replicated (GSPMD inserts the all-reduce), TensorFlow's MirroredStrategy (a custom "
+              "training loop with one batched all-reduce). Weak scaling: every device keeps the preset's batch, "
+              "so the ideal N-device step takes as long as the one-device step with the same threads per device. "
+              "Before timing, every data-parallel case ran 3 AdamW steps beside a one-device model on the same "
+              "global batches and had to match its parameters (table below). The verdicts are on t(N)/t(1) "
+              "paired by round of the run, in a Holm family of this section's own. A case with more devices x "
+              "threads than CPUs measures sharing and gets no efficiency. " + scaleout.CAVEAT),
+        ("table", scaleout.judged(df, margin), "Weak scaling: one step on N devices against one device, the same "
+                                             "per-device batch and threads per device.", "scaleout"),
+        ("table", scaleout.collectives(df), "What one data-parallel step communicates, by each framework's own "
+                                           "account where it gives one, against the analytic all-reduce of every "
+                                           "gradient once.", "scaleout-collectives"),
+        ("table", scaleout.checks(df), "Equivalence with one device before timing, and how the devices were "
+                                      "placed on CPUs.", "scaleout-checks"),
+        ("table", scaleout.ANCHORS, "Published scale-out results, cited, not measured: orientation for what "
+                                    "the same frameworks reach on accelerator clusters.", "scaleout-anchors")]
+    return b
 
 
 def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
@@ -542,10 +572,12 @@ def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], 
     return b
 
 
-def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float]) -> list[Block]:
-    """The Summary: what the data support (analysis.summary), then the scope of the run."""
+def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float],
+                   more: list[str] | tuple[str, ...] = ()) -> list[Block]:
+    """The Summary: what the data support (analysis.summary, and `more` findings of sections
+    that read other cases, such as scale-out's), then the scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
-    key = summary.key_findings(df, fam)
+    key = summary.key_findings(df, fam) + list(more)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
     ft = summary.framework_table(df)
     if not ft.empty:
@@ -756,9 +788,55 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
     first into a hidden staging folder there, then moved into place together (running.atomic),
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
+    margin = stats.MARGIN if margin is None else margin
     with atomic.staged(final) as staging:
-        paths = _render(df, staging, weights, stats.MARGIN if margin is None else margin, pdf)
+        groups = rdata.machine_groups(df)
+        if len(groups) > 1:
+            paths = _render_machines(df, groups, staging, weights, margin, pdf)
+        else:
+            paths = _render(df, staging, weights, margin, pdf)
         return {k: final / p.relative_to(staging) if isinstance(p, Path) else p for k, p in paths.items()}
+
+
+def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir: Path,
+                     weights: dict[str, float] | None, margin: float, pdf: bool | None) -> dict[str, Path]:
+    """Results from several machines (issue 21): a whole report per machine in machine-<k>/,
+    and an index that lists the machines with each one's summary table, side by side but
+    never divided: a ratio between numbers of different machines is not stated anywhere."""
+    blocks: list[Block] = [
+        ("h", 1, f"fwbench: results from {len(groups)} machines"),
+        ("p", "These results come from machines that differ in CPU, instruction set, cores, accelerator, driver or "
+              "framework versions (frameworks.bench.machine_fingerprint). Each machine has a report of its own, "
+              "whose every ratio and verdict compares numbers of that machine only; this page shows their "
+              "summaries one after the other and states no ratio between machines, since a difference between "
+              "them mixes the machines with the frameworks.")]
+    paths: dict[str, Path] = {}
+    for k, (mid, sub) in enumerate(groups.items(), start=1):
+        folder = out_dir / f"machine-{k}"
+        folder.mkdir(parents=True, exist_ok=True)
+        sub_paths = _render(sub, folder, weights, margin, pdf)
+        paths.update({f"machine-{k}:{n}": p for n, p in sub_paths.items()})
+        runs = sub.attrs.get("runs", [])
+        r0 = runs[0] if runs else {}
+        hosts = sorted({str(r.get("host")) for r in runs if r.get("host")})
+        versions = sorted({f"{n} {v.get('version')}" for r in runs for n, v in (r.get("frameworks") or {}).items()
+                           if isinstance(v, dict)})
+        blocks += [("h", 2, f"Machine {k}: {r0.get('cpu') or 'CPU not recorded'}"),
+                   ("p", f"machine_id {mid}; hosts {', '.join(hosts) or 'not recorded'}; "
+                         f"{r0.get('cores') or '?'} CPUs; accelerator {r0.get('accelerator') or 'none'}; "
+                         f"{', '.join(versions) or 'versions n/a'}; {len(runs)} result files. "
+                         f"Its report: machine-{k}/report.md.")]
+        ft = summary.framework_table(replicates.cases(scaleout.split(sub)[0]))
+        if not ft.empty:
+            blocks.append(("table", ft, f"Machine {k}, per framework and mode (speed relative to the fastest on "
+                                        f"this machine).", f"machine-{k}"))
+    paths.update({"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
+                  "csv": out_dir / "data.csv", "paper": out_dir / "report.md"})
+    paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
+    paths["html"].write_text(html_doc(blocks), encoding="utf-8")
+    paths["tex"].write_text(latex_tables(blocks), encoding="utf-8")
+    write_csv(df, paths["csv"])
+    return paths
 
 
 def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | None) -> dict[str, Any]:
@@ -785,9 +863,10 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
             pdf: bool | None = None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
-    findings.prepare(cases, margin)              # verdicts first: figures show break-even and flags
-    figs = figures.draw_all(cases, rdata.missing_frameworks(cases), out_dir / "figures")
-    figs.update(section_figures(cases, out_dir / "figures"))
+    one = scaleout.split(cases)[0]               # the figures draw one-device cases
+    findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
+    figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
+    figs.update(section_figures(one, out_dir / "figures"))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}

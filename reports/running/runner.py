@@ -54,10 +54,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reports.analysis import stats
-from reports.running import atomic, signals
+from reports.running import atomic, launch, signals
 from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
+from workloads.parallel import device_counts
 from workloads.record import SCHEMA_VERSION, empty, not_its_api
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,10 @@ class RunOptions:
     keep_cache: bool = False       # leave the run's cache folder in place afterwards
     variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
     precision: str = "fp32"        # numeric policies to run (plugin's --precision)
+    launcher: str = "local"        # where processes run (reports.running.launch.LAUNCHERS)
+    suite: Path | None = None      # the benchmark cases (default: the checkout's tests/benchmarks)
+    devices: str = "1"             # device counts, a process per count (plugin's --devices)
+    simulated_devices: bool = False
 
     def __post_init__(self) -> None:
         if self.cold < 1 or self.warm < 0:
@@ -187,6 +192,23 @@ def merge_cache(src: Path, dst: Path) -> None:
         pass
 
 
+def unit_name(fw: str, devices: int) -> str:
+    """A process's framework and placement as one name: `torch`, or `torch-x2` on 2 devices."""
+    return fw if devices == 1 else f"{fw}-x{devices}"
+
+
+def split_unit(unit: str) -> tuple[str, int]:
+    """unit_name's inverse: 'torch-x2' -> ('torch', 2), 'jax' -> ('jax', 1)."""
+    fw, sep, n = unit.rpartition("-x")
+    return (fw, int(n)) if sep and fw and n.isdigit() else (unit, 1)
+
+
+def units(frameworks: tuple[str, ...], devices: str) -> tuple[str, ...]:
+    """Every (framework, device count) of a run as unit names; a placement is fixed per
+    process, so each is a process of its own (and its own replicates)."""
+    return tuple(unit_name(f, n) for n in device_counts(devices) for f in frameworks)
+
+
 def process_names(fw: str, repeat: int | None, repeats: int) -> tuple[str, str]:
     """(result file name, progress label) of one process: `<fw>.json` / `fw` when the run
     has one process per framework, `<fw>-<repeat>.json` / `fw#repeat` when it has several."""
@@ -241,11 +263,12 @@ def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | Non
     with the event plugin (reports.running.pytest_events) and the run's options, written by
     the options' one declaration (workloads.options)."""
     values = {o.name: getattr(opts, o.name) for o in options.HARNESS if hasattr(opts, o.name)}
-    values.update(framework=fw, workload=opts.workloads, cache_role=role, run_id=opts.run_id)
+    fw, n = split_unit(fw)
+    values.update(framework=fw, devices=str(n), workload=opts.workloads, cache_role=role, run_id=opts.run_id)
     if repeat is not None:
         values.update(repeat=repeat, repeats=opts.repeats, cold=opts.cold, warm=opts.warm,
                       case_order_seed=case_order_seed(opts.seed, fw, repeat))
-    return [sys.executable, "-m", "pytest", str(benchmarks_dir()), "--benchmark-only",
+    return [sys.executable, "-m", "pytest", str(opts.suite or benchmarks_dir()), "--benchmark-only",
             "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
             "--benchmark-json", str(json_path), "--benchmark-save-data", *options.argv(values), *opts.extra]
 
@@ -502,6 +525,7 @@ class _Watch:
         """The JSON pytest-benchmark would have written, from the cases that finished, plus
         `failed` records for the case that was running and those never reached (process
         `repeat` of the run, in compile-cache `role`)."""
+        unit, (fw, n_devices) = fw, split_unit(fw)
         benchmarks, records = [], []
         for ev in self.done.values():
             if ev.get("benchmark"):
@@ -521,7 +545,7 @@ class _Watch:
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
                 preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32",
-                device=opts.device, threads=int(threads),
+                device=opts.device, threads=int(threads), n_devices=n_devices,
                 items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat, compile_cache=role))
         missing = dict(self.missing)
         if not self.cases and not records and fw not in missing:
@@ -537,7 +561,7 @@ class _Watch:
         return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
                 "datetime": date, "version": _pytest_benchmark_version(),
                 "fwbench": {"schema": SCHEMA_VERSION, "records": records, "missing": missing,
-                            "note": f"rebuilt by fwbench run from the event stream: {fw} {why}"}}
+                            "note": f"rebuilt by fwbench run from the event stream: {unit} {why}"}}
 
 
 def host_info(fw: str, threads: int, device: str) -> dict[str, Any]:
@@ -559,14 +583,68 @@ def _pytest_benchmark_version() -> str:
     return version_of("pytest-benchmark")
 
 
+def job(unit: str, opts: RunOptions, out: Path, repeat: int, role: str, cache: Path) -> str:
+    """One process of the run inside a submitit job: run as the local launcher would, then
+    stamp its result with the host and the job's start and end."""
+    start = launch.now()
+    path = run_framework(unit, opts, out, Progress(), repeat, role, cache)
+    launch.stamp(path, launch.job_info(start))
+    return str(path)
+
+
+def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch.Item]) -> list[Path]:
+    """`fwbench run --launcher submitit`: each process a job (reports.running.launch), a job
+    that dies leaving a result file rebuilt from its event stream."""
+    ex, kind = launch.executor(out / "submitit", opts.timeout_s)
+
+    def submit(item: launch.Item) -> Any:
+        unit, repeat, role, folder = item
+        cache = opts.cache_dir / folder
+        cache.mkdir(parents=True, exist_ok=True)
+        j = ex.submit(job, unit, opts, out, repeat, role, cache)
+        progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: submitted as {kind} job {j.job_id} ({role})")
+        return j
+
+    def collect(j: Any, item: launch.Item) -> Path:
+        unit, repeat, role, folder = item
+        try:
+            path = Path(j.result())
+        except Exception as e:   # submitit's FailedJobError / UncompletedJobError: killed, cancelled, timed out
+            last = (str(e).strip().splitlines() or [""])[-1][:300]
+            why = f"job {j.job_id} ended without a result ({type(e).__name__}: {last})"
+            path = write_failed(unit, opts, out, why, repeat, role)
+            progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: {why}")
+        finally:
+            if role == "cold":
+                merge_cache(opts.cache_dir / folder, opts.cache_dir / SHARED_CACHE)
+        return path
+
+    return launch.run_rounds(order, kind, submit, collect)
+
+
+def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int | None = None,
+                 role: str | None = None) -> Path:
+    """The result file of a process that died without writing one and without its runner
+    (a submitit job killed or out of time): rebuilt from its event stream, the case it was
+    running and those it never reached `failed` with `why`."""
+    name, label = process_names(unit, repeat, opts.repeats)
+    state = _Watch(label, Progress())
+    events = out / f".{name}.events.jsonl"
+    state.read(events)
+    doc = state.rebuild(unit, opts, why, repeat, role)
+    for p in (events, out / f".{name}.benchmark.json.tmp"):
+        p.unlink(missing_ok=True)
+    return save_json(out / name, doc, Progress())
+
+
 def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None,
                  repeat: int | None = None, role: str | None = None) -> Path:
     """A result file that says only that `fw` (its process `repeat`, of compile-cache `role`,
     in a run of several) did not run (by default: it is missing), so the report names it."""
     out.mkdir(parents=True, exist_ok=True)
-    reason = reason or absent_reason(fw)
+    reason = reason or absent_reason(split_unit(fw)[0])
     state = _Watch(fw, Progress())
-    state.missing = {fw: reason}
+    state.missing = {split_unit(fw)[0]: reason}
     doc = state.rebuild(fw, opts, "not run", repeat, role)
     doc["machine_info"]["fwbench"].update(frameworks={}, gemm_note=None, ended_by=None)
     doc["fwbench"]["note"] = f"written by fwbench run: {reason}"
@@ -579,7 +657,8 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     run's shared one when it ends; return the JSON files written (one per process)."""
     progress = progress or Progress()
     out.mkdir(parents=True, exist_ok=True)
-    benchmarks_dir()
+    if opts.suite is None:
+        benchmarks_dir()
     if opts.run_id is None:
         opts.run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     own_cache = opts.cache_dir is None
@@ -589,7 +668,12 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     opts.cache_dir.mkdir(parents=True, exist_ok=True)
     written = []
     try:
-        order = schedule(opts.frameworks, opts.cold, opts.warm, opts.seed)
+        counts = device_counts(opts.devices)
+        if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
+            opts.threads = max(1, available_cpus() // max(counts))
+        order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
+        if opts.launcher == "submitit":       # jobs, round by round (reports.running.launch)
+            return run_jobs(opts, out, progress, order)
         for i, (fw, repeat, role, folder) in enumerate(order):
             who = process_names(fw, repeat, opts.repeats)[1]
             progress.line(f"{who}: starting ({role}), process {i + 1} of {len(order)} ({progress.elapsed()} elapsed)")

@@ -1,0 +1,69 @@
+"""The data-parallel equivalence and collective check in a process of its own (a placement is
+fixed per process: simulated devices are made before the framework starts):
+
+    python -m frameworks.scaleout_check torch gpt 2 [--mode eager] [--preset tiny] [--out params.npz]
+
+Builds the workload's one-device model and its data-parallel form on N simulated CPU
+devices from the same numpy parameters, runs workloads.parallel.CHECK_STEPS AdamW steps of
+both on the same global batches (N x the preset's batch: weak scaling), and prints one JSON
+line: the parameters' max |diff| / max |param| (`rel`), the collectives of one step by the
+framework's own account, the analytic gradient all-reduce, and the seconds it took. --out
+saves the data-parallel parameters afterwards (the tests compare the three frameworks').
+tests/test_scaleout.py runs it; so can a user on a machine with N accelerators
+(--device cuda, real devices).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m frameworks.scaleout_check")
+    ap.add_argument("framework")
+    ap.add_argument("workload")
+    ap.add_argument("devices", type=int)
+    ap.add_argument("--mode", default="eager")
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="threads per device (default 1)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    if args.devices < 2:
+        ap.error("data parallel needs 2 devices or more")
+    t0 = time.monotonic()
+    from frameworks.base import prepare_placement, process_threads
+    per = prepare_placement(args.devices, args.device == "cpu", args.device, args.threads)
+
+    import numpy as np
+
+    import frameworks
+    import workloads
+    from workloads import parallel
+    from workloads.case import Case, Placement
+    adapter = frameworks.load(args.framework)
+    adapter.configure(process_threads(per, args.devices))
+    W = workloads.get(args.workload)
+    p = W.preset(args.preset)
+    params = W.init_params(p.config, seed=0)
+    case = Case(args.framework, args.workload, "train_step", args.mode,
+                placement=Placement(args.device, args.devices, args.device == "cpu"))
+    spec = W.task_spec(p.config, p.batch * args.devices, "train_step", seed=0)
+    single = adapter.build(case.but(placement=Placement(args.device)), p.config, params)
+    dp = adapter.build(case, p.config, params)
+    batches = [tuple(adapter.asarray(a, args.device) for a in inp) for inp in spec.inputs]
+    rel = parallel.check(single, dp, batches, dp.place_inputs)
+    if args.out:
+        np.savez(args.out, **dp.export_params())
+    coll = dp.collectives(*dp.place_inputs(*batches[0]))
+    print(json.dumps({"framework": args.framework, "workload": args.workload, "mode": args.mode,
+                      "devices": args.devices, "rel": rel, "rtol": parallel.CHECK_RTOL[args.workload],
+                      "collectives": coll,
+                      "analytic_allreduce_bytes": parallel.gradient_bytes(params), "pinning": dp.pinning,
+                      "seconds": time.monotonic() - t0}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,202 @@
+"""Scale-out (issue 21): data-parallel train steps on N devices against the same step on one.
+
+Weak scaling: an N-device case keeps the preset's batch per device (workloads/parallel.py),
+so its ideal step time is its one-device twin's, and the efficiency is t(1) / t(N). A
+twin is the same framework, workload, task, mode, strategy, precision, preset, device kind
+and threads per device. Each process of the N-device unit is paired with the one-device
+process of the same round (`torch-x2-1.json` with `torch-1.json`: they ran back to back in
+the run's schedule), and t(N) / t(1) is judged as one estimate over those pairs in a Holm
+family of the section's own (reports.analysis.stats.Family), so its verdict reads:
+N devices "slower" (efficiency below 1 - margin), "equivalent" (perfect weak scaling within
+the margin) or "inconclusive". A case with more devices x threads than CPUs
+(`oversubscribed`) measures sharing, not scaling: it gets no efficiency.
+
+Collectives: each framework's own account of one step (record `collectives`) against the
+analytic all-reduce of every gradient once. Anchors from published results are cited, never
+measured here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from reports.analysis import stats
+from reports.analysis.data import TIMED, framework_order
+
+TWIN = ("framework", "workload", "task", "mode", "strategy", "precision", "preset", "device")
+
+# Published scale-out results, cited (not measured by fwbench) for orientation.
+ANCHORS = pd.DataFrame([
+    {"result": "MLPerf Training v4.0: GPT-3 175B trained to target", "scale": "11,616 H100",
+     "figure": "3.4 minutes", "source": "MLCommons, MLPerf Training v4.0 results (2024)"},
+    {"result": "Megatron-LM model FLOPs utilisation", "scale": "96 -> 4,608 H100",
+     "figure": "MFU 47 % -> 42 %", "source": "NVIDIA Megatron-LM README, weak-scaling table"},
+    {"result": "MaxText per-chip throughput kept", "scale": "256 -> 8,192 chips",
+     "figure": "90 %", "source": "Google MaxText README"},
+])
+CAVEAT = ("Simulated CPU devices exchange gradients through memory (gloo over loopback for torch, "
+          "XLA's in-process CPU collectives for JAX, copies to one device for TensorFlow's "
+          "ReductionToOneDevice): these numbers do not predict NVLink or InfiniBand, where the "
+          "collectives, their overlap with the backward pass and the devices' speed all differ.")
+
+
+def has(df: pd.DataFrame) -> bool:
+    return "n_devices" in df.columns and bool((pd.to_numeric(df["n_devices"], errors="coerce") > 1).any())
+
+
+def split(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one-device cases, data-parallel cases)."""
+    if "n_devices" not in df.columns:
+        return df, df.iloc[0:0]
+    n = pd.to_numeric(df["n_devices"], errors="coerce").fillna(1)
+    return df[n <= 1], df[n > 1]
+
+
+def _round_key(key: str) -> str:
+    """A process key (its result file) without the placement: torch-x2-1.json -> torch-1.json."""
+    return re.sub(r"-x\d+(?=(-\d+)?\.json$)", "", key)
+
+
+def _twin_key(r: pd.Series) -> tuple[Any, ...]:
+    return tuple(None if (isinstance(r.get(k), float) and math.isnan(r.get(k))) else r.get(k) for k in TWIN) + (
+        int(r.get("threads_per_device") or r.get("threads") or 0),)
+
+
+def pairs(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
+    """(N-device case, its one-device twin) for every timed data-parallel case that has one."""
+    one, many = split(df[df["status"].isin(TIMED) & df["median_s"].notna()])
+    twins = {_twin_key(r): r for _, r in one.iterrows()}
+    return [(r, twins[_twin_key(r)]) for _, r in many.iterrows() if _twin_key(r) in twins]
+
+
+def _paired(a: pd.Series, b: pd.Series) -> stats.Est | None:
+    """t(N) / t(1) per round of the run: each N-device process over the one-device process of
+    its round."""
+    ea, eb = a.get("est"), b.get("est")
+    if not isinstance(ea, stats.Est) or not isinstance(eb, stats.Est):
+        return None
+    base = {_round_key(k): v for k, v in eb.logs.items()}
+    common = {k: v for k, v in ea.logs.items() if _round_key(k) in base}
+    if not common:
+        return None
+    return stats.Est.of({k: math.exp(v - base[_round_key(k)]) for k, v in common.items()})
+
+
+def weak_scaling(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
+    """Per data-parallel case: devices, step time on 1 and N devices, the efficiency t(1)/t(N)
+    and the verdict on t(N)/t(1) [interval at its level]; none for oversubscribed cases."""
+    rows = []
+    for a, b in pairs(df):
+        over = bool(a.get("oversubscribed"))
+        eff = b["median_s"] / a["median_s"]
+        row = {"framework": a["framework"], "task": f"{a['workload']} {a['task']}", "mode": a["mode"],
+               "devices": int(a["n_devices"]), "threads / device": int(a.get("threads_per_device") or 0),
+               "global batch": _int(a.get("global_batch")),
+               "step, 1 device": stats.fmt_seconds(b["median_s"]),
+               "step, N devices": stats.fmt_seconds(a["median_s"])}
+        if over:
+            row["weak-scaling efficiency"] = "none: oversubscribed (devices x threads > CPUs)"
+            row["verdict"] = "not a scaling measurement"
+        else:
+            row["weak-scaling efficiency"] = f"{eff:.2f}"
+            est = _paired(a, b)
+            if fam is not None and est is not None and est.n >= 2:
+                j = fam.judge(f"scale|{a['case']}", est, None, (a["case"], b["case"]))
+                row["t(N) / t(1)"] = j.interval_text(speed=False, label="ratio")
+                row["verdict"] = f"{a['n_devices']} devices " + stats.words(j.verdict, fam.margin)
+            else:
+                row["verdict"] = "inconclusive: fewer than 2 paired processes"
+        rows.append(row)
+    return _ordered(pd.DataFrame(rows), "task")
+
+
+def _ordered(out: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Rows in the report's framework order, then by `by`, mode and devices."""
+    if out.empty:
+        return out
+    order = framework_order(out["framework"])
+    out["_k"] = [order.index(f) for f in out["framework"]]
+    return out.sort_values(["_k", by, "mode", "devices"], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def judged(df: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """weak_scaling with its verdicts, after the family's two passes."""
+    fam = stats.Family(margin=margin)
+    weak_scaling(df, fam)
+    fam.close()
+    return weak_scaling(df, fam)
+
+
+def _int(x: Any) -> str:
+    try:
+        return str(int(x))
+    except (TypeError, ValueError):
+        return "n/a"
+
+
+def collectives(df: pd.DataFrame) -> pd.DataFrame:
+    """Per framework, workload, mode and device count: what one step communicates by the
+    framework's own account against the analytic gradient all-reduce, and its source."""
+    _, many = split(df)
+    rows = []
+    seen = set()
+    for _, r in many.iterrows():
+        key = (r["framework"], r["workload"], r["mode"], r.get("precision"), int(r["n_devices"]))
+        if key in seen or not isinstance(r.get("collectives_source"), str):
+            continue
+        seen.add(key)
+        ops = json.loads(r["collectives"]) if isinstance(r.get("collectives"), str) else {}
+        analytic = r.get("analytic_allreduce_bytes")
+        ar = ops.get("all-reduce", {})
+        rows.append({
+            "framework": r["framework"], "workload": r["workload"], "mode": r["mode"], "devices": key[4],
+            "collectives per step": ", ".join(f"{op} x{v['count']}: {_mib(v['bytes'])}" for op, v in ops.items())
+                                    or "not observable",
+            "analytic all-reduce": _mib(analytic),
+            "measured / analytic": (f"{ar['bytes'] / analytic:.3f}" if ar and _finite(analytic) and analytic
+                                    else "n/a"),
+            "source": r["collectives_source"]})
+    return _ordered(pd.DataFrame(rows), "workload")
+
+
+def checks(df: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel case: the equivalence check against one device before timing."""
+    _, many = split(df)
+    rows = [{"framework": r["framework"], "task": f"{r['workload']} {r['task']}", "mode": r["mode"],
+             "devices": int(r["n_devices"]), "status": r["status"],
+             "max |diff| / max |param|": (f"{r['dp_check_rel']:.1e}" if _finite(r.get("dp_check_rel")) else "n/a"),
+             "bound": (f"{r['dp_check_rtol']:.0e}" if _finite(r.get("dp_check_rtol")) else "n/a"),
+             "pinning": r.get("pinning") or r.get("reason") or ""}
+            for _, r in many.iterrows()]
+    return pd.DataFrame(rows)
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _mib(b: Any) -> str:
+    return f"{float(b) / 2 ** 20:.2f} MiB" if _finite(b) else "n/a"
+
+
+def sentence(df: pd.DataFrame, margin: float) -> list[str]:
+    """The Summary's line on scale-out, or nothing when no case ran on several devices."""
+    t = judged(df, margin)
+    if t.empty:
+        return []
+    effs = [f"{r['framework']} {r['task']} {r['mode']} {r['weak-scaling efficiency']}"
+            for _, r in t.iterrows() if not str(r["weak-scaling efficiency"]).startswith("none")]
+    if not effs:
+        return ["Data parallel ran only oversubscribed (more simulated devices x threads than CPUs): "
+                "checked for correctness, no scaling figure."]
+    return [f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
+            f"interconnects): {'; '.join(effs)}."]
+
+

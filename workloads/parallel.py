@@ -1,0 +1,122 @@
+"""Data-parallel placements (issue 21), framework-free: which tasks run over N devices, how
+a global batch is split, what the gradient all-reduce must move, and the check that a
+data-parallel step equals the one-device step before its numbers count.
+
+Weak scaling: a case on N devices keeps the preset's batch per device, so its global batch is
+N x the preset's (records: n_devices, global_batch, device_batch). Every framework's
+frameworks/<fw>/parallel.py wraps a model its `build` made into a model whose train_step runs
+on the placement's devices and that adds:
+
+    place_inputs(*arrays) -> arrays   the global batch as the step takes it (sharded or split
+                                      across the devices), outside any timed region
+    collectives(*inputs) -> dict      what the framework says one step communicates:
+                                      {op: {"count": n, "bytes": b}}, plus "source", or
+                                      {"source": None, "reason": why not observable}
+    pinning: str                      how the devices' threads are placed on CPUs
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from workloads.base import FwbenchError, Unsupported
+
+# Tasks that have a data-parallel form: one optimizer step over a batch split across devices.
+PARALLEL_TASKS = ("train_step",)
+# AdamW steps compared against the one-device run before a data-parallel case's numbers count.
+CHECK_STEPS = 3
+# Largest |difference| between the data-parallel and the one-device parameters after
+# CHECK_STEPS steps, relative to the largest |parameter|, per workload: about 10x the worst
+# error measured at N = 2 and 4 over every framework and mode (docs/measurements/
+# dp-equivalence.txt: gpt 3.6e-6, diffusion 3.7e-5, both torch's). The DDPM's is ten times
+# the GPT's: its first gradients outside the zero-initialised output layer are rounding
+# noise, which AdamW scales up to a full step whatever its sign.
+CHECK_RTOL = {"gpt": 4e-5, "diffusion": 4e-4}
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_BYTES = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "s64": 8, "u64": 8, "s32": 4, "u32": 4,
+          "s16": 2, "u16": 2, "s8": 1, "u8": 1, "pred": 1}
+_OP = re.compile(r"=\s*(\([^=]*?\)|[a-z0-9]+\[[0-9,]*\](?:\{[^}]*\})?)\s+(" + "|".join(COLLECTIVES)
+                 + r")(-start)?\(")
+_SHAPE = re.compile(r"\b(" + "|".join(_BYTES) + r")\[([0-9,]*)\]")
+
+
+def device_counts(text: str | int) -> tuple[int, ...]:
+    """--devices "1,2" -> (1, 2); FwbenchError saying what is valid otherwise."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        counts = tuple(dict.fromkeys(int(p) for p in parts))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise FwbenchError(f"--devices takes a comma list of device counts of at least 1 (e.g. 1,2), got {text!r}")
+    return counts
+
+
+def take_devices(who: str, devices: list[Any], placement: Any) -> list[Any]:
+    """The first placement.devices of the devices a framework lists, or Unsupported saying
+    how many it sees (and, on a CPU, how to get simulated ones)."""
+    n = placement.devices
+    if len(devices) < n:
+        how = (" (simulated CPU devices are made before the framework starts: run the process with "
+               "--devices N --simulated-devices)" if placement.kind == "cpu" else "")
+        raise Unsupported(f"{who} sees {len(devices)} {placement.kind} device(s); this placement needs {n}{how}")
+    return devices[:n]
+
+
+def shard(array: np.ndarray, n: int, i: int) -> np.ndarray:
+    """Device i's rows of a global batch split in n equal parts on its first axis."""
+    rows = array.shape[0]
+    if rows % n:
+        raise ValueError(f"a global batch of {rows} rows does not split into {n} equal parts")
+    k = rows // n
+    return array[i * k:(i + 1) * k]
+
+
+def gradient_bytes(params: Mapping[str, np.ndarray]) -> int:
+    """What one data-parallel step's gradient all-reduce must move per device: every
+    parameter's gradient once, in the parameters' dtype (fp32 in both precisions here)."""
+    return int(sum(np.asarray(p).nbytes for p in params.values()))
+
+
+def hlo_collectives(text: str) -> dict[str, dict[str, int]]:
+    """{op: {"count", "bytes"}} of the collectives in a compiled XLA program's HLO text (an
+    async pair counts once, at its -start); bytes are the op's result shapes."""
+    out: dict[str, dict[str, int]] = {}
+    text = re.sub(r"/\*.*?\*/", "", text)          # /*index=5*/ markers inside long tuples
+    for m in _OP.finditer(text):
+        shapes, op = m.group(1), m.group(2)
+        size = sum(_BYTES[d] * math.prod(int(x) for x in dims.split(",") if x)
+                   for d, dims in _SHAPE.findall(shapes))
+        entry = out.setdefault(op, {"count": 0, "bytes": 0})
+        entry["count"] += 1
+        entry["bytes"] += size
+    return out
+
+
+def max_rel_diff(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]) -> float:
+    """max |got - reference| over every parameter, over max |reference|. Not the equivalence
+    tests' per-tensor update error: the DDPM's zero-initialised output convolution leaves
+    the other layers' first gradients at rounding noise, whose sign AdamW turns into a full
+    step either way (measured: per-tensor update errors of 2 on the same data), so only a
+    scale of the whole model is meaningful for parameters after AdamW steps."""
+    scale = max(float(np.max(np.abs(r))) for r in reference.values()) or 1.0
+    return max(float(np.max(np.abs(np.asarray(got[k], np.float64) - np.asarray(r, np.float64))))
+               for k, r in reference.items()) / scale
+
+
+def check(single: Any, parallel: Any, batches: Iterable[tuple[Any, ...]],
+          place: Callable[..., tuple[Any, ...]], steps: int = CHECK_STEPS) -> float:
+    """Run `steps` train steps of a one-device model and of its data-parallel form (both made
+    from the same parameters) on the same global batches (the parallel model's through
+    `place`); return max_rel_diff of the data-parallel parameters against the one-device
+    ones (callers compare it with CHECK_RTOL[workload])."""
+    batches = list(batches)
+    for i in range(steps):
+        b = batches[i % len(batches)]
+        single.train_step(*b)
+        parallel.train_step(*place(*b))
+    return max_rel_diff(single.export_params(), parallel.export_params())
