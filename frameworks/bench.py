@@ -648,17 +648,17 @@ def gpu_driver() -> str | None:
         return None
 
 
-def machine_fingerprint(versions: dict[str, str], accelerator: str | None) -> dict[str, Any]:
+def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
     """What makes a machine's numbers its own (issue 21): CPU model and instruction-set flags,
-    cores, accelerator and driver, framework versions; `machine_id` is a hash of them (two
-    identical nodes share it: the same machine type), `host` the name it ran on. Reports
-    never state a ratio between numbers of different machine_ids."""
-    import hashlib
+    cores, accelerator and driver; `machine_id` is a hash of them (two identical nodes share
+    it: the same machine type), `host` the name it ran on. The framework versions, also part
+    of what a number depends on, are in every file's `frameworks` (each process records its
+    own framework's, so they cannot key a machine). Reports never state a ratio between
+    numbers of different machines (reports.analysis.data.machine_groups)."""
     import socket
     parts = {"cpu": cpu_name(), "isa_flags": cpu_flags(ISA_FLAGS), "cores": os.cpu_count(),
-             "accelerator": accelerator, "driver": gpu_driver(), "versions": dict(sorted(versions.items()))}
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
-    return {"machine_id": digest, "host": socket.gethostname(), "cores": parts["cores"],
+             "accelerator": accelerator, "driver": gpu_driver()}
+    return {"machine_id": rec_mod.machine_key(parts), "host": socket.gethostname(), "cores": parts["cores"],
             "isa_flags": parts["isa_flags"], "driver": parts["driver"]}
 
 
@@ -730,7 +730,7 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
         "gemm_rates": None,
         "devices": opts.n_devices,
         "simulated_devices": opts.simulated_devices and opts.n_devices > 1,
-        **machine_fingerprint({n: v["version"] for n, v in fws.items()}, accel),
+        **machine_fingerprint(accel),
     }
     if opts.device == "cpu":
         info.update(cpu_gemm(threads, adapters, gemm_samples))
@@ -785,14 +785,14 @@ def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
         info["gemm_samples"] = [dict(info["gemm_rates"])]
         info["gemm_note"] = (f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of 5, at the thread count in force; "
                              "measured by fwbench run after the benchmark process ended early")
-    versions = {}
+    accel = None
     try:
         a = frameworks.load(framework)
         info["modes"] = list(a.modes)
-        versions[framework] = a.version()
+        accel = None if device == "cpu" else a.device_name(resolve_device(a, device))
     except FwbenchError:
         pass
-    info.update(machine_fingerprint(versions, None if device == "cpu" else device))
+    info.update(machine_fingerprint(accel))
     return info
 
 

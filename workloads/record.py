@@ -147,6 +147,16 @@ def problems(rec: Any) -> list[str]:
     return out
 
 
+def machine_key(parts: Mapping[str, Any]) -> str:
+    """A machine's id: the hash of its fingerprint fields (cpu, isa_flags, cores, accelerator,
+    driver; frameworks.bench.machine_fingerprint records them). The reports recompute it
+    from those fields, so every file of one machine lands in one group."""
+    import hashlib
+    import json
+    keep = {k: parts.get(k) for k in ("cpu", "isa_flags", "cores", "accelerator", "driver")}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:12]
+
+
 # machine_info.fwbench keys that describe the process and its run (written by the harness;
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {

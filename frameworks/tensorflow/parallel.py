@@ -10,8 +10,8 @@ the variables are created with ONLY_FIRST_REPLICA aggregation, so an assignment 
 context writes the first replica's value to every copy (they are equal after the
 all-reduce). Simulated CPU devices are logical devices made before TensorFlow's runtime
 starts (frameworks.base.prepare_placement; the adapter applies them); on CPUs
-MirroredStrategy falls back from NCCL to ReductionToOneDevice (copies to one device, adds),
-and the logical devices share the process's intra-op thread pool (not pinned per device).
+MirroredStrategy picks CollectiveAllReduce (NCCL needs GPUs), and the logical devices share
+the process's intra-op thread pool (not pinned per device).
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ import pandas as pd
 from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
-from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES
+from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = FRAMEWORKS
@@ -180,6 +180,8 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
+    if fw.get("isa_flags") is not None and fw.get("cores") is not None:   # the machine, from its fingerprint
+        run["machine_id"] = machine_key(fw)
     return run, top, probs
 
 
