@@ -190,6 +190,7 @@ class DataParallel:
 
     def __init__(self, adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> None:
         threads = max(1, (adapter.threads or 1) // case.placement.devices)   # the process's, shared out
+        torch.set_num_threads(threads)          # rank 0 too: every rank gets one device's share
         self.group = group(case.placement, threads)
         self.group.send("build", build.__module__, config, params, case)
         self.model, self._count = _local(adapter, build, config, params, case)
