@@ -90,7 +90,8 @@ COLD = ("cold", "empty")
 WARM = ("warm",)
 CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "flops", "compile_counter",
            "matmul_precision", "cpu", "accelerator", "memory_note", "peak_memory_bytes", "peak_memory_source",
-           "compile_s_source", "global_batch", "device_batch", "threads_per_device", "oversubscribed", "pinning",
+           "compile_s_source", "placement", "global_batch", "device_batch", "threads_per_device", "oversubscribed",
+           "pinning",
            "collectives", "collectives_source", "allreduce_bytes", "allreduce_count", "analytic_allreduce_bytes",
            "dp_check_rel", "dp_check_rtol")
 AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "median_lo_s", "median_hi_s",

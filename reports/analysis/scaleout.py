@@ -195,6 +195,20 @@ def _mib(b: Any) -> str:
     return f"{float(b) / 2 ** 20:.2f} MiB" if _finite(b) else "n/a"
 
 
+def scope(df: pd.DataFrame) -> str:
+    """The scope line's words on placements: '' when every case ran on one device."""
+    _, many = split(df)
+    if many.empty:
+        return ""
+    counts = sorted({int(n) for n in many["n_devices"]})
+    sim = "simulated " if "placement" in many.columns and many["placement"].fillna("").str.contains(
+        "simulated").any() else ""
+    per = sorted({int(x) for x in pd.to_numeric(many.get("threads_per_device"), errors="coerce").dropna()})
+    return (f"Data parallel: train steps also on {', '.join(map(str, counts))} {sim}devices"
+            + (f", {', '.join(map(str, per))} thread(s) per device" if per else "")
+            + " (Scale-out section; the other sections read one-device cases).")
+
+
 def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     """The Summary's line on scale-out, or nothing when no case ran on several devices."""
     t = judged(df, margin)
@@ -205,7 +219,10 @@ def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     if not effs:
         return ["Data parallel ran only oversubscribed (more simulated devices x threads than CPUs): "
                 "checked for correctness, no scaling figure."]
+    judged_rows = t[~t["verdict"].str.startswith(("inconclusive: fewer", "not a scaling"))]
+    tail = ("" if len(judged_rows) else
+            " Indicative only: fewer than 2 paired processes per case, so no verdict.")
     return [f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
-            f"interconnects): {'; '.join(effs)}."]
+            f"interconnects): {'; '.join(effs)}.{tail}"]
 
 

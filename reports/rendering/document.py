@@ -399,7 +399,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     # the model workloads at fp32: the generic tables (other precisions: precision_blocks)
     model = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, fam, weights, scaleout.sentence(every, margin))
+    b += summary_blocks(df, fam, weights, scaleout.sentence(every, margin), scaleout.scope(every))
     b += section_blocks(df, figs, fam)
     b += precision_blocks(df, fam)
     b += scaleout_blocks(every, margin)
@@ -573,7 +573,7 @@ def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], 
 
 
 def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float],
-                   more: list[str] | tuple[str, ...] = ()) -> list[Block]:
+                   more: list[str] | tuple[str, ...] = (), scope_more: str = "") -> list[Block]:
     """The Summary: what the data support (analysis.summary, and `more` findings of sections
     that read other cases, such as scale-out's), then the scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
@@ -590,7 +590,7 @@ def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float
         b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
                        + " Best per concern: " + "; ".join(summary.recommendations(rank))
                        + " (the scores, weights and what drives them under Choosing a framework)."))
-    b.append(("p", "Scope: " + " ".join(summary.scope(df))))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *([scope_more] if scope_more else [])])))
     return b
 
 

@@ -43,7 +43,7 @@ def cell(x: Any) -> str:
 # standard article's 345 pt (paper.tex's 2 cm margins give 483 pt).
 LINE_PT = 345.0
 LANDSCAPE_PT = 550.0       # the standard article's page turned (pdflscape), for the widest tables
-FONTS = ((r"\footnotesize", 5.2), (r"\scriptsize", 4.6), (r"\tiny", 3.5))
+FONTS = ((r"\footnotesize", 5.2), (r"\scriptsize", 4.6), (r"\tiny", 3.65))
 _PIECES = re.compile(r"[\s/_\-,=:+]|\.(?=[^\d\s])")
 
 
