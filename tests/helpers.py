@@ -58,3 +58,15 @@ def perturbed(params: dict[str, np.ndarray], seed: int = 1, scale: float = 0.05)
     rng = np.random.default_rng(seed)
     return {k: (v + scale * rng.standard_normal(v.shape)).astype(np.float32) if v.ndim == 1 else v
             for k, v in params.items()}
+
+
+def grad_cosines(grads: dict, ref: dict, skip=lambda k: False) -> dict[str, float]:
+    """Per tensor of `ref` (those `skip` does not name), the cosine between the gradient and
+    the reference, in float64: the bf16 tests' gradient measure."""
+    out = {}
+    for k, r in ref.items():
+        if skip(k):
+            continue
+        a, b = np.asarray(grads[k], np.float64).ravel(), np.asarray(r, np.float64).ravel()
+        out[k] = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    return out

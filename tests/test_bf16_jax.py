@@ -19,12 +19,12 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
 
-from tests.helpers import INSTALLED
+from tests.helpers import INSTALLED, grad_cosines
 
 if "jax" not in INSTALLED:
     pytest.skip("needs jax", allow_module_level=True)
@@ -275,16 +275,6 @@ BF16_TOL = {
 # moving these numbers much (a norm or softmax in bf16) is the probe's to catch.
 
 
-def cosines(grads: dict[str, np.ndarray], ref: dict[str, np.ndarray], skip: Callable[[str], bool]) -> dict[str, float]:
-    out = {}
-    for k, r in ref.items():
-        if skip(k):
-            continue
-        a, b = np.asarray(grads[k], np.float64).ravel(), np.asarray(r, np.float64).ravel()
-        out[k] = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-    return out
-
-
 _RUNS: dict[tuple[str, str], dict[str, Any]] = {}
 
 
@@ -347,7 +337,7 @@ def errors(workload: str, mode: str) -> dict[str, Any]:
     """The measured bf16 errors of one (workload, mode)."""
     out, ref = run(workload, mode), reference(workload)
     skip = TD.W.zero_grad if workload == "diffusion" else (lambda k: False)
-    cos = cosines(out["grads"], ref["grads"], skip)
+    cos = grad_cosines(out["grads"], ref["grads"], skip)
     worst = min(cos, key=cos.get)
     err = {"forward": rel_err(out["forward"], ref["forward"]),
            "loss": abs(out["loss"] - ref["loss"]) / abs(ref["loss"]),
@@ -425,7 +415,7 @@ def measure() -> None:
             print(workload, mode, errors(workload, mode))
             out, ref = run(workload, mode), reference(workload)
             skip = TD.W.zero_grad if workload == "diffusion" else (lambda k: False)
-            cos = cosines(out["grads"], ref["grads"], skip)
+            cos = grad_cosines(out["grads"], ref["grads"], skip)
             print("  grad cosines: median", f"{np.median(list(cos.values())):.6f}",
                   "worst three", sorted((round(v, 6), k) for k, v in cos.items())[:3])
     fp32, bf16 = np.array(train_losses("fp32")), np.array(train_losses("bf16"))

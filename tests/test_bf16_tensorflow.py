@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers import INSTALLED
+from tests.helpers import INSTALLED, grad_cosines
 
 pytestmark = pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")
 
@@ -232,11 +232,6 @@ def test_xla_keeps_the_bf16_roundings_of_the_probed_graph():
 
 # ----------------------------------------------------------------------------- 2. against float64
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
 _refs: dict[str, dict[str, Any]] = {}
 _measured: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -274,7 +269,7 @@ def measure(workload: str, mode: str) -> dict[str, Any]:
     out: dict[str, Any] = {"forward": rel_err(getattr(m, method)(*map(arr, inputs)).numpy(), ref["forward"])}
     out["loss"] = abs(float(m.loss(*map(arr, W.batch))) - ref["loss"]) / abs(ref["loss"])
     grads = {k: g.numpy() for k, g in m.grads(*map(arr, W.batch)).items()}
-    cos = {k: cosine(g, ref["grads"][k]) for k, g in grads.items() if not W.zero_grad(k)}
+    cos = grad_cosines(grads, {k: ref["grads"][k] for k in grads}, skip=W.zero_grad)
     worst = min(cos, key=cos.get)
     out["grad_cosine"], out["grad_cosine_at"] = cos[worst], worst
     out["1-grad_cosine"] = 1.0 - cos[worst]

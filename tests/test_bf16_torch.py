@@ -29,6 +29,7 @@ from frameworks.torch import gpt as tgpt
 from tests import equivalence as E
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
+from tests.helpers import grad_cosines
 from workloads import diffusion as D
 from workloads import gpt
 from workloads.base import rel_err
@@ -232,17 +233,6 @@ def test_a_model_off_the_policy_fails_the_probe(wrong, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- equivalence
-
-def grad_cosines(grads: dict[str, np.ndarray], ref: dict[str, np.ndarray],
-                 skip=lambda k: False) -> dict[str, float]:
-    out = {}
-    for k, r in ref.items():
-        if skip(k):
-            continue
-        a, r = np.asarray(grads[k], np.float64).ravel(), np.asarray(r, np.float64).ravel()
-        out[k] = float(a @ r / (np.linalg.norm(a) * np.linalg.norm(r)))
-    return out
-
 
 def diffusion_grad_f64() -> tuple[float, dict[str, np.ndarray]]:
     """The UNet's float64 gradient: this module's fp32 graph run in float64 (workloads.diffusion
