@@ -149,8 +149,7 @@ def prepare_placement(devices: int = 1, simulated: bool = False, kind: str = "cp
                  if not f.startswith("--xla_force_host_platform_device_count=")]
         os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
         os.environ["FWBENCH_SIMULATED_DEVICES"] = str(devices)
-    os.environ["FWBENCH_THREADS_PER_DEVICE"] = str(per)
-    set_threads(min(per * devices, available_cpus()))
+    set_threads(process_threads(per, devices))
     return per
 
 

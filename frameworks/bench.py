@@ -310,16 +310,25 @@ def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str
             "analytic_allreduce_bytes": parallel.gradient_bytes(params)}
 
 
+def against_one_device(adapter: frameworks.Adapter, case: Case, config: Any, params: dict[str, np.ndarray],
+                       inputs: Any) -> tuple[float, Any]:
+    """A fresh one-device model and a fresh data-parallel one of `case`, from the same
+    parameters, stepped on the same global batches (workloads.parallel.check); returns the
+    difference and the data-parallel model."""
+    single = adapter.build(case.but(placement=Placement(case.placement.kind)), config, params)
+    dp = adapter.build(case, config, params)
+    batches = [tuple(adapter.asarray(a, case.device) for a in inp) for inp in inputs]
+    return parallel.check(single, dp, batches, dp.place_inputs), dp
+
+
 def parallel_check(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, seed: int) -> dict[str, Any]:
     """Before a data-parallel case is timed: a fresh data-parallel model against a fresh
     one-device model after workloads.parallel.CHECK_STEPS AdamW steps on the same global
     batches. WrongResult past CHECK_RTOL (the case is recorded failed and never timed)."""
     params = workloads.get(case.workload).init_params(p.config, seed=seed)
-    single = adapter.build(case.but(placement=Placement(case.placement.kind)), p.config, params)
-    dp = adapter.build(case, p.config, params)
-    batches = [tuple(adapter.asarray(a, case.device) for a in inp) for inp in spec.inputs]
+    rel, _ = against_one_device(adapter, case, p.config, params, spec.inputs)
     rtol = parallel.CHECK_RTOL[case.workload]
-    out = {"dp_check_rel": parallel.check(single, dp, batches, dp.place_inputs), "dp_check_rtol": rtol}
+    out = {"dp_check_rel": rel, "dp_check_rtol": rtol}
     if not out["dp_check_rel"] <= rtol:
         e = WrongResult(f"data parallel on {case.placement.devices} devices differs from one device after "
                         f"{parallel.CHECK_STEPS} AdamW steps: max |diff| / max |param| {out['dp_check_rel']:.2g} "

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import frameworks
     import workloads
+    from frameworks.bench import against_one_device
     from workloads import parallel
     from workloads.case import Case, Placement
     adapter = frameworks.load(args.framework)
@@ -50,13 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     case = Case(args.framework, args.workload, "train_step", args.mode,
                 placement=Placement(args.device, args.devices, args.device == "cpu"))
     spec = W.task_spec(p.config, p.batch * args.devices, "train_step", seed=0)
-    single = adapter.build(case.but(placement=Placement(args.device)), p.config, params)
-    dp = adapter.build(case, p.config, params)
-    batches = [tuple(adapter.asarray(a, args.device) for a in inp) for inp in spec.inputs]
-    rel = parallel.check(single, dp, batches, dp.place_inputs)
+    rel, dp = against_one_device(adapter, case, p.config, params, spec.inputs)
     if args.out:
         np.savez(args.out, **dp.export_params())
-    coll = dp.collectives(*dp.place_inputs(*batches[0]))
+    coll = dp.collectives(*dp.place_inputs(*(adapter.asarray(a, args.device) for a in spec.inputs[0])))
     print(json.dumps({"framework": args.framework, "workload": args.workload, "mode": args.mode,
                       "devices": args.devices, "rel": rel, "rtol": parallel.CHECK_RTOL[args.workload],
                       "collectives": coll,

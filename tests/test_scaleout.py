@@ -164,12 +164,12 @@ def test_cpu_needs_simulated_devices() -> None:
         prepare_placement(2, simulated=False, kind="cpu")
 
 
-def _rec(fw: str, n: int, f: str, median: float, over: bool = False) -> dict:
+def _rec(fw: str, n: int, median: float, over: bool = False) -> dict:
     return {"framework": fw, "workload": "gpt", "task": "train_step", "mode": "eager", "strategy": None,
             "precision": "fp32", "preset": "tiny", "device": "cpu", "n_devices": n, "threads_per_device": 1,
             "threads": n, "global_batch": 2 * n, "oversubscribed": over, "status": "ok", "median_s": median,
             "case": f"gpt/train_step/{fw}/eager/-/tiny/cpu" + (f"/x{n}" if n > 1 else ""),
-            "est": None, "_file": f}
+            "est": None}
 
 
 def test_weak_scaling_pairs_rounds_and_never_rates_oversubscription() -> None:
@@ -178,11 +178,11 @@ def test_weak_scaling_pairs_rounds_and_never_rates_oversubscription() -> None:
     for n, t, over in ((1, 0.100, False), (2, 0.125, False)):
         procs = {f"torch{'-x%d' % n if n > 1 else ''}-{i}.json": t * float(np.exp(rng.normal(0, 0.01)))
                  for i in range(4)}
-        r = _rec("torch", n, "", float(np.median(list(procs.values()))), over)
+        r = _rec("torch", n, float(np.median(list(procs.values()))), over)
         r["est"] = stats.Est.of(procs)
         rows.append(r)
-    over = _rec("jax", 4, "", 0.3, over=True)
-    one_jax = _rec("jax", 1, "", 0.1)
+    over = _rec("jax", 4, 0.3, over=True)
+    one_jax = _rec("jax", 1, 0.1)
     for r in (over, one_jax):
         r["est"] = stats.Est.of({f"jax{'-x4' if r['n_devices'] > 1 else ''}-{i}.json": r["median_s"] for i in range(3)})
     t = scaleout.judged(pd.DataFrame(rows + [over, one_jax]), margin=0.05)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import importlib
 import os
 import socket
 from typing import Any
@@ -44,16 +45,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pin(rank: int, threads: int) -> str:
+def _pin(rank: int, threads: int) -> None:
     """Pin this process to CPUs [rank*threads, (rank+1)*threads) of those the machine has
-    (wrapping around when devices outnumber them); say where."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    allc = list(range(os.cpu_count() or 1))
-    mine = [allc[(rank * threads + i) % len(allc)] for i in range(threads)]
+    (wrapping around when devices outnumber them), with that many threads."""
+    n = os.cpu_count() or 1
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, mine)
+        os.sched_setaffinity(0, [(rank * threads + i) % n for i in range(threads)])
     torch.set_num_threads(threads)
-    return f"rank {rank}: CPUs {mine} (was {cpus})"
 
 
 def _init(rank: int, n: int, port: int, kind: str) -> None:
@@ -111,8 +109,7 @@ def _worker(rank: int, n: int, port: int, threads: int, kind: str, conn: Any) ->
                 break
             if msg[0] == "build":
                 _, module, config, params, case = msg
-                import importlib
-                model = None
+                model = None                        # the previous case's model goes first
                 model, _ = _local(adapter, importlib.import_module(module).build, config, params, case)
                 reply: Any = None
             elif msg[0] == "inputs":
