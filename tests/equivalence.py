@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 import frameworks
+from tests.helpers import DEVICE
 from workloads import gpt
 from workloads.base import AdamW, adamw_reference, rel_err
 
@@ -102,7 +103,7 @@ class Workload:
 
     def build(self, name: str, mode: str):
         fw = frameworks.load(name)
-        return fw, fw.build(self.name, self.config, self.params, mode, "cpu")
+        return fw, fw.build(self.name, self.config, self.params, mode, DEVICE)
 
     def run(self, name: str, mode: str, steps: int = STEPS, extras: tuple[str, ...] | None = None,
             cache: bool = True) -> dict[str, Any]:
@@ -113,7 +114,7 @@ class Workload:
         if cache and key in self._cache:
             return self._cache[key]
         fw, m = self.build(name, mode)
-        arr = lambda xs: tuple(fw.asarray(a, "cpu") for a in xs)  # noqa: E731
+        arr = lambda xs: tuple(fw.asarray(a, DEVICE) for a in xs)  # noqa: E731
         method, inputs = self.forward
         batch = arr(self.batch)
         out = {"export": m.export_params(),
@@ -333,9 +334,9 @@ def gpt_hvp(name: str, mode: str, cfg: gpt.GPTConfig, params: dict[str, np.ndarr
     presets = [n for n, pr in gpt.PRESETS.items() if pr.config == cfg]
     dcfg = dataclasses.replace(derivatives.preset("tiny").config, gpt=presets[0], gpt_seq=T, gpt_hvp_batch=B,
                                ensemble_models=(1,))
-    model = fw.build("derivatives", dcfg, {f"m0.{k}": a for k, a in params.items()}, mode, "cpu", strategy=strategy)
+    model = fw.build("derivatives", dcfg, {f"m0.{k}": a for k, a in params.items()}, mode, DEVICE, strategy=strategy)
     arrays = [tokens, targets, *(v[k] for k in gpt.param_shapes(cfg))]
-    return fw.to_numpy(model.hvp_gpt(*(fw.asarray(a, "cpu") for a in arrays)))
+    return fw.to_numpy(model.hvp_gpt(*(fw.asarray(a, DEVICE) for a in arrays)))
 
 
 def hvp_err(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> tuple[float, str]:

@@ -2,10 +2,16 @@
 parameters with non-trivial values everywhere (zero biases would hide bias bugs)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import frameworks
+
+# The device the equivalence and bf16 tests build their models on: cpu, or cuda / gpu where
+# the GPU check (.ci/gpu-check) runs them against the same float64 references.
+DEVICE = os.environ.get("FWBENCH_TEST_DEVICE", "cpu")
 
 _STATUS = frameworks.status()
 INSTALLED = tuple(n for n, a in _STATUS.items() if not isinstance(a, str))

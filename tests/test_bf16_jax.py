@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from tests.helpers import INSTALLED, grad_cosines
+from tests.helpers import DEVICE, INSTALLED, grad_cosines
 
 if "jax" not in INSTALLED:
     pytest.skip("needs jax", allow_module_level=True)
@@ -41,7 +41,7 @@ from tests import test_gpt_equivalence as TG  # noqa: E402
 from workloads import diffusion as D  # noqa: E402
 from workloads import gpt  # noqa: E402
 from workloads.base import rel_err  # noqa: E402
-from workloads.case import Case  # noqa: E402
+from workloads.case import Case, Placement  # noqa: E402
 
 BF16, F32 = jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)
 PRODUCTS = {"dot_general", "conv_general_dilated"}
@@ -242,7 +242,8 @@ def test_the_probe_reports_a_bf16_group_norm(monkeypatch):
 def build(workload: str, mode: str, precision: str, params: dict[str, np.ndarray] | None = None):
     fw = frameworks.load("jax")
     cfg, p = (TG.CFG, TG.PARAMS) if workload == "gpt" else (TD.CFG, TD.PARAMS)
-    return fw, fw.build(Case("jax", workload, None, mode, precision=precision), cfg, p if params is None else params)
+    case = Case("jax", workload, None, mode, precision=precision, placement=Placement(DEVICE))
+    return fw, fw.build(case, cfg, p if params is None else params)
 
 
 @pytest.mark.parametrize("workload", ["gpt", "diffusion"])
@@ -284,7 +285,7 @@ def run(workload: str, mode: str) -> dict[str, Any]:
     if key in _RUNS:
         return _RUNS[key]
     fw, m = build(workload, mode, "bf16")
-    a = lambda x: fw.asarray(x, "cpu")  # noqa: E731
+    a = lambda x: fw.asarray(x, DEVICE)  # noqa: E731
     if workload == "gpt":
         batch = (a(TG.TOKENS), a(TG.TARGETS))
         out = {"forward": fw.to_numpy(m.logits(batch[0])),
@@ -395,7 +396,7 @@ def train_losses(precision: str, steps: int = TRAIN_STEPS) -> list[float]:
     losses = []
     for i in range(steps):
         tok, tgt = gpt.make_batch(cfg, TG.BATCH, seed=100 + i % 4)
-        losses.append(float(fw.to_numpy(m.train_step(fw.asarray(tok, "cpu"), fw.asarray(tgt, "cpu")))))
+        losses.append(float(fw.to_numpy(m.train_step(fw.asarray(tok, DEVICE), fw.asarray(tgt, DEVICE)))))
     return losses
 
 

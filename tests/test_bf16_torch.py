@@ -29,11 +29,11 @@ from frameworks.torch import gpt as tgpt
 from tests import equivalence as E
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.helpers import grad_cosines
+from tests.helpers import DEVICE, grad_cosines
 from workloads import diffusion as D
 from workloads import gpt
 from workloads.base import rel_err
-from workloads.case import Case
+from workloads.case import Case, Placement
 
 # Tolerances of the bf16 cases, ~10x the error achieved (tiny presets, O(1) weights, eager;
 # docs/measurements/bf16-torch.txt has the numbers and the command). The fp32 cases keep
@@ -63,12 +63,12 @@ def torch_fw():
 def build(workload: str, precision: str, mode: str = "eager", params: dict | None = None):
     fw = torch_fw()
     W = {"gpt": TG, "diffusion": TD}[workload]
-    return fw.build(Case("torch", workload, None, mode, precision=precision), W.CFG,
+    return fw.build(Case("torch", workload, None, mode, precision=precision, placement=Placement(DEVICE)), W.CFG,
                     W.PARAMS if params is None else params)
 
 
 def arr(*xs: np.ndarray) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.tensor(np.asarray(x)) for x in xs)
+    return tuple(torch.tensor(np.asarray(x), device=DEVICE) for x in xs)
 
 
 # ----------------------------------------------------------------------------- the probe
@@ -241,13 +241,13 @@ def diffusion_grad_f64() -> tuple[float, dict[str, np.ndarray]]:
     m = build("diffusion", "fp32")
     m.net.double()
     sched = TD.CFG.schedule
-    m._sqrt_abar = torch.tensor(sched.sqrt_alphas_cumprod, dtype=torch.float64)
-    m._sqrt_1m_abar = torch.tensor(sched.sqrt_one_minus_alphas_cumprod, dtype=torch.float64)
-    m.net.temb.freqs = torch.tensor(D.timestep_frequencies(TD.CFG.ch), dtype=torch.float64)  # unrounded
+    m._sqrt_abar = torch.tensor(sched.sqrt_alphas_cumprod, dtype=torch.float64, device=DEVICE)
+    m._sqrt_1m_abar = torch.tensor(sched.sqrt_one_minus_alphas_cumprod, dtype=torch.float64, device=DEVICE)
+    m.net.temb.freqs = torch.tensor(D.timestep_frequencies(TD.CFG.ch), dtype=torch.float64, device=DEVICE)  # unrounded
     x0, t, noise = arr(TD.X0.astype(np.float64), TD.T, TD.NOISE.astype(np.float64))
     loss = m._loss_fn(x0, t, noise)
     loss.backward()
-    return float(loss.detach()), {k: tdiff._to_numpy_layout(p.grad).numpy() for k, p in m._params.items()}
+    return float(loss.detach()), {k: tdiff._to_numpy_layout(p.grad).cpu().numpy() for k, p in m._params.items()}
 
 
 def measure(workload: str, precision: str = "bf16", mode: str = "eager") -> dict[str, Any]:
@@ -316,14 +316,14 @@ def test_bf16_generation_and_sampling_follow_the_reference(measured):
     """Greedy tokens (argmax, not a smooth function: measured equal to the float64 reference,
     with and without the cache) and the 10-step DDIM trajectory (relative error)."""
     m = measured["gpt"]["model"]
-    prompt = torch.tensor(TG.PROMPT)
+    prompt = torch.tensor(TG.PROMPT, device=DEVICE)
     ref = gpt.reference_generate(TG.CFG, TG.PARAMS, TG.PROMPT, TG.N_NEW)
     for use_cache in (True, False):
-        out = m.generate(prompt, TG.N_NEW, use_cache=use_cache).numpy()
+        out = m.generate(prompt, TG.N_NEW, use_cache=use_cache).cpu().numpy()
         np.testing.assert_array_equal(out[:, :TG.PROMPT.shape[1]], TG.PROMPT)
         assert (out == ref).mean() >= 0.9, (use_cache, out, ref)
     d = measured["diffusion"]["model"]
-    x = d.sample(torch.tensor(TD.X_T), method="ddim", steps=10).numpy()
+    x = d.sample(torch.tensor(TD.X_T, device=DEVICE), method="ddim", steps=10).cpu().numpy()
     err = rel_err(x, D.reference_sample(TD.CFG, TD.PARAMS, TD.X_T, None, "ddim", 10))
     assert err <= SAMPLE_TOL, err
 
@@ -367,7 +367,7 @@ def test_compiled_bf16_gpt_agrees_with_eager_bf16():
     m = r["model"]
     tok, tgt = arr(TG.TOKENS, TG.TARGETS)
     assert np.isfinite(float(m.train_step(tok, tgt)))
-    assert m.generate(torch.tensor(TG.PROMPT), 3).shape == (TG.PROMPT.shape[0], TG.PROMPT.shape[1] + 3)
+    assert m.generate(torch.tensor(TG.PROMPT, device=DEVICE), 3).shape == (TG.PROMPT.shape[0], TG.PROMPT.shape[1] + 3)
 
 
 @pytest.mark.slow
@@ -376,9 +376,9 @@ def test_compiled_bf16_unet_agrees_with_the_reference():
     measured once, docs/measurements/bf16-torch.txt: the loss graph compiles in ~1.5 min here)."""
     m = build("diffusion", "bf16", "compiled")
     xn, t = arr(TD.X_NOISY, TD.T)
-    err = rel_err(m.eps(xn, t).numpy(), D.reference_eps(TD.CFG, TD.PARAMS, TD.X_NOISY, TD.T))
+    err = rel_err(m.eps(xn, t).cpu().numpy(), D.reference_eps(TD.CFG, TD.PARAMS, TD.X_NOISY, TD.T))
     assert BF16_FLOOR < err <= BF16_TOL[("forward", "diffusion")], err
-    x = m.sample(torch.tensor(TD.X_T), method="ddim", steps=10).numpy()
+    x = m.sample(torch.tensor(TD.X_T, device=DEVICE), method="ddim", steps=10).cpu().numpy()
     err = rel_err(x, D.reference_sample(TD.CFG, TD.PARAMS, TD.X_T, None, "ddim", 10))
     assert err <= SAMPLE_TOL, err
 
@@ -396,11 +396,11 @@ def main() -> None:
                 if w == "gpt":
                     ref = gpt.reference_generate(TG.CFG, TG.PARAMS, TG.PROMPT, TG.N_NEW)
                     for c in (True, False):
-                        out = m.generate(torch.tensor(TG.PROMPT), TG.N_NEW, use_cache=c).numpy()
+                        out = m.generate(torch.tensor(TG.PROMPT, device=DEVICE), TG.N_NEW, use_cache=c).cpu().numpy()
                         print(f"  generate use_cache={c}: tokens equal to the float64 reference "
                               f"{(out == ref).mean():.3f}")
                 else:
-                    x = m.sample(torch.tensor(TD.X_T), method="ddim", steps=10).numpy()
+                    x = m.sample(torch.tensor(TD.X_T, device=DEVICE), method="ddim", steps=10).cpu().numpy()
                     ref = D.reference_sample(TD.CFG, TD.PARAMS, TD.X_T, None, "ddim", 10)
                     print(f"  ddim 10 steps: relative error {rel_err(x, ref):.2e}")
     f32, b16 = train_losses("fp32"), train_losses("bf16")

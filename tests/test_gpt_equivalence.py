@@ -16,7 +16,7 @@ import pytest
 import frameworks
 from tests import equivalence as E
 from tests.equivalence import Workload
-from tests.helpers import INSTALLED, impls, non_eager, o1_params
+from tests.helpers import DEVICE, INSTALLED, impls, non_eager, o1_params
 from workloads import gpt
 
 CFG = gpt.preset("tiny").config
@@ -161,8 +161,8 @@ def test_a_layer_norm_exact_at_first_order_only_fails_the_second_order_check(nam
     module = importlib.import_module(f"frameworks.{name}.gpt")
     monkeypatch.setattr(module, "layer_norm", stop_gradient_mean_layer_norm(name))
     fw = frameworks.load(name)
-    m = fw.build("gpt", CFG, PARAMS, "eager", "cpu")
-    grads = fw.to_numpy(m.grads(fw.asarray(TOKENS, "cpu"), fw.asarray(TARGETS, "cpu")))
+    m = fw.build("gpt", CFG, PARAMS, "eager", DEVICE)
+    grads = fw.to_numpy(m.grads(fw.asarray(TOKENS, DEVICE), fw.asarray(TARGETS, DEVICE)))
     assert W.grad_fd_err(grads)[0] <= E.tol("grad_fd", "gpt")
     err, key = E.hvp_err(E.gpt_hvp(name, "eager", CFG, PARAMS, TOKENS, TARGETS, V, "fwd_rev"), ref_hvp)
     assert err > 100 * E.tol("hvp", "gpt"), (err, key)

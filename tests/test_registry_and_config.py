@@ -237,3 +237,19 @@ def test_bad_allocator_setting_names_the_valid_ones(monkeypatch):
     monkeypatch.setenv("FWBENCH_MALLOC", "jemalloc")
     with pytest.raises(FwbenchError, match="unknown FWBENCH_MALLOC 'jemalloc': choose one of retain, default"):
         frameworks.base.configure_allocator()
+
+
+def test_cuda_graphs_are_a_labelled_torch_variant_declared_on_cuda_only():
+    from workloads.base import CUDA_GRAPHS
+    from workloads.case import Case, declared_cases
+    on = {c.id for c in declared_cases("gpt", ["torch", "jax"], "tiny", device="cuda")}
+    assert {"torch-compiled-forward-cudagraphs", "torch-compiled-train_step-cudagraphs"} <= on
+    assert not any(CUDA_GRAPHS in i for i in on if not i.startswith("torch-compiled"))
+    assert not any(CUDA_GRAPHS in c.id for c in declared_cases("diffusion", ["torch"], "tiny", device="cpu"))
+    assert not any(CUDA_GRAPHS in c.id for c in declared_cases("gpt", ["torch"], "tiny", device="cuda",
+                                                                variants="default"))
+    pytest.importorskip("torch")
+    fw = frameworks.load("torch")
+    cfg = gpt.preset("tiny").config
+    with pytest.raises(frameworks.Unsupported, match="replays CUDA graphs"):
+        fw.build(Case("torch", "gpt", "forward", "compiled", CUDA_GRAPHS), cfg, gpt.init_params(cfg, 0))

@@ -244,6 +244,22 @@ TORCH_TRAIN_RECIPES = ("eager-adamw", "compiled-adamw", "compiled-autograd")
 TORCH_DEFAULT_RECIPE = "eager-adamw"
 
 
+# torch's CUDA-graph variant of its compiled forward and train step: torch.compile's
+# mode="reduce-overhead" records the step's kernel launches once and replays them as a CUDA
+# graph (the launch overhead of small steps is what it removes). A strategy of its own, so
+# its numbers are labelled, declared on CUDA placements only: a CPU has no graphs to replay.
+CUDA_GRAPHS = "cudagraphs"
+CUDA_GRAPH_TASKS = ("forward", "train_step")
+
+
+def device_strategies(framework: str, mode: str, task: str, kind: str) -> tuple[str, ...]:
+    """Strategies a model workload has on some devices only (`kind`: cpu, cuda, gpu):
+    declared_cases adds them after the workload's `strategies`."""
+    if framework == "torch" and mode == "compiled" and task in CUDA_GRAPH_TASKS and kind in ("cuda", "gpu"):
+        return (CUDA_GRAPHS,)
+    return ()
+
+
 def train_step_strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
     """Strategies of a train step: torch's compiled one has the recipes other than its default
     as variants of their own; everything else has only the default (None)."""

@@ -74,6 +74,7 @@ from workloads.base import (
     check_param_shapes,
     check_positive,
     choose,
+    device_strategies,  # noqa: F401 (declared_cases reads it from the workload)
     dtype_name,
     host_values,
     shape_of,

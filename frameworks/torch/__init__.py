@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from frameworks import base
-from workloads.base import merge_tree
+from workloads.base import CUDA_GRAPHS, Unsupported, merge_tree
 
 # Inductor reads its cache location from the environment, and torch._dynamo sets a default
 # there when it loads: point it at fwbench's folder before torch starts (configure_caches runs
@@ -222,13 +222,14 @@ class Adapter(base.Adapter):
 _MODEL_BREAKS: list[str] = []
 
 
-def compile_model(fn: Any, dynamic: bool | None = None) -> Any:
+def compile_model(fn: Any, dynamic: bool | None = None, mode: str | None = None) -> Any:
     """torch.compile(fn, fullgraph=True): the model's forward/loss must be one graph. If
     Dynamo cannot make one graph, the break is recorded (Adapter.model_fallbacks) and fn is
     compiled again without fullgraph, as torch.compile's default would have done silently.
     `dynamic` is torch.compile's (None: specialise, then recompile with dynamic shapes when a
-    second shape arrives; False: a graph per shape)."""
-    full = torch.compile(fn, fullgraph=True, dynamic=dynamic)
+    second shape arrives; False: a graph per shape); `mode` is torch.compile's too
+    ("reduce-overhead": CUDA graphs, compile_for)."""
+    full = torch.compile(fn, fullgraph=True, dynamic=dynamic, mode=mode)
     state: dict[str, Any] = {"fn": full}
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -237,9 +238,22 @@ def compile_model(fn: Any, dynamic: bool | None = None) -> Any:
                 return full(*args, **kwargs)
             except torch._dynamo.exc.Unsupported as e:
                 _MODEL_BREAKS.append(" ".join(str(e).split())[:300])
-                state["fn"] = torch.compile(fn, dynamic=dynamic)
+                state["fn"] = torch.compile(fn, dynamic=dynamic, mode=mode)
         return state["fn"](*args, **kwargs)
     return call
+
+
+def compile_for(mode: str, strategy: str | None, device: str) -> Any:
+    """How a model's entry points are wrapped in `mode`: compile_model when compiled, with
+    torch.compile's mode="reduce-overhead" (CUDA graphs) for the cudagraphs strategy, which
+    only a CUDA device has; the function itself when eager."""
+    if mode != "compiled":
+        return lambda f: f
+    if strategy == CUDA_GRAPHS:
+        if not str(device).startswith("cuda"):
+            raise Unsupported(f"the {CUDA_GRAPHS} strategy replays CUDA graphs; device {device!r} has none")
+        return lambda f: compile_model(f, mode="reduce-overhead")
+    return compile_model
 
 
 def _break_counts() -> dict[str, int]:

@@ -52,7 +52,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from frameworks.torch import compile_model
+from frameworks.torch import compile_for
 from frameworks.torch.gpt import Linear, set_precision, written_attention
 from frameworks.torch.optim import Trainer
 from workloads import diffusion as D
@@ -323,12 +323,12 @@ class TorchDiffusion:
 
         # AdamW and the train step's recipe as frameworks/torch/gpt.py has them: decay on
         # conv/dense weights only (frameworks.torch.optim.Trainer).
-        self.trainer = Trainer(self._params, OPTIMIZER, D.decayed, self._loss_fn, mode, strategy)
+        self.trainer = Trainer(self._params, OPTIMIZER, D.decayed, self._loss_fn, mode, strategy, device)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
         # The timed entry points; torch.compile compiles each on its first call, the model's
         # graphs with fullgraph=True (compile_model).
-        wrap = compile_model if mode == "compiled" else (lambda f: f)
+        wrap = compile_for(mode, strategy, device)
         self._eps = wrap(self._eps_fn)
         self._loss = self.trainer.loss
         self._sample_step = wrap(self._sample_step_fn)

@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from frameworks.torch import compile_model
+from frameworks.torch import compile_for
 from frameworks.torch.optim import Trainer
 from workloads import gpt as W
 from workloads.base import attn_scale
@@ -257,13 +257,13 @@ class TorchGPT:
 
         # nanoGPT's configure_optimizers: weight decay on tensors of 2+ dims only. The train
         # step's recipe in compiled mode is the strategy's (frameworks.torch.optim.TRAIN_RECIPES).
-        self.trainer = Trainer(self._params, OPTIMIZER, decayed, self._loss_fn, mode, strategy)
+        self.trainer = Trainer(self._params, OPTIMIZER, decayed, self._loss_fn, mode, strategy, device)
         self.optimizer, self.adamw_impl = self.trainer.optimizer, self.trainer.adamw_impl
 
         # The timed entry points; torch.compile compiles each on its first call, the model's
         # graphs with fullgraph=True (compile_model). Each is its own Python function, so
         # Dynamo caches (and counts) their graphs separately.
-        wrap = compile_model if mode == "compiled" else (lambda f: f)
+        wrap = compile_for(mode, strategy, device)
         self._logits = wrap(self.net)
         self._loss = self.trainer.loss  # forward + loss; its backward through AOTAutograd
         self._prefill = wrap(self._prefill_fn)

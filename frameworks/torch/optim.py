@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from frameworks.torch import compile_model
-from workloads.base import TORCH_DEFAULT_RECIPE, TORCH_TRAIN_RECIPES, Unsupported
+from frameworks.torch import compile_for
+from workloads.base import CUDA_GRAPHS, TORCH_DEFAULT_RECIPE, TORCH_TRAIN_RECIPES, Unsupported
 
 
 def adamw(named: dict[str, "torch.nn.Parameter"], opt: Any, decayed: Any,
@@ -54,15 +54,16 @@ class Trainer:
     (eager mode: everything eager). `loss_fn(*inputs)` returns the scalar loss."""
 
     def __init__(self, named: dict[str, "torch.nn.Parameter"], opt: Any, decayed: Any, loss_fn: Any,
-                 mode: str, strategy: str | None) -> None:
-        if strategy is not None and (mode != "compiled" or strategy not in TRAIN_RECIPES):
+                 mode: str, strategy: str | None, device: str = "cpu") -> None:
+        if strategy is not None and (mode != "compiled" or strategy not in (*TRAIN_RECIPES, CUDA_GRAPHS)):
             raise Unsupported(f"torch train_step has no strategy {strategy!r} in mode {mode!r} "
-                                   f"(compiled mode has {', '.join(TRAIN_RECIPES)})")
-        self.recipe = (strategy or DEFAULT_RECIPE) if mode == "compiled" else None
+                              f"(compiled mode has {', '.join((*TRAIN_RECIPES, CUDA_GRAPHS))})")
+        # cudagraphs: the default recipe with the loss (forward and backward) replayed as CUDA graphs
+        self.recipe = (strategy if strategy in TRAIN_RECIPES else DEFAULT_RECIPE) if mode == "compiled" else None
         self._params = list(named.values())
         self.clip_norm = opt.clip_norm
         self.optimizer, self.adamw_impl = adamw(named, opt, decayed, fused=self.recipe in (None, "eager-adamw"))
-        self.loss = compile_model(loss_fn) if mode == "compiled" else loss_fn
+        self.loss = compile_for(mode, strategy, device)(loss_fn)
         self._loss_fn = loss_fn
         if self.recipe == "compiled-adamw":
             self._update = torch.compile(self._update_fn)
