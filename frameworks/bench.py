@@ -294,20 +294,27 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     if opts.bare_loop and spec.stream is None:
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
     if case.placement.devices > 1:
-        record.update(collectives_record(model, pool, params))
+        record.update(collectives_record(model, pool, params, case))
 
 
-def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str, np.ndarray]) -> dict[str, Any]:
+def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str, np.ndarray],
+                       case: Case) -> dict[str, Any]:
     """What one data-parallel step communicates, by the framework's own account
     (model.collectives, one more step after the timed rounds), beside the analytic gradient
-    bytes (workloads.parallel.gradient_bytes)."""
+    bytes (workloads.parallel.gradient_bytes) and both as bytes on a ring per device
+    (workloads.parallel.wire_bytes, analytic_wire_bytes)."""
     coll = dict(model.collectives(*pool[0]))
     source, why = coll.pop("source"), coll.pop("reason", None)
+    n = case.placement.devices
+    wire = parallel.wire_bytes(coll, n)
+    analytic = parallel.analytic_wire_bytes(params, n, case.strategy)
     return {"pinning": model.pinning, "collectives": json.dumps(coll, sort_keys=True) if coll else None,
             "collectives_source": source or why,
             "allreduce_bytes": coll.get("all-reduce", {}).get("bytes"),
             "allreduce_count": coll.get("all-reduce", {}).get("count"),
-            "analytic_allreduce_bytes": parallel.gradient_bytes(params)}
+            "analytic_allreduce_bytes": parallel.gradient_bytes(params),
+            "wire_bytes": None if wire is None else int(round(wire)),
+            "analytic_wire_bytes": None if analytic is None else int(round(analytic))}
 
 
 def against_one_device(adapter: frameworks.Adapter, case: Case, config: Any, params: dict[str, np.ndarray],
@@ -315,7 +322,8 @@ def against_one_device(adapter: frameworks.Adapter, case: Case, config: Any, par
     """A fresh one-device model and a fresh data-parallel one of `case`, from the same
     parameters, stepped on the same global batches (workloads.parallel.check); returns the
     difference and the data-parallel model."""
-    single = adapter.build(case.but(placement=Placement(case.placement.kind)), config, params)
+    single = adapter.build(case.but(placement=Placement(case.placement.kind),
+                                    strategy=parallel.one_device_strategy(case.strategy)), config, params)
     dp = adapter.build(case, config, params)
     batches = [tuple(adapter.asarray(a, case.device) for a in inp) for inp in inputs]
     return parallel.check(single, dp, batches, dp.place_inputs), dp
@@ -325,6 +333,9 @@ def parallel_check(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, s
     """Before a data-parallel case is timed: a fresh data-parallel model against a fresh
     one-device model after workloads.parallel.CHECK_STEPS AdamW steps on the same global
     batches. WrongResult past CHECK_RTOL (the case is recorded failed and never timed)."""
+    if case.strategy == parallel.NO_SYNC:
+        return {"dp_check_note": "not compared with one device: the no-sync step leaves its gradients "
+                                 "unsynchronised by design (a timing probe, not a training step)"}
     params = workloads.get(case.workload).init_params(p.config, seed=seed)
     rel, _ = against_one_device(adapter, case, p.config, params, spec.inputs)
     rtol = parallel.CHECK_RTOL[case.workload]

@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("workload")
     ap.add_argument("devices", type=int)
     ap.add_argument("--mode", default="eager")
+    ap.add_argument("--strategy", default=None, help="a data-parallel strategy (workloads.parallel."
+                    "PARALLEL_STRATEGIES: sharded, no-sync) or a train-step recipe; default: data parallel")
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="threads per device (default 1)")
@@ -48,17 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     W = workloads.get(args.workload)
     p = W.preset(args.preset)
     params = W.init_params(p.config, seed=0)
-    case = Case(args.framework, args.workload, "train_step", args.mode,
+    case = Case(args.framework, args.workload, "train_step", args.mode, args.strategy,
                 placement=Placement(args.device, args.devices, args.device == "cpu"))
     spec = W.task_spec(p.config, p.batch * args.devices, "train_step", seed=0)
     rel, dp = against_one_device(adapter, case, p.config, params, spec.inputs)
     if args.out:
         np.savez(args.out, **dp.export_params())
     coll = dp.collectives(*dp.place_inputs(*(adapter.asarray(a, args.device) for a in spec.inputs[0])))
+    ops = {k: v for k, v in coll.items() if isinstance(v, dict)}
     print(json.dumps({"framework": args.framework, "workload": args.workload, "mode": args.mode,
+                      "strategy": args.strategy,
                       "devices": args.devices, "rel": rel, "rtol": parallel.CHECK_RTOL[args.workload],
                       "collectives": coll,
-                      "analytic_allreduce_bytes": parallel.gradient_bytes(params), "pinning": dp.pinning,
+                      "analytic_allreduce_bytes": parallel.gradient_bytes(params),
+                      "wire_bytes": parallel.wire_bytes(ops, args.devices),
+                      "analytic_wire_bytes": parallel.analytic_wire_bytes(params, args.devices, args.strategy),
+                      "pinning": dp.pinning,
                       "seconds": time.monotonic() - t0}))
     return 0
 

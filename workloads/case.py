@@ -96,8 +96,9 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
     first declared is the default, the only one with variants="default"; then those the
     workload has on this placement's kind of device only, workloads.<name>.device_strategies) x precision, at
     one placement (default: one `device`); on several devices only the tasks that have a
-    data-parallel form (workloads.parallel.PARALLEL_TASKS)."""
-    from workloads.parallel import PARALLEL_TASKS
+    data-parallel form (workloads.parallel.PARALLEL_TASKS), with the data-parallel strategies
+    (workloads.parallel.parallel_strategies)."""
+    from workloads.parallel import PARALLEL_TASKS, parallel_strategies
     placement = placement or Placement(device)
     W = importlib.import_module(f"workloads.{workload}")
     declared = getattr(W, "strategies", lambda f, m, t: (None,))
@@ -110,6 +111,7 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
         for m in MODES:
             for t in tasks:
                 strategies = (*declared(f, m, t), *on_device(f, m, t, placement.kind))
-                for s in (strategies[:1] if variants == "default" else strategies):
-                    out += [Case(f, workload, t, m, s, p, placement) for p in precisions]
+                chosen = [*(strategies[:1] if variants == "default" else strategies),
+                          *(parallel_strategies(f, m, t, variants) if placement.devices > 1 else ())]
+                out += [Case(f, workload, t, m, s, p, placement) for s in chosen for p in precisions]
     return out

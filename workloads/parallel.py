@@ -26,6 +26,38 @@ from workloads.base import FwbenchError, Unsupported
 
 # Tasks that have a data-parallel form: one optimizer step over a batch split across devices.
 PARALLEL_TASKS = ("train_step",)
+# Strategies a data-parallel train step has beyond the default (parameters replicated on every
+# device, gradients all-reduced). Each framework's parallel.py builds them or raises
+# Unsupported with the reason.
+SHARDED = "sharded"
+NO_SYNC = "no-sync"
+PARALLEL_STRATEGIES = {
+    SHARDED: "parameters, gradients and optimizer state sharded over the devices and gathered where used "
+             "(ZeRO-3 / FSDP: torch FSDP2 fully_shard; JAX parameters placed on the mesh's data axis); "
+             "communication: all-gather of the parameters in the forward and again in the backward, "
+             "reduce-scatter of the gradients",
+    NO_SYNC: "the data-parallel step with its gradient synchronisation left out (torch DDP no_sync; JAX the "
+             "per-device step under shard_map without the reduction; TensorFlow's optimizer with "
+             "skip_gradients_aggregation): not a training step, timed only for the exposed-communication "
+             "share 1 - t(no-sync) / t(data parallel) of the same process",
+}
+
+
+def parallel_strategies(framework: str, mode: str, task: str, variants: str = "all") -> tuple[str, ...]:
+    """The data-parallel strategies declared on N > 1 devices after the workload's own: the
+    no-sync probe always (it belongs to the default step's measurement), the sharded form
+    with variants="all" only."""
+    if task not in PARALLEL_TASKS:
+        return ()
+    return (SHARDED, NO_SYNC) if variants == "all" else (NO_SYNC,)
+
+
+def one_device_strategy(strategy: str | None) -> str | None:
+    """The strategy of a data-parallel case's one-device twin: the default for the
+    data-parallel strategies (a one-device model has nothing to shard or synchronise)."""
+    return None if strategy in PARALLEL_STRATEGIES else strategy
+
+
 # AdamW steps compared against the one-device run before a data-parallel case's numbers count.
 CHECK_STEPS = 3
 # Largest |difference| between the data-parallel and the one-device parameters after
@@ -80,6 +112,35 @@ def gradient_bytes(params: Mapping[str, np.ndarray]) -> int:
     """What one data-parallel step's gradient all-reduce must move per device: every
     parameter's gradient once, in the parameters' dtype (fp32 in both precisions here)."""
     return int(sum(np.asarray(p).nbytes for p in params.values()))
+
+
+# Bytes each device sends (and receives) for a collective over n devices, per byte of the
+# collective's full tensor, on a ring (the bandwidth-optimal algorithm NCCL and gloo use for
+# large buffers): an all-reduce is a reduce-scatter then an all-gather.
+RING_FACTOR = {"all-reduce": lambda n: 2 * (n - 1) / n, "all-gather": lambda n: (n - 1) / n,
+               "reduce-scatter": lambda n: (n - 1) / n}
+
+
+def wire_bytes(ops: Mapping[str, Mapping[str, int]], n: int) -> float | None:
+    """What one step's collectives move per device on a ring, from their full-tensor bytes
+    ({op: {"count", "bytes"}}, as parallel.py's collectives() give them: an all-gather's
+    output, a reduce-scatter's input); None when an op has no ring model here."""
+    if not ops or any(op not in RING_FACTOR for op in ops):
+        return None
+    return sum(RING_FACTOR[op](n) * v["bytes"] for op, v in ops.items())
+
+
+def analytic_wire_bytes(params: Mapping[str, np.ndarray], n: int, strategy: str | None) -> float | None:
+    """What a strategy must move per device and step on a ring: data parallel all-reduces
+    every gradient once, 2(n-1)/n x G; the sharded form all-gathers the parameters in the
+    forward and again in the backward and reduce-scatters the gradients, 3(n-1)/n x G, 1.5x
+    data parallel; the no-sync probe moves nothing by design (None)."""
+    g = gradient_bytes(params)
+    if strategy == NO_SYNC:
+        return None
+    if strategy == SHARDED:
+        return 2 * RING_FACTOR["all-gather"](n) * g + RING_FACTOR["reduce-scatter"](n) * g
+    return RING_FACTOR["all-reduce"](n) * g
 
 
 def hlo_collectives(text: str) -> dict[str, dict[str, int]]:

@@ -57,6 +57,11 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "dp_check_rel": ((int, float, type(None)), False, "max |diff| / max |param| between the data-parallel and the "
                      "one-device parameters after workloads.parallel.CHECK_STEPS AdamW steps, checked before timing"),
     "dp_check_rtol": ((int, float, type(None)), False, "the bound dp_check_rel must stay within"),
+    "dp_check_note": ((str, type(None)), False, "why a data-parallel case was not compared with one device"),
+    "wire_bytes": ((int, type(None)), False, "bytes one step's collectives move per device on a ring "
+                   "(workloads.parallel.wire_bytes of `collectives`)"),
+    "analytic_wire_bytes": ((int, type(None)), False, "what the strategy must move per device on a ring: "
+                            "2(N-1)/N x gradients for data parallel, 3(N-1)/N x for the sharded form"),
     "repeat": ((int, type(None)), False, "index of the process within its run (0, 1, ...): the unit of replication"),
     "order": ((int, type(None)), False, "position of the case in its process (cases run in a seeded random order)"),
     "preset": ((str,), True, "named configuration"),
