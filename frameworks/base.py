@@ -404,7 +404,12 @@ class Adapter:
         return choose(f"mode for {self.name}", mode, self.modes)
 
     def check_device(self, device: str) -> str:
-        return choose(f"device for {self.name}", device, self.devices())
+        """The framework's own name for `device` ('cuda' and 'gpu' name one accelerator: torch
+        calls it cuda, JAX gpu), or a FwbenchError naming the valid ones."""
+        devs = self.devices()
+        if device in ("cuda", "gpu") and device not in devs:
+            device = next((d for d in devs if d in ("cuda", "gpu")), device)
+        return choose(f"device for {self.name}", device, devs)
 
     def build(self, case: Case | str, config: Any, params: dict[str, np.ndarray], mode: str = "eager",
               device: str = "cpu", strategy: str | None = None) -> Any:
@@ -415,7 +420,6 @@ class Adapter:
         from workloads import WORKLOADS
         if isinstance(case, str):
             self.check_mode(mode)
-            self.check_device(device)
             case = Case(self.name, choose("workload", case, WORKLOADS), None, mode, strategy,
                         placement=Placement(device))
         choose("workload", case.workload, WORKLOADS)
@@ -425,7 +429,7 @@ class Adapter:
             raise Unsupported(f"{self.name}'s {case.workload} has no {case.precision} policy "
                               f"(it has {', '.join(have)}; workloads/precision.py defines them)")
         self.check_mode(case.mode)
-        self.check_device(case.device)
+        case = case.on(self.check_device(case.device))
         if self.threads is None:
             self.configure()
         if case.placement.devices > 1:     # the data-parallel form (workloads/parallel.py)

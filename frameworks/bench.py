@@ -654,18 +654,23 @@ def cpu_flags(names: tuple[str, ...] = BF16_FLAGS) -> list[str] | None:
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", *BF16_FLAGS[1:])
 
 
-def gpu_driver() -> str | None:
-    """The NVIDIA driver version where nvidia-smi answers, else None."""
+def _nvidia_smi(field: str) -> str | None:
+    """The first GPU's `field` (nvidia-smi --query-gpu) where nvidia-smi answers, else None."""
     import shutil
     import subprocess
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.split()
-        return out[0] if out else None
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.splitlines()
+        return out[0].strip() or None if out else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def gpu_driver() -> str | None:
+    """The NVIDIA driver version where nvidia-smi answers, else None."""
+    return _nvidia_smi("driver_version")
 
 
 def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
@@ -676,10 +681,13 @@ def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
     own framework's, so they cannot key a machine). Reports never state a ratio between
     numbers of different machines (reports.analysis.data.machine_groups)."""
     import socket
+    # the GPU as nvidia-smi names it, the same in every framework's process (the frameworks'
+    # own names differ, and one that failed to start its GPU client names none)
+    gpu = _nvidia_smi("name") or accelerator
     parts = {"cpu": cpu_name(), "isa_flags": cpu_flags(ISA_FLAGS), "cores": os.cpu_count(),
-             "accelerator": accelerator, "driver": gpu_driver()}
+             "gpu_model": gpu, "driver": gpu_driver()}
     return {"machine_id": rec_mod.machine_key(parts), "host": socket.gethostname(), "cores": parts["cores"],
-            "isa_flags": parts["isa_flags"], "driver": parts["driver"]}
+            "isa_flags": parts["isa_flags"], "driver": parts["driver"], "gpu_model": gpu}
 
 
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:

@@ -153,24 +153,28 @@ def problems(rec: Any) -> list[str]:
 
 
 def machine_key(parts: Mapping[str, Any]) -> str:
-    """A machine's id: the hash of its fingerprint fields (cpu, isa_flags, cores, accelerator,
+    """A machine's id: the hash of its fingerprint fields (cpu, isa_flags, cores, GPU model,
     driver; frameworks.bench.machine_fingerprint records them). The reports recompute it
     from those fields, so every file of one machine lands in one group."""
     import hashlib
     import json
-    keep = {k: parts.get(k) for k in ("cpu", "isa_flags", "cores", "accelerator", "driver")}
+    keep = {k: parts.get(k) for k in ("cpu", "isa_flags", "cores", "driver")}
+    # the GPU model every process of the machine records alike (older files: the framework's name)
+    keep["accelerator"] = parts["gpu_model"] if "gpu_model" in parts else parts.get("accelerator")
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # machine_info.fwbench keys that describe the process and its run (written by the harness;
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {
-    "machine_id": "hash of the machine's CPU model and instruction-set flags, cores, accelerator and driver, and "
-                  "framework versions (frameworks.bench.machine_fingerprint): reports compare numbers only within one",
+    "machine_id": "hash of the machine's CPU model and instruction-set flags, cores, GPU model and driver "
+                  "(frameworks.bench.machine_fingerprint): reports compare numbers only within one",
     "host": "the host name the process ran on",
     "cores": "CPUs the machine has (os.cpu_count)",
     "isa_flags": "the CPU's instruction-set flags of frameworks.bench.ISA_FLAGS it has",
     "driver": "the NVIDIA driver version, where nvidia-smi answers",
+    "gpu_model": "the GPU as nvidia-smi names it (else the framework's name for the accelerator; null on a CPU): "
+                 "the same in every framework's process, so it keys the machine",
     "devices": "devices of this process's placement (data parallel over them when more than 1)",
     "simulated_devices": "true when those devices are simulated on the CPU",
     "job": "{host, start, end, job_id} of a process run as a submitit job (reports.running.launch)",

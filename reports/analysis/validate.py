@@ -62,7 +62,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "cpu_flags": (list,),
     # the machine's fingerprint (frameworks.bench.machine_fingerprint) and placement
     "machine_id": (str,), "host": (str,), "cores": (int,), "isa_flags": (list,), "driver": (str,),
-    "devices": (int,),
+    "gpu_model": (str,), "devices": (int,),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
 _MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings"}
