@@ -163,3 +163,30 @@ def test_runner_knows_the_registry_frameworks():
     import frameworks
     from reports.running.runner import FRAMEWORKS
     assert FRAMEWORKS == frameworks.names()
+
+
+def test_one_gpu_is_one_device_and_cases_never_reached_leave_coverage(tmp_path):
+    """torch names the GPU cuda, JAX gpu: one device for the report; a case whose process
+    ended before it (runner's not_reached) is unknown, not a failure of the framework."""
+    from reports.analysis import findings, replicates, summary
+    from workloads.record import not_reached
+    gpu = lambda rec: {**rec, "device": "gpu" if rec["framework"] == "jax" else "cuda"}  # noqa: E731
+    torch_doc = result_json([(gpu(record("torch", t, m)), times(0.01)) for t in ("forward", "train_step")
+                             for m in ("eager", "compiled")], frameworks=("torch",), device="cuda")
+    jax_doc = result_json([(gpu(record("jax", "forward", m)), times(0.01)) for m in ("eager", "compiled")],
+                          not_run=[gpu(record("jax", "train_step", m, status="failed", device="cuda",
+                                              reason=not_reached("jax", "timed out after 85 s (--timeout-s)")))
+                                   for m in ("eager", "compiled")], frameworks=("jax",), device="cuda")
+    write(tmp_path / "torch.json", torch_doc)
+    write(tmp_path / "jax.json", jax_doc)
+    df = reports.load([tmp_path])
+    assert set(df["device"]) == {"cuda"}
+    c = replicates.cases(df)
+    table = summary.framework_table(c)
+    assert set(table.loc[table["framework"] == "jax", "pass rate"]) == {"1/1 (1 not reached)"}
+    assert findings.scores(c).at["jax", "coverage"] == 1.0
+    # a case that ran and failed still counts against the framework
+    jax_doc["fwbench"]["records"][0]["reason"] = "RuntimeError: something broke"
+    write(tmp_path / "jax.json", jax_doc)
+    c = replicates.cases(reports.load([tmp_path]))
+    assert findings.scores(c).at["jax", "coverage"] < 1.0

@@ -23,6 +23,14 @@ def not_its_api(framework: str, what: str) -> str:
     return f"{framework} has no {what}"
 
 
+def not_reached(framework: str, why: str) -> str:
+    """The reason of a case its process never started (the process timed out or was stopped
+    before it): reports leave such cases out of coverage (NOT_REACHED), since nothing about
+    the framework was learned; every such reason is written here."""
+    return f"not run: the {framework} process ended before this case ({why})"
+
+
+NOT_REACHED = r"^not run: the \S+ process ended before this case"
 NOT_ITS_API = r"^\S+ has no (?:'[^']*' mode|dynamic-shape strategy '|'[^']*' strategy for )"
 MODES = ("eager", "graph", "compiled")
 

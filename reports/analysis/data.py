@@ -185,6 +185,12 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
     return run, top, probs
 
 
+# One name per kind of device across frameworks: torch calls the accelerator cuda, JAX gpu (a
+# ROCm GPU too); records keep each framework's own name, reports key cases by this one so
+# that the frameworks' cases on one GPU are compared.
+DEVICE_NAMES = {"gpu": "cuda"}
+
+
 def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, Any], probs: list[str]
           ) -> list[dict[str, Any]]:
     """A row per valid record: the timed ones in benchmarks[].extra_info with their
@@ -200,6 +206,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
             probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")
             return
         row = {k: rec.get(k) for k in FIELDS}
+        row["device"] = DEVICE_NAMES.get(row["device"], row["device"])
         for k, v in rec.items():
             if k in FIELDS or not _scalar(v):
                 continue

@@ -58,6 +58,7 @@ from reports.analysis import precision, replicates, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from reports.analysis.verdicts import versus
 from workloads.base import FwbenchError
+from workloads.record import NOT_REACHED
 
 GROUP = ["workload", "task", "strategy", "precision", "preset", "device"]
 # The model workloads' concerns, then each section's (a concern of its own in the framework choice)
@@ -396,12 +397,14 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     # framework's strategies in the class; modes a framework does not have are n/a, not 0
     m = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()])
     m = m[[(f, mo) not in lacking for f, mo in zip(m["framework"], m["mode"])]] if len(m) else m
+    m = m[~m["reason"].fillna("").str.match(NOT_REACHED)] if len(m) else m   # its process ended first: unknown
     d = m.assign(cls=[mode_class(x) for x in m["mode"]], score=m["status"].map(SLOT_SCORE).fillna(0.0))
     slots = d.groupby([*SLOT, "cls"], dropna=False).ngroups if len(d) else 0
     if slots:
         best = d.groupby(["framework", *SLOT, "cls"], dropna=False)["score"].max()
-        for f in fws:
-            out.at[f, "coverage"] = float(best.loc[f].sum()) / slots if f in best.index.get_level_values(0) else 0.0
+        for f in fws:    # over the slots whose outcome is known for f (reached by its processes)
+            mine = best.loc[f] if f in best.index.get_level_values(0) else None
+            out.at[f, "coverage"] = float(mine.sum()) / len(mine) if mine is not None and len(mine) else 0.0
     return out
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 from reports import sections
 from reports.analysis import findings, precision, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from workloads.record import NOT_REACHED
 
 
 def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
@@ -32,6 +33,15 @@ def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
     t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
     t = t[~t["workload"].isin(sections.WORKLOADS)]
     return t if every_precision else precision.default_only(t)
+
+
+def _pass_rate(cases: pd.DataFrame) -> str:
+    """ok or fallback over the cases that ran; those whose process ended before them are
+    counted apart ('not reached'): nothing was learned about them."""
+    unknown = cases["reason"].fillna("").str.match(NOT_REACHED)
+    ran = cases[~unknown]
+    return f"{int(ran['status'].isin(TIMED).sum())}/{len(ran)}" + (f" ({int(unknown.sum())} not reached)"
+                                                                    if unknown.any() else "")
 
 
 def framework_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -59,7 +69,7 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
                      "speed vs fastest (geo. mean)": f"{stats.geomean(rel):.2f}",
                      "first call, cold (geo. mean)": _geo_seconds(g["first_call_cold_s"]),
                      "first call, warm (geo. mean)": _geo_seconds(g["first_call_warm_s"]),
-                     "pass rate": f"{int(cases['status'].isin(TIMED).sum())}/{len(cases)}",
+                     "pass rate": _pass_rate(cases),
                      "peak memory": f"{np.median(mem) / 2 ** 20:.0f} MiB" if len(mem) else "not measured"})
     out = pd.DataFrame(rows)
     order = framework_order(out["framework"])

@@ -59,7 +59,7 @@ from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
 from workloads.parallel import device_counts
-from workloads.record import SCHEMA_VERSION, empty, not_its_api
+from workloads.record import SCHEMA_VERSION, empty, not_its_api, not_reached
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # The harness's reason for a mode a framework does not have (frameworks/bench.py: run_case).
@@ -538,7 +538,7 @@ class _Watch:
             if c["nodeid"] in self.done:
                 continue
             status, reason = "failed", (f"{why} during this case" if c["nodeid"] == self.current
-                                        else f"not run: the {fw} process ended before this case ({why})")
+                                        else not_reached(fw, why))
             if modes and c.get("mode") and c["mode"] not in modes:   # as the harness records it
                 status, reason = "unsupported", not_its_api(fw, f"{c['mode']!r} mode (it has {', '.join(modes)})")
             records.append(empty(
