@@ -7,6 +7,17 @@ the step and inserts the gradient all-reduce itself. This is JAX's idiomatic dat
 changes. Simulated CPU devices come from XLA's --xla_force_host_platform_device_count, set
 before JAX starts (frameworks.base.prepare_placement); they share the process's CPU thread
 pool (PJRT_NPROC = threads x devices), so they are not pinned one per core.
+
+Strategies (workloads.parallel.PARALLEL_STRATEGIES):
+- "sharded" (ZeRO-3 / FSDP style): every parameter and optimizer-state tensor is placed with
+  NamedSharding(mesh, P(..., "data", ...)) on its first axis divisible by N (replicated, P(),
+  where no axis divides), the batch split as above, and the model's own step jitted with
+  those shardings in and out; GSPMD inserts the gathers of the parameters and the reduction
+  of the gradients onto their shards.
+- "no-sync": the model's own step (loss, gradients, clipping, AdamW) run per device under
+  jax.shard_map over the mesh axis "data": each device updates its replica of the parameters
+  from the gradients of its own rows, and nothing is reduced across devices (check_vma off:
+  the replicas diverge, which out_specs P() does not claim to check). A timing probe only.
 """
 from __future__ import annotations
 
@@ -18,7 +29,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from workloads.base import Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import hlo_collectives, take_devices
+from workloads.parallel import NO_SYNC, SHARDED, hlo_collectives, one_device_strategy, take_devices
 
 EAGER = ("JAX's data parallel is a compiled program over a device mesh (jit with shardings, or shard_map); "
          "op-by-op eager dispatch over sharded arrays is not its data-parallel path (and refuses the DDPM's "
@@ -30,6 +41,53 @@ def mesh_devices(case: Case) -> list[Any]:
     return take_devices("JAX", jax.devices("gpu" if case.placement.kind in ("cuda", "gpu") else "cpu"), case.placement)
 
 
+def shard_spec(shape: tuple[int, ...], n: int) -> PartitionSpec:
+    """P("data") on the first axis of `shape` that n divides (None before it); P() (replicated)
+    for a scalar or a shape with no such axis."""
+    for i, d in enumerate(shape):
+        if d % n == 0 and d >= n:
+            return PartitionSpec(*([None] * i), "data")
+    return PartitionSpec()
+
+
+SHARDED_STEP = ("the sharded step is the model's train_step written out with the gathers placed (its loss, "
+                "jax.value_and_grad, its optax chain): it needs frameworks/jax/<workload>.py's "
+                "train_step(p, opt_state, *batch, tx=..., **kw) and loss(p, *batch, **kw)")
+
+
+def fsdp_step(step: Any, sharded: Any, replicated: NamedSharding) -> Any:
+    """The model's step, partial(train_step, tx=..., **kw), as FSDP runs it: the sharded
+    parameters gathered whole where the loss uses them (with_sharding_constraint to
+    replicated: an all-gather), the loss and its gradients on the device's rows, the
+    gradients constrained back onto the parameters' shards (a reduction that leaves each
+    device its shard: reduce-scatter, or all-reduce then slice where XLA does it so), and
+    clipping + AdamW on the shards. The constraints are needed: with the shardings on the
+    step's arguments alone (GSPMD left to propagate them) XLA computes the matmuls on
+    parameter shards and reshuffles the activations instead (measured on the tiny GPT at
+    N = 2: 17 all-to-alls of activations and 29 all-reduces of partial activations and
+    gradients beside 42 all-gathers). The constrained program gathers each parameter once:
+    XLA keeps the gathered copy for the backward (FSDP2 gathers again there)."""
+    import sys
+    from functools import partial
+
+    import optax
+    kw = dict(getattr(step, "keywords", {}))
+    func = getattr(step, "func", None)
+    loss_fn = getattr(sys.modules.get(getattr(func, "__module__", ""), None), "loss", None)
+    if getattr(func, "__name__", "") != "train_step" or "tx" not in kw or loss_fn is None:
+        raise Unsupported(SHARDED_STEP)
+    tx = kw.pop("tx")
+    loss = partial(loss_fn, **kw)
+
+    def run(p: Any, opt_state: Any, *batch: Any) -> Any:
+        full = jax.lax.with_sharding_constraint(p, jax.tree.map(lambda _: replicated, p))
+        loss_value, grads = jax.value_and_grad(loss)(full, *batch)
+        grads = jax.lax.with_sharding_constraint(grads, sharded)
+        updates, opt_state = tx.update(grads, opt_state, p)
+        return optax.apply_updates(p, updates), opt_state, loss_value
+    return run
+
+
 class DataParallel:
     """A JAX model (frameworks/jax/<workload>.py) whose train_step runs on the case's devices."""
 
@@ -38,12 +96,38 @@ class DataParallel:
     def __init__(self, model: Any, case: Case) -> None:
         if case.mode != "compiled":
             raise Unsupported(EAGER)
-        mesh = Mesh(np.array(mesh_devices(case)), ("data",))
+        devices = mesh_devices(case)
+        self.n, self.strategy = len(devices), case.strategy
+        mesh = Mesh(np.array(devices), ("data",))
         self.model, self.config, self.mode, self.device = model, model.config, model.mode, model.device
         self._replicated = NamedSharding(mesh, PartitionSpec())
         self._batch = NamedSharding(mesh, PartitionSpec("data"))
+        # The model's pure step, params, opt_state, *batch -> params, opt_state, loss (its jit
+        # wraps a functools.partial of frameworks/jax/<workload>.py's train_step).
+        step = getattr(model._train_step, "__wrapped__", model._train_step)
+        if case.strategy == SHARDED:
+            def placed(tree: Any) -> Any:
+                return jax.tree.map(lambda a: NamedSharding(mesh, shard_spec(np.shape(a), self.n)), tree)
+            ps, ss = placed(model.params), placed(model.opt_state)
+            model.params = jax.device_put(model.params, ps)
+            model.opt_state = jax.device_put(model.opt_state, ss)
+            # In: the arguments' own shardings (committed arrays); out: the same placements, so
+            # every step keeps them sharded.
+            model._train_step = jax.jit(fsdp_step(step, ps, self._replicated),
+                                        out_shardings=(ps, ss, self._replicated), donate_argnums=(0, 1))
+            return
         model.params = jax.device_put(model.params, self._replicated)
         model.opt_state = jax.device_put(model.opt_state, self._replicated)
+        if case.strategy == NO_SYNC:
+            def per_device(p: Any, s: Any, *batch: Any) -> Any:
+                return step(p, s, *batch)
+
+            def local(p: Any, s: Any, *batch: Any) -> Any:
+                sm = jax.shard_map(per_device, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec())
+                                   + (PartitionSpec("data"),) * len(batch),
+                                   out_specs=(PartitionSpec(), PartitionSpec(), PartitionSpec()), check_vma=False)
+                return sm(p, s, *batch)
+            model._train_step = jax.jit(local, donate_argnums=(0, 1))
 
     def place_inputs(self, *arrays: Any) -> tuple[Any, ...]:
         return tuple(jax.device_put(a, self._batch) for a in arrays)
@@ -55,15 +139,24 @@ class DataParallel:
         return self.model.state()
 
     def export_params(self) -> dict[str, np.ndarray]:
-        return self.model.export_params()
+        return self.model.export_params()   # np.array of a sharded jax.Array gathers it whole
 
     def collectives(self, *inputs: Any) -> dict[str, Any]:
         m = self.model
         text = m._train_step.lower(m.params, m.opt_state, *inputs).compile().as_text()
-        return {"source": "the compiled step's HLO (jax.jit(...).lower(...).compile().as_text())",
-                **hlo_collectives(text)}
+        ops = hlo_collectives(text)
+        source = "the compiled step's HLO (jax.jit(...).lower(...).compile().as_text())"
+        if self.strategy == SHARDED and "reduce-scatter" in ops:
+            # hlo_collectives counts result bytes; a reduce-scatter's result is one shard:
+            # x N gives its full (input) tensor, the convention of workloads.parallel.wire_bytes.
+            ops["reduce-scatter"]["bytes"] *= self.n
+            source += "; reduce-scatter bytes are its result (a shard) x N: the full input tensor"
+        if self.strategy == NO_SYNC:
+            source += "; the per-device step under shard_map, no cross-device reduction"
+        return {"source": source, **ops}
 
 
 def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> DataParallel:
-    """The one-device build, its arrays then placed on the case's mesh."""
-    return DataParallel(build(adapter, config, params, case.but(placement=Placement(case.placement.kind))), case)
+    """The one-device build (its default strategy), its arrays then placed on the case's mesh."""
+    return DataParallel(build(adapter, config, params, case.but(placement=Placement(case.placement.kind),
+                                                               strategy=one_device_strategy(case.strategy))), case)

@@ -12,6 +12,13 @@ all-reduce). Simulated CPU devices are logical devices made before TensorFlow's 
 starts (frameworks.base.prepare_placement; the adapter applies them); on CPUs
 MirroredStrategy picks CollectiveAllReduce (NCCL needs GPUs), and the logical devices share
 the process's intra-op thread pool (not pinned per device).
+
+Strategies (workloads.parallel.PARALLEL_STRATEGIES): "no-sync" is the same step without the
+ReplicaContext.all_reduce (each replica's AdamW gets its own rows' gradients; the
+ONLY_FIRST_REPLICA assignments still copy replica 0's result to every copy, as in the
+default step). The step's optimizer is fwbench's AdamWUpdate (frameworks/tensorflow/optim.py),
+not a Keras optimizer, so Keras's skip_gradients_aggregation does not apply: leaving out the
+step's own all_reduce is the same thing. "sharded" is Unsupported (SHARDED_REFUSED).
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ import tensorflow as tf
 
 from workloads.base import Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import shard, take_devices
+from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy, shard, take_devices
 
 # Both forms of XLA under MirroredStrategy were tried on simulated CPU devices (TF 2.21): a
 # jit_compile=True function around strategy.run, and jit_compile=True on each replica's step.
@@ -30,6 +37,11 @@ XLA_REFUSED = ("XLA under MirroredStrategy: tf.function(jit_compile=True), aroun
                "replica's step, places replica 1's program on CPU:0 and then cannot reach its variables "
                "(InvalidArgumentError: Trying to access resource .../replica_1 located in device CPU:1 from "
                "CPU:0; tensorflow.org/xla/known_issues); graph mode is TensorFlow's data-parallel path here")
+
+
+SHARDED_REFUSED = ("TensorFlow's parameter sharding is DTensor (tf.experimental.dtensor: layouts sharding "
+                   "variables over a mesh), which fwbench does not build; MirroredStrategy, its data-parallel "
+                   "path here, replicates every variable on every device")
 
 
 def _first_replica(next_creator: Any, **kwargs: Any) -> Any:
@@ -64,10 +76,14 @@ class DataParallel:
     def __init__(self, adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> None:
         if case.mode == "compiled":
             raise Unsupported(XLA_REFUSED)
+        if case.strategy == SHARDED:
+            raise Unsupported(SHARDED_REFUSED)
+        self.sync = case.strategy != NO_SYNC
         self.n = case.placement.devices
         self.strategy = strategy(case)
         with self.strategy.scope(), tf.variable_creator_scope(_first_replica):
-            self.model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind)))
+            self.model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind),
+                                                                 strategy=one_device_strategy(case.strategy)))
         self.config, self.mode, self.device = config, case.mode, self.model.device
         ops = getattr(self.strategy.extended, "_cross_device_ops", None)   # what MirroredStrategy chose
         self.reduction = type(ops).__name__ if ops is not None else "its default cross-device ops"
@@ -79,7 +95,8 @@ class DataParallel:
         loss, grads = m._grads_fn(*inputs)
         grads = [tf.convert_to_tensor(g) for g in grads]
         self._bytes = sum(int(np.prod(g.shape)) * g.dtype.size for g in grads)
-        grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+        if self.sync:   # the no-sync probe leaves each replica its own gradients
+            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, grads)
         m.optimizer(m._vars, grads)
         return loss
 
@@ -103,6 +120,11 @@ class DataParallel:
 
     def collectives(self, *inputs: Any) -> dict[str, Any]:
         self.train_step(*inputs)
+        if not self.sync:
+            return {"source": "the step's code: the no-sync step hands nothing to ReplicaContext.all_reduce (each "
+                              "replica applies its own gradients; the loss is averaged by strategy.reduce outside "
+                              "the replicas, and replica 0's updated variables are copied to the others, as in "
+                              "the default step)"}
         return {"source": f"the gradients the step hands to ReplicaContext.all_reduce, one batched call "
                           f"(TensorFlow counts no collective bytes; {self.reduction} performs it)",
                 "all-reduce": {"count": 1, "bytes": int(self._bytes)}}

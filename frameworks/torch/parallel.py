@@ -15,12 +15,21 @@ devices do not share cores while there are enough of them.
 
 Collectives are counted by a DDP communication hook (register_comm_hook) that wraps the
 default all-reduce hook: every bucket DDP all-reduces, its count and bytes.
+
+Strategies (workloads.parallel.PARALLEL_STRATEGIES): "no-sync" runs every rank's DDP step
+inside DDP.no_sync() (eager and compiled: the compiled loss runs through the DDP module), so
+the reducer all-reduces no bucket; "sharded" replaces DDP by FSDP2 (fully_shard per block,
+then the root, on a 1-D DeviceMesh over the same group; _shard), in both modes, its
+collectives counted by wrappers around the torch.distributed calls FSDP2 makes (_comm_count)
+and its parameters exported whole (DTensor.full_tensor on every rank, then the model's own
+export).
 """
 from __future__ import annotations
 
 import atexit
 import datetime
 import importlib
+import inspect
 import os
 import socket
 from typing import Any
@@ -34,7 +43,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from workloads.base import FwbenchError, Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import shard
+from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy, shard
 
 TIMEOUT = datetime.timedelta(seconds=180)
 
@@ -77,16 +86,146 @@ def _counting_allreduce(state, bucket):   # no annotations: DDP checks them agai
     return default_hooks.allreduce_hook(None, bucket)   # None: the default group; averages
 
 
-def _local(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> tuple[Any, _Count]:
-    """This rank's model: the framework's one-device build with its module in DDP."""
-    model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind)))
+def _local(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> "_Local":
+    """This rank's model: the framework's one-device build (the default strategy: the model
+    builders know no data-parallel strategy), its module then in DDP, or sharded by FSDP2
+    (case.strategy "sharded")."""
+    model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind),
+                                                    strategy=one_device_strategy(case.strategy)))
+    if case.strategy == SHARDED:
+        return _Local(model, _shard(model, case), sharded=True)
     net = model.net
     ddp = DistributedDataParallel(net, forward_sync_buffers=False,
                                   device_ids=[torch.cuda.current_device()] if net_is_cuda(net) else None)
     count = _Count()
     ddp.register_comm_hook(count, _counting_allreduce)
     model.net = ddp          # the loss functions call self.net: their forward now goes through DDP
-    return model, count
+    return _Local(model, count, no_sync=ddp.no_sync if case.strategy == NO_SYNC else None)
+
+
+class _Local:
+    """A rank's model and how it steps: under DDP's no_sync() for the no-sync probe (DDP's
+    reducer then skips its all-reduce: the gradients stay each rank's own)."""
+
+    def __init__(self, model: Any, count: Any, no_sync: Any = None, sharded: bool = False) -> None:
+        self.model, self.count, self.no_sync, self.sharded = model, count, no_sync, sharded
+
+    def step(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.no_sync is None:
+            return self.model.train_step(*inputs)
+        with self.no_sync():
+            return self.model.train_step(*inputs)
+
+    def full_params(self) -> dict[str, np.ndarray]:
+        """The model's export (the workload's names and layout) of its full parameters: every
+        rank all-gathers each sharded parameter (DTensor.full_tensor, a collective, so every
+        rank calls it in the same order); DDP's are already whole."""
+        m = self.model
+        if not self.sharded:
+            return m.export_params()
+        own = m._params
+        m._params = {k: p.detach().full_tensor() for k, p in own.items()}
+        try:
+            return m.export_params()
+        finally:
+            m._params = own
+
+
+# -- sharded: FSDP2 --------------------------------------------------------------------------
+
+# The modules fully_shard wraps one by one before the root, per workload class: the units
+# whose forward the model calls (a GPT's transformer blocks; the UNet's resnet and attention
+# blocks, not its Level containers, whose forward is never called).
+SHARD_UNITS = ("Block", "ResnetBlock", "AttnBlock")
+
+
+class _CommCount:
+    """FSDP2's collectives as rank 0 issues them: torch.distributed.all_gather_single and
+    reduce_scatter_single (FSDP2's default AllGather / ReduceScatter call them through the
+    torch.distributed module) and the functional all_reduce DTensor issues when a Partial
+    value becomes replicated (clip_grad_norm_'s total norm), wrapped to count calls and
+    full-tensor bytes (an all-gather's output, a reduce-scatter's input, an all-reduce's
+    tensor); torch.distributed.all_reduce too, in case anything else communicates."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, dict[str, int]] = {}
+
+    def add(self, op: str, t: torch.Tensor) -> None:
+        e = self.ops.setdefault(op, {"count": 0, "bytes": 0})
+        e["count"] += 1
+        e["bytes"] += t.numel() * t.element_size()
+
+
+_COMM: _CommCount | None = None
+
+
+def _comm_count() -> _CommCount:
+    """The process's counters, the wrappers installed on first use."""
+    global _COMM
+    if _COMM is None:
+        import torch.distributed._functional_collectives as funcol
+        count = _COMM = _CommCount()
+        ag, rs, ar, far = dist.all_gather_single, dist.reduce_scatter_single, dist.all_reduce, funcol.all_reduce
+
+        def all_gather_single(output_tensor, input_tensor, *a, **k):   # noqa: ANN001, ANN202
+            count.add("all-gather", output_tensor)
+            return ag(output_tensor, input_tensor, *a, **k)
+
+        def reduce_scatter_single(*a, **k):   # noqa: ANN002, ANN003, ANN202
+            count.add("reduce-scatter", k["input"] if "input" in k else a[1])
+            return rs(*a, **k)
+
+        def all_reduce(tensor, *a, **k):   # noqa: ANN001, ANN202
+            count.add("all-reduce", tensor)
+            return ar(tensor, *a, **k)
+
+        def functional_all_reduce(self, *a, **k):   # noqa: ANN001, ANN202
+            count.add("all-reduce", self)
+            return far(self, *a, **k)
+
+        dist.all_gather_single, dist.reduce_scatter_single, dist.all_reduce = (
+            all_gather_single, reduce_scatter_single, all_reduce)
+        funcol.all_reduce = functional_all_reduce
+    return _COMM
+
+
+def _shard(model: Any, case: Case) -> _CommCount:
+    """FSDP2 in place of DDP: fully_shard on a 1-D DeviceMesh over the process group, per
+    unit (SHARD_UNITS) then the root, reshard_after_forward=True: every unit's parameters,
+    the root's too, are all-gathered in the forward and again in the backward (measured on
+    the tiny GPT: 6 all-gathers for its 2 blocks and root, 3 reduce-scatters). The parameters become
+    DTensors sharded on dim 0, so the model's AdamW is rebuilt over them (same groups and
+    hyperparameters) and its clipping list is renewed; torch.optim.AdamW and clip_grad_norm_
+    run on DTensors as they are. Parameters stored non-contiguous (the DDPM's channels_last
+    conv weights) are made contiguous first: FSDP2 refuses others ("FSDP does not support
+    non-contiguous parameters yet"); the activations keep their memory format."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    count = _comm_count()
+    net = model.net
+    mesh = init_device_mesh("cuda" if net_is_cuda(net) else "cpu", (case.placement.devices,),
+                            mesh_dim_names=("data",))
+    old = dict(net.named_parameters())
+    with torch.no_grad():
+        for p in old.values():
+            if not p.is_contiguous():     # FSDP2 shards contiguous parameters only (the DDPM's conv
+                p.data = p.data.contiguous()   # weights are channels_last): same values, NCHW strides
+    for m in list(net.modules()):
+        if m is not net and type(m).__name__ in SHARD_UNITS:
+            fully_shard(m, mesh=mesh, reshard_after_forward=True)
+    fully_shard(net, mesh=mesh, reshard_after_forward=True)
+    new = dict(net.named_parameters())
+    assert list(new) == list(old), "fully_shard renamed parameters"
+    swap = {id(old[k]): new[k] for k in old}
+    tr = model.trainer
+    opt = tr.optimizer
+    takes = inspect.signature(type(opt)).parameters
+    tr.optimizer = type(opt)([{**g, "params": [swap[id(p)] for p in g["params"]]} for g in opt.param_groups],
+                             **{k: v for k, v in opt.defaults.items() if k in takes})
+    tr._params = [swap[id(p)] for p in tr._params]
+    model.optimizer = tr.optimizer
+    model._params = {k: swap[id(p)] for k, p in model._params.items()}
+    return count
 
 
 def net_is_cuda(net: torch.nn.Module) -> bool:
@@ -101,7 +240,7 @@ def _worker(rank: int, n: int, port: int, threads: int, kind: str, conn: Any) ->
     adapter.configure(threads)
     _pin(rank, threads)
     _init(rank, n, port, kind)
-    model, batches = None, {}
+    local, batches = None, {}
     while True:
         msg = conn.recv()
         try:
@@ -109,14 +248,18 @@ def _worker(rank: int, n: int, port: int, threads: int, kind: str, conn: Any) ->
                 break
             if msg[0] == "build":
                 _, module, config, params, case = msg
-                model = None                        # the previous case's model goes first
-                model, _ = _local(adapter, importlib.import_module(module).build, config, params, case)
+                local = None                        # the previous case's model goes first
+                local = _local(adapter, importlib.import_module(module).build, config, params, case)
                 reply: Any = None
             elif msg[0] == "inputs":
-                batches[msg[1]] = tuple(torch.from_numpy(a).to(model.device if model else "cpu") for a in msg[2])
+                batches[msg[1]] = tuple(torch.from_numpy(a).to(local.model.device if local else "cpu")
+                                        for a in msg[2])
                 reply = None
             elif msg[0] == "step":
-                model.train_step(*batches[msg[1]])
+                local.step(*batches[msg[1]])
+                reply = None
+            elif msg[0] == "export":
+                local.full_params()
                 reply = None
             else:
                 reply = ("error", f"unknown command {msg[0]!r}")
@@ -190,8 +333,9 @@ class DataParallel:
         torch.set_num_threads(threads)          # rank 0 too: every rank gets one device's share
         self.group = group(case.placement, threads)
         self.group.send("build", build.__module__, config, params, case)
-        self.model, self._count = _local(adapter, build, config, params, case)
+        self.local = _local(adapter, build, config, params, case)
         self.group.wait()
+        self.model, self._count, self.strategy = self.local.model, self.local.count, case.strategy
         self.config, self.mode, self.device = config, self.model.mode, self.model.device
         self.pinning = (f"one process per device, each with {threads} thread(s); ranks 1..{self.group.n - 1} "
                         f"pinned to CPUs of their own, rank 0 (the timing process) on the process's CPUs")
@@ -208,18 +352,38 @@ class DataParallel:
 
     def train_step(self, *inputs: torch.Tensor) -> torch.Tensor:
         self.group.send("step", self._keys[inputs[0].data_ptr()])
-        loss = self.model.train_step(*inputs)
+        loss = self.local.step(*inputs)
         self.group.wait()
         return loss
 
     def export_params(self) -> dict[str, np.ndarray]:
-        return self.model.export_params()
+        if not self.local.sharded:
+            return self.model.export_params()
+        self.group.send("export")
+        out = self.local.full_params()
+        self.group.wait()
+        return out
 
     def collectives(self, *inputs: torch.Tensor) -> dict[str, Any]:
+        if self.local.sharded:
+            before = {k: dict(v) for k, v in self._count.ops.items()}
+            self.train_step(*inputs)
+            ops = {k: {"count": v["count"] - before.get(k, {}).get("count", 0),
+                       "bytes": v["bytes"] - before.get(k, {}).get("bytes", 0)} for k, v in self._count.ops.items()}
+            return {"source": "torch.distributed.all_gather_single / reduce_scatter_single (FSDP2's default "
+                              "collectives) and all_reduce, and DTensor's functional all_reduce (the clipping "
+                              "norm), wrapped with counters on rank 0; bytes of the full tensors: an all-gather's "
+                              "output, a reduce-scatter's input, an all-reduce's tensor",
+                    **{k: v for k, v in ops.items() if v["count"]}}
         c0, b0 = self._count.calls, self._count.bytes
         self.train_step(*inputs)
-        return {"source": "a DDP communication hook (register_comm_hook) around the default all-reduce",
-                "all-reduce": {"count": self._count.calls - c0, "bytes": self._count.bytes - b0}}
+        source = "a DDP communication hook (register_comm_hook) around the default all-reduce"
+        if self.strategy == NO_SYNC:
+            source += "; the step runs under DDP.no_sync(), so the hook sees no bucket"
+        out: dict[str, Any] = {"source": source}
+        if self._count.calls > c0:
+            out["all-reduce"] = {"count": self._count.calls - c0, "bytes": self._count.bytes - b0}
+        return out
 
 
 def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> DataParallel:
