@@ -252,8 +252,15 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
 
 
 def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Per case, the records of its most recent configuration; notes on the others."""
-    config = pd.Series(_joined(df, CONFIG_KEYS), index=df.index)
+    """Per case, the records of its most recent configuration; notes on the others. A record
+    the runner wrote for a case its process never measured (shape "n/a") takes its case's
+    measured configuration, so it joins it instead of replacing it as the newest."""
+    blank = df["shape"] == "n/a"
+    filled = {}
+    for k in CONFIG_KEYS[1:]:
+        measured = df.loc[~blank].groupby("case")[k].first()
+        filled[k] = df[k].where(~blank, df["case"].map(measured)).where(lambda x, k=k: x.notna(), df[k])
+    config = pd.Series(_joined(df.assign(**filled), CONFIG_KEYS), index=df.index)
     newest = df["date"].fillna("").groupby(config).transform("max")
     keep_cfg = newest.groupby(df["case"]).transform("max") == newest
     notes = [f"case {c} was also measured under another configuration (threads, shape or machine) in "

@@ -239,7 +239,10 @@ def scope(df: pd.DataFrame) -> list[str]:
     """What the run can and cannot say."""
     runs = df.attrs.get("runs", [])
     cpu = sorted({str(r.get("cpu")) for r in runs if r.get("cpu")})
-    acc = sorted({str(r.get("accelerator")) for r in runs if r.get("accelerator")})
+    acc = sorted({str(r.get("gpu_model") or r.get("accelerator")) for r in runs
+                  if r.get("gpu_model") or r.get("accelerator")})
+    if not acc and "device" in df.columns and df["device"].isin(["cuda", "gpu"]).any():
+        acc = ["a GPU (its model not recorded)"]
     threads = sorted({int(x) for x in df["threads"].dropna()}) if "threads" in df.columns else []
     presets = sorted({f"{w} {p}" for w, p in zip(df["workload"], df["preset"])})
     cold = sorted({int(x) for x in df["n_cold"].dropna()}) if "n_cold" in df.columns else []
