@@ -190,3 +190,20 @@ def test_one_gpu_is_one_device_and_cases_never_reached_leave_coverage(tmp_path):
     write(tmp_path / "jax.json", jax_doc)
     c = replicates.cases(reports.load([tmp_path]))
     assert findings.scores(c).at["jax", "coverage"] < 1.0
+
+
+def test_a_case_a_later_process_never_reached_keeps_its_measurement(tmp_path):
+    """The runner's placeholder for a case its process never started (shape n/a, no matmul
+    precision) joins the measured configuration instead of replacing it as the newest."""
+    from reports.analysis import replicates
+    from workloads.record import not_reached
+    write(tmp_path / "jax-0.json", result_json([(record("jax", "forward", "compiled"), times(0.01))],
+                                               frameworks=("jax",), date="2025-01-01T00:00:00+00:00"))
+    blank = record("jax", "forward", "compiled", status="failed", shape="n/a", matmul_precision=None,
+                   reason=not_reached("jax", "timed out after 85 s (--timeout-s)"))
+    write(tmp_path / "jax-1.json", result_json([], not_run=[blank], frameworks=("jax",),
+                                               date="2025-01-01T00:10:00+00:00"))
+    c = replicates.cases(reports.load([tmp_path]))
+    row = c[c["mode"] == "compiled"].iloc[0]
+    assert row["status"] == "ok" and math.isclose(row["median_s"], 0.01, rel_tol=0.05)
+    assert not any("another configuration" in n for n in c.attrs["notes"])

@@ -261,3 +261,31 @@ def test_weak_scaling_pairs_rounds_and_never_rates_oversubscription() -> None:
     jax_row = t[t["framework"] == "jax"].iloc[0]
     assert jax_row["weak-scaling efficiency"].startswith("none: oversubscribed")
     assert scaleout._round_key("torch-x2-3.json") == "torch-3.json"
+
+
+def test_communication_share_and_sharded_ratio_pair_cases_within_processes() -> None:
+    """The no-sync probe and the sharded form are paired with the data-parallel step of the
+    same process; the sharded form's weak-scaling twin is the one-device default step, and
+    the probe has none."""
+    rng = np.random.default_rng(1)
+    files = [f"torch-x2-{i}.json" for i in range(4)]
+    drift = {f: float(np.exp(rng.normal(0, 0.04))) for f in files}      # process-to-process drift
+    rows = []
+    for strategy, t in ((None, 0.010), (parallel.NO_SYNC, 0.007), (parallel.SHARDED, 0.013)):
+        r = _rec("torch", 2, t, False)
+        r["strategy"] = strategy
+        r["case"] += f"/{strategy}"
+        r["est"] = stats.Est.of({f: t * drift[f] * float(np.exp(rng.normal(0, 0.002))) for f in files})
+        r["median_s"] = r["est"].value
+        rows.append(r)
+    one = _rec("torch", 1, 0.008)
+    one["est"] = stats.Est.of({f.replace("-x2", ""): 0.008 for f in files})
+    df = pd.DataFrame(rows + [one])
+    c = scaleout.communication(df).iloc[0]
+    share = 1 - rows[1]["median_s"] / rows[0]["median_s"]
+    assert c["exposed communication share"].startswith(f"{share:.2f} [")
+    lo, hi = (float(x) for x in c["exposed communication share"].split("[")[1].rstrip("]").split(","))
+    assert lo - 0.005 <= 0.3 <= hi + 0.005 and hi - lo < 0.05   # paired within processes: the drift cancels
+    assert c["sharded / data parallel"].startswith("1.30 [")
+    w = scaleout.weak_scaling(df, None)
+    assert set(w["strategy"]) == {"data parallel", parallel.SHARDED}     # no-sync has no twin

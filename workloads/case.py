@@ -112,6 +112,6 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
             for t in tasks:
                 strategies = (*declared(f, m, t), *on_device(f, m, t, placement.kind))
                 chosen = [*(strategies[:1] if variants == "default" else strategies),
-                          *(parallel_strategies(f, m, t, variants) if placement.devices > 1 else ())]
+                          *(parallel_strategies(f, m, t) if placement.devices > 1 else ())]
                 out += [Case(f, workload, t, m, s, p, placement) for s in chosen for p in precisions]
     return out

@@ -43,13 +43,12 @@ PARALLEL_STRATEGIES = {
 }
 
 
-def parallel_strategies(framework: str, mode: str, task: str, variants: str = "all") -> tuple[str, ...]:
-    """The data-parallel strategies declared on N > 1 devices after the workload's own: the
-    no-sync probe always (it belongs to the default step's measurement), the sharded form
-    with variants="all" only."""
-    if task not in PARALLEL_TASKS:
-        return ()
-    return (SHARDED, NO_SYNC) if variants == "all" else (NO_SYNC,)
+def parallel_strategies(framework: str, mode: str, task: str) -> tuple[str, ...]:
+    """The data-parallel strategies declared on N > 1 devices after the workload's own, with
+    --variants default too: they are the scale-out axis itself (the sharded form beside data
+    parallel, and the no-sync probe that measures the default step's communication), not
+    recipe variants of one framework."""
+    return (SHARDED, NO_SYNC) if task in PARALLEL_TASKS else ()
 
 
 def one_device_strategy(strategy: str | None) -> str | None:

@@ -26,6 +26,7 @@ import pandas as pd
 
 from reports.analysis import stats
 from reports.analysis.data import TIMED, framework_order
+from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy
 from workloads.record import NOT_ITS_API
 
 TWIN = ("framework", "workload", "task", "mode", "strategy", "precision", "preset", "device")
@@ -64,29 +65,44 @@ def _round_key(key: str) -> str:
     return re.sub(r"-x\d+(?=(-\d+)?\.json$)", "", key)
 
 
-def _twin_key(r: pd.Series) -> tuple[Any, ...]:
-    return tuple(None if (isinstance(r.get(k), float) and math.isnan(r.get(k))) else r.get(k) for k in TWIN) + (
-        int(r.get("threads_per_device") or r.get("threads") or 0),)
+def _value(r: pd.Series, k: str) -> Any:
+    v = r.get(k)
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _twin_key(r: pd.Series, strategy: Any = "own") -> tuple[Any, ...]:
+    """The keys a case shares with its twins; `strategy` replaces its own (the one-device twin
+    of a data-parallel strategy is the default step: workloads.parallel.one_device_strategy)."""
+    own = _value(r, "strategy")
+    return tuple(own if k == "strategy" and strategy == "own" else strategy if k == "strategy" else _value(r, k)
+                 for k in TWIN) + (int(r.get("threads_per_device") or r.get("threads") or 0),)
+
+
+def _timed(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"].isin(TIMED) & df["median_s"].notna()]
 
 
 def pairs(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
-    """(N-device case, its one-device twin) for every timed data-parallel case that has one."""
-    one, many = split(df[df["status"].isin(TIMED) & df["median_s"].notna()])
+    """(N-device case, its one-device twin) for every timed data-parallel case that has one;
+    the no-sync probe is no training step and has none."""
+    one, many = split(_timed(df))
     twins = {_twin_key(r): r for _, r in one.iterrows()}
-    return [(r, twins[_twin_key(r)]) for _, r in many.iterrows() if _twin_key(r) in twins]
+    keys = [(r, _twin_key(r, one_device_strategy(_value(r, "strategy")))) for _, r in many.iterrows()
+            if _value(r, "strategy") != NO_SYNC]
+    return [(r, twins[k]) for r, k in keys if k in twins]
 
 
-def _paired(a: pd.Series, b: pd.Series) -> stats.Est | None:
-    """t(N) / t(1) per round of the run: each N-device process over the one-device process of
-    its round."""
+def _paired(a: pd.Series, b: pd.Series, key: Any = _round_key) -> stats.Est | None:
+    """t(a) / t(b) per round of the run: each N-device process over the one-device process of
+    its round (key=_round_key), or over the same process (key=str: two cases of one process)."""
     ea, eb = a.get("est"), b.get("est")
     if not isinstance(ea, stats.Est) or not isinstance(eb, stats.Est):
         return None
-    base = {_round_key(k): v for k, v in eb.logs.items()}
-    common = {k: v for k, v in ea.logs.items() if _round_key(k) in base}
+    base = {key(k): v for k, v in eb.logs.items()}
+    common = {k: v for k, v in ea.logs.items() if key(k) in base}
     if not common:
         return None
-    return stats.Est.of({k: math.exp(v - base[_round_key(k)]) for k, v in common.items()})
+    return stats.Est.of({k: math.exp(v - base[key(k)]) for k, v in common.items()})
 
 
 def weak_scaling(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
@@ -97,7 +113,8 @@ def weak_scaling(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
         over = bool(a.get("oversubscribed"))
         eff = b["median_s"] / a["median_s"]
         row = {"framework": a["framework"], "task": f"{a['workload']} {a['task']}", "mode": a["mode"],
-               "devices": int(a["n_devices"]), "threads / device": int(a.get("threads_per_device") or 0),
+               "strategy": _value(a, "strategy") or "data parallel", "devices": int(a["n_devices"]),
+               "threads / device": int(a.get("threads_per_device") or 0),
                "global batch": _int(a.get("global_batch")),
                "step, 1 device": stats.fmt_seconds(b["median_s"]),
                "step, N devices": stats.fmt_seconds(a["median_s"])}
@@ -115,6 +132,56 @@ def weak_scaling(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
                 row["verdict"] = "inconclusive: fewer than 2 paired processes"
         rows.append(row)
     return _ordered(pd.DataFrame(rows), "task")
+
+
+def communication(df: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel step that has its no-sync probe in the same processes: the exposed
+    communication share 1 - t(no-sync) / t(data parallel), and the sharded form's step over
+    the data-parallel one, each paired within processes [95% t interval over them; with
+    one process none]. Oversubscribed cases share cores: their share is not communication
+    alone, and says so."""
+    _, many = split(_timed(df))
+    by = {_twin_key(r): r for _, r in many.iterrows()}
+    rows = []
+    for _, dp in many.iterrows():
+        if _value(dp, "strategy") is not None:
+            continue
+        probe, sharded = by.get(_twin_key(dp, NO_SYNC)), by.get(_twin_key(dp, SHARDED))
+        if probe is None and sharded is None:
+            continue
+        row = {"framework": dp["framework"], "task": f"{dp['workload']} {dp['task']}", "mode": dp["mode"],
+               "devices": int(dp["n_devices"]), "data-parallel step": stats.fmt_seconds(dp["median_s"])}
+        if probe is not None:
+            est = _paired(probe, dp, key=str)
+            share = 1 - probe["median_s"] / dp["median_s"]
+            row["step without synchronisation"] = stats.fmt_seconds(probe["median_s"])
+            row["exposed communication share"] = f"{share:.2f}" + _share_interval(est)
+        else:
+            row["step without synchronisation"] = row["exposed communication share"] = "n/a"
+        if sharded is not None:
+            est = _paired(sharded, dp, key=str)
+            row["sharded / data parallel"] = f"{sharded['median_s'] / dp['median_s']:.2f}" + _interval(est)
+        else:
+            row["sharded / data parallel"] = "n/a"
+        if bool(dp.get("oversubscribed")):
+            row["exposed communication share"] += " (oversubscribed: includes core sharing)"
+        rows.append(row)
+    return _ordered(pd.DataFrame(rows), "task")
+
+
+def _interval(est: stats.Est | None) -> str:
+    if est is None or est.n < 2:
+        return " (one process: no interval)"
+    lo, hi = est.interval()
+    return f" [{lo:.2f}, {hi:.2f}]"
+
+
+def _share_interval(est: stats.Est | None) -> str:
+    """The share's interval from that of t(no-sync) / t(data parallel): 1 - [hi, lo]."""
+    if est is None or est.n < 2:
+        return " (one process: no interval)"
+    lo, hi = est.interval()
+    return f" [{1 - hi:.2f}, {1 - lo:.2f}]"
 
 
 def _ordered(out: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -148,21 +215,23 @@ def collectives(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     seen = set()
     for _, r in many.iterrows():
-        key = (r["framework"], r["workload"], r["mode"], r.get("precision"), int(r["n_devices"]))
+        key = (r["framework"], r["workload"], r["mode"], _value(r, "strategy"), r.get("precision"),
+               int(r["n_devices"]))
         if key in seen or not isinstance(r.get("collectives_source"), str):
             continue
         seen.add(key)
         ops = json.loads(r["collectives"]) if isinstance(r.get("collectives"), str) else {}
-        analytic = r.get("analytic_allreduce_bytes")
-        ar = ops.get("all-reduce", {})
+        wire, analytic = r.get("wire_bytes"), r.get("analytic_wire_bytes")
         rows.append({
-            "framework": r["framework"], "workload": r["workload"], "mode": r["mode"], "devices": key[4],
+            "framework": r["framework"], "workload": r["workload"], "mode": r["mode"],
+            "strategy": key[3] or "data parallel", "devices": key[5],
             "collectives per step": ", ".join(f"{op} x{v['count']}: {_mib(v['bytes'])}" for op, v in ops.items())
-                                    or "not observable",
-            "analytic all-reduce": _mib(analytic),
-            "measured / analytic": (f"{ar['bytes'] / analytic:.3f}" if ar and _finite(analytic) and analytic
-                                    else "n/a"),
-            "source": r["collectives_source"]})
+                                    or ("none" if key[3] == NO_SYNC else "not observable"),
+            "on the wire (ring)": _mib(wire),
+            "analytic": _mib(analytic) if _finite(analytic) else "none (no-sync)" if key[3] == NO_SYNC else "n/a",
+            "measured / analytic": (f"{float(wire) / float(analytic):.3f}" if _finite(wire) and _finite(analytic)
+                                    and float(analytic) else "n/a"),
+            "source": _short(r["collectives_source"])})
     return _ordered(pd.DataFrame(rows), "workload")
 
 
@@ -171,8 +240,11 @@ def checks(df: pd.DataFrame) -> pd.DataFrame:
     _, many = split(df)
     mine = many[~many["reason"].fillna("").str.match(NOT_ITS_API)]     # another framework's mode: n/a
     rows = [{"framework": r["framework"], "task": f"{r['workload']} {r['task']}", "mode": r["mode"],
+             "strategy": _value(r, "strategy") or "data parallel",
              "devices": int(r["n_devices"]), "status": r["status"],
-             "max |diff| / max |param|": (f"{r['dp_check_rel']:.1e}" if _finite(r.get("dp_check_rel")) else "n/a"),
+             "max |diff| / max |param|": (f"{r['dp_check_rel']:.1e}" if _finite(r.get("dp_check_rel")) else
+                                          "not compared (no-sync probe)" if _value(r, "strategy") == NO_SYNC
+                                          else "n/a"),
              "bound": (f"{r['dp_check_rtol']:.0e}" if _finite(r.get("dp_check_rtol")) else "n/a"),
              "placement on CPUs, or why not run": _short(r.get("pinning")) or _short(r.get("reason"))}
             for _, r in mine.iterrows()]
