@@ -289,3 +289,5 @@ def test_communication_share_and_sharded_ratio_pair_cases_within_processes() -> 
     assert c["sharded / data parallel"].startswith("1.30 [")
     w = scaleout.weak_scaling(df, None)
     assert set(w["strategy"]) == {"data parallel", parallel.SHARDED}     # no-sync has no twin
+    said = " ".join(scaleout.sentence(df, 0.1))
+    assert f"eager ({parallel.SHARDED})" in said and "Exposed communication share" in said

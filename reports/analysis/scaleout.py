@@ -282,12 +282,16 @@ def scope(df: pd.DataFrame) -> str:
             + " (Scale-out section; the other sections read one-device cases).")
 
 
+def _strategy_words(r: pd.Series) -> str:
+    return "" if r.get("strategy") in (None, "data parallel") else f" ({r['strategy']})"
+
+
 def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     """The Summary's line on scale-out, or nothing when no case ran on several devices."""
     t = judged(df, margin)
     if t.empty:
         return []
-    effs = [f"{r['framework']} {r['task']} {r['mode']} {r['weak-scaling efficiency']}"
+    effs = [f"{r['framework']} {r['task']} {r['mode']}{_strategy_words(r)} {r['weak-scaling efficiency']}"
             for _, r in t.iterrows() if not str(r["weak-scaling efficiency"]).startswith("none")]
     if not effs:
         return ["Data parallel ran only oversubscribed (more simulated devices x threads than CPUs): "
@@ -295,7 +299,14 @@ def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     judged_rows = t[~t["verdict"].str.startswith(("inconclusive: fewer", "not a scaling"))]
     tail = ("" if len(judged_rows) else
             " Indicative only: fewer than 2 paired processes per case, so no verdict.")
-    return [f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
-            f"interconnects): {'; '.join(effs)}.{tail}"]
+    out = [f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
+           f"interconnects): {'; '.join(effs)}.{tail}"]
+    c = communication(df)
+    shares = [f"{r['framework']} {r['task']} {r['mode']} {r['exposed communication share']}" for _, r in c.iterrows()
+              if r["exposed communication share"] != "n/a"] if len(c) else []
+    if shares:
+        out.append("Exposed communication share of the data-parallel step, 1 - t(no-sync)/t(data parallel) "
+                   f"[95% interval over processes]: {'; '.join(shares)}.")
+    return out
 
 
