@@ -288,6 +288,6 @@ def test_communication_share_and_sharded_ratio_pair_cases_within_processes() -> 
     assert lo - 0.005 <= 0.3 <= hi + 0.005 and hi - lo < 0.05   # paired within processes: the drift cancels
     assert c["sharded / data parallel"].startswith("1.30 [")
     w = scaleout.weak_scaling(df, None)
-    assert set(w["strategy"]) == {"data parallel", parallel.SHARDED}     # no-sync has no twin
+    assert {m.partition(", ")[2] for m in w[scaleout.MODE]} == {"data parallel", parallel.SHARDED}  # no-sync: none
     said = " ".join(scaleout.sentence(df, 0.1))
     assert f"eager ({parallel.SHARDED})" in said and "Exposed communication share" in said

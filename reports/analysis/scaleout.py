@@ -112,8 +112,8 @@ def weak_scaling(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
     for a, b in pairs(df):
         over = bool(a.get("oversubscribed"))
         eff = b["median_s"] / a["median_s"]
-        row = {"framework": a["framework"], "task": f"{a['workload']} {a['task']}", "mode": a["mode"],
-               "strategy": _value(a, "strategy") or "data parallel", "devices": int(a["n_devices"]),
+        row = {"framework": a["framework"], "task": f"{a['workload']} {a['task']}", MODE: _mode(a),
+               "devices": int(a["n_devices"]),
                "threads / device": int(a.get("threads_per_device") or 0),
                "global batch": _int(a.get("global_batch")),
                "step, 1 device": stats.fmt_seconds(b["median_s"]),
@@ -184,13 +184,22 @@ def _share_interval(est: stats.Est | None) -> str:
     return f" [{1 - hi:.2f}, {1 - lo:.2f}]"
 
 
+MODE = "mode, strategy"
+
+
+def _mode(r: pd.Series) -> str:
+    """The mode and the data-parallel strategy in one column: 'compiled, sharded'."""
+    return f"{r['mode']}, {_value(r, 'strategy') or 'data parallel'}"
+
+
 def _ordered(out: pd.DataFrame, by: str) -> pd.DataFrame:
     """Rows in the report's framework order, then by `by`, mode and devices."""
     if out.empty:
         return out
     order = framework_order(out["framework"])
     out["_k"] = [order.index(f) for f in out["framework"]]
-    return out.sort_values(["_k", by, "mode", "devices"], kind="stable").drop(columns="_k").reset_index(drop=True)
+    mode = MODE if MODE in out.columns else "mode"
+    return out.sort_values(["_k", by, mode, "devices"], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
 def judged(df: pd.DataFrame, margin: float) -> pd.DataFrame:
@@ -223,15 +232,14 @@ def collectives(df: pd.DataFrame) -> pd.DataFrame:
         ops = json.loads(r["collectives"]) if isinstance(r.get("collectives"), str) else {}
         wire, analytic = r.get("wire_bytes"), r.get("analytic_wire_bytes")
         rows.append({
-            "framework": r["framework"], "workload": r["workload"], "mode": r["mode"],
-            "strategy": key[3] or "data parallel", "devices": key[5],
+            "framework": r["framework"], "workload": r["workload"], MODE: _mode(r), "devices": key[5],
             "collectives per step": ", ".join(f"{op} x{v['count']}: {_mib(v['bytes'])}" for op, v in ops.items())
                                     or ("none" if key[3] == NO_SYNC else "not observable"),
             "on the wire (ring)": _mib(wire),
             "analytic": _mib(analytic) if _finite(analytic) else "none (no-sync)" if key[3] == NO_SYNC else "n/a",
             "measured / analytic": (f"{float(wire) / float(analytic):.3f}" if _finite(wire) and _finite(analytic)
                                     and float(analytic) else "n/a"),
-            "source": _short(r["collectives_source"])})
+            "source": _short(r["collectives_source"], 90)})
     return _ordered(pd.DataFrame(rows), "workload")
 
 
@@ -239,14 +247,13 @@ def checks(df: pd.DataFrame) -> pd.DataFrame:
     """Per data-parallel case: the equivalence check against one device before timing."""
     _, many = split(df)
     mine = many[~many["reason"].fillna("").str.match(NOT_ITS_API)]     # another framework's mode: n/a
-    rows = [{"framework": r["framework"], "task": f"{r['workload']} {r['task']}", "mode": r["mode"],
-             "strategy": _value(r, "strategy") or "data parallel",
+    rows = [{"framework": r["framework"], "task": f"{r['workload']} {r['task']}", MODE: _mode(r),
              "devices": int(r["n_devices"]), "status": r["status"],
              "max |diff| / max |param|": (f"{r['dp_check_rel']:.1e}" if _finite(r.get("dp_check_rel")) else
                                           "not compared (no-sync probe)" if _value(r, "strategy") == NO_SYNC
                                           else "n/a"),
              "bound": (f"{r['dp_check_rtol']:.0e}" if _finite(r.get("dp_check_rtol")) else "n/a"),
-             "placement on CPUs, or why not run": _short(r.get("pinning")) or _short(r.get("reason"))}
+             "placement on CPUs, or why not run": _short(r.get("pinning"), 100) or _short(r.get("reason"), 100)}
             for _, r in mine.iterrows()]
     return _ordered(pd.DataFrame(rows), "task")
 
@@ -283,7 +290,8 @@ def scope(df: pd.DataFrame) -> str:
 
 
 def _strategy_words(r: pd.Series) -> str:
-    return "" if r.get("strategy") in (None, "data parallel") else f" ({r['strategy']})"
+    strategy = str(r[MODE]).partition(", ")[2]
+    return f" ({strategy})" if strategy and strategy != "data parallel" else ""
 
 
 def sentence(df: pd.DataFrame, margin: float) -> list[str]:
@@ -291,7 +299,8 @@ def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     t = judged(df, margin)
     if t.empty:
         return []
-    effs = [f"{r['framework']} {r['task']} {r['mode']}{_strategy_words(r)} {r['weak-scaling efficiency']}"
+    effs = [f"{r['framework']} {r['task']} {str(r[MODE]).partition(', ')[0]}{_strategy_words(r)} "
+            f"{r['weak-scaling efficiency']}"
             for _, r in t.iterrows() if not str(r["weak-scaling efficiency"]).startswith("none")]
     if not effs:
         return ["Data parallel ran only oversubscribed (more simulated devices x threads than CPUs): "

@@ -203,8 +203,10 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
             f"{reach} of {len(js)} reach 1.4x with their whole interval.")
     if fin:
         r, n, lo, hi = max(fin, key=lambda x: x[1])
+        span = (f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}]" if not math.isnan(lo) and
+                not math.isnan(hi) else "(no interval: too few processes)")
         text += (f" Where compiled steps are faster, the first call pays back after at most {n:,.0f} steps "
-                 f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}] ({r['workload']} {r['task']}).")
+                 f"{span} ({r['workload']} {r['task']}).")
     return [text]
 
 
