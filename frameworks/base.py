@@ -403,13 +403,17 @@ class Adapter:
     def check_mode(self, mode: str) -> str:
         return choose(f"mode for {self.name}", mode, self.modes)
 
-    def check_device(self, device: str) -> str:
-        """The framework's own name for `device` ('cuda' and 'gpu' name one accelerator: torch
-        calls it cuda, JAX gpu), or a FwbenchError naming the valid ones."""
+    def own_device(self, device: str) -> str:
+        """The framework's own name for `device`: 'cuda' and 'gpu' name one accelerator (torch
+        calls it cuda, JAX gpu); any other name, or one the framework lacks, as given."""
         devs = self.devices()
         if device in ("cuda", "gpu") and device not in devs:
-            device = next((d for d in devs if d in ("cuda", "gpu")), device)
-        return choose(f"device for {self.name}", device, devs)
+            return next((d for d in devs if d in ("cuda", "gpu")), device)
+        return device
+
+    def check_device(self, device: str) -> str:
+        """own_device(device), or a FwbenchError naming the valid ones."""
+        return choose(f"device for {self.name}", self.own_device(device), self.devices())
 
     def build(self, case: Case | str, config: Any, params: dict[str, np.ndarray], mode: str = "eager",
               device: str = "cpu", strategy: str | None = None) -> Any:

@@ -114,12 +114,10 @@ def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
     """Map the user's device name onto the framework's ('cuda' and 'gpu' are one accelerator)."""
     choose("device", device, DEVICE_ALIASES)
     devs = adapter.devices()
-    if device in devs:
-        return device
+    own = adapter.own_device(device)
+    if own in devs:
+        return own
     if device in ("cuda", "gpu"):
-        for d in devs:
-            if d in ("cuda", "gpu"):
-                return d
         raise Unsupported(f"{adapter.name} sees no GPU here (devices: {', '.join(devs)})")
     raise Unsupported(f"{adapter.name} has no device {device!r} (devices: {', '.join(devs)})")
 

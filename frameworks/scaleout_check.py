@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import frameworks
     import workloads
-    from frameworks.bench import against_one_device
+    from frameworks.bench import against_one_device, collectives_record
     from workloads import parallel
     from workloads.case import Case, Placement
     adapter = frameworks.load(args.framework)
@@ -56,16 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     rel, dp = against_one_device(adapter, case, p.config, params, spec.inputs)
     if args.out:
         np.savez(args.out, **dp.export_params())
-    coll = dp.collectives(*dp.place_inputs(*(adapter.asarray(a, args.device) for a in spec.inputs[0])))
-    ops = {k: v for k, v in coll.items() if isinstance(v, dict)}
+    placed = dp.place_inputs(*(adapter.asarray(a, args.device) for a in spec.inputs[0]))
+    rec = collectives_record(dp, [placed], params, case)       # what the harness records
+    coll = {"source": rec["collectives_source"], **json.loads(rec["collectives"] or "{}")}
     print(json.dumps({"framework": args.framework, "workload": args.workload, "mode": args.mode,
                       "strategy": args.strategy,
                       "devices": args.devices, "rel": rel, "rtol": parallel.CHECK_RTOL[args.workload],
                       "collectives": coll,
-                      "analytic_allreduce_bytes": parallel.gradient_bytes(params),
-                      "wire_bytes": parallel.wire_bytes(ops, args.devices),
-                      "analytic_wire_bytes": parallel.analytic_wire_bytes(params, args.devices, args.strategy),
-                      "pinning": dp.pinning,
+                      **{k: rec[k] for k in ("analytic_allreduce_bytes", "wire_bytes", "analytic_wire_bytes",
+                                             "pinning")},
                       "seconds": time.monotonic() - t0}))
     return 0
 

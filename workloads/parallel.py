@@ -37,9 +37,10 @@ PARALLEL_STRATEGIES = {
              "communication: all-gather of the parameters in the forward and again in the backward, "
              "reduce-scatter of the gradients",
     NO_SYNC: "the data-parallel step with its gradient synchronisation left out (torch DDP no_sync; JAX the "
-             "per-device step under shard_map without the reduction; TensorFlow's optimizer with "
-             "skip_gradients_aggregation): not a training step, timed only for the exposed-communication "
-             "share 1 - t(no-sync) / t(data parallel) of the same process",
+             "per-device step under shard_map without the reduction; TensorFlow the step without its "
+             "all-reduce, what Keras's skip_gradients_aggregation does for a Keras optimizer): not a training "
+             "step, timed only for the exposed-communication share 1 - t(no-sync) / t(data parallel) of the "
+             "same process",
 }
 
 

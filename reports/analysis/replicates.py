@@ -259,7 +259,7 @@ def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     filled = {}
     for k in CONFIG_KEYS[1:]:
         measured = df.loc[~blank].groupby("case")[k].first()
-        filled[k] = df[k].where(~blank, df["case"].map(measured)).where(lambda x, k=k: x.notna(), df[k])
+        filled[k] = df[k].where(~blank, df["case"].map(measured)).fillna(df[k])
     config = pd.Series(_joined(df.assign(**filled), CONFIG_KEYS), index=df.index)
     newest = df["date"].fillna("").groupby(config).transform("max")
     keep_cfg = newest.groupby(df["case"]).transform("max") == newest

@@ -70,12 +70,17 @@ def _value(r: pd.Series, k: str) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def _twin_key(r: pd.Series, strategy: Any = "own") -> tuple[Any, ...]:
-    """The keys a case shares with its twins; `strategy` replaces its own (the one-device twin
-    of a data-parallel strategy is the default step: workloads.parallel.one_device_strategy)."""
-    own = _value(r, "strategy")
-    return tuple(own if k == "strategy" and strategy == "own" else strategy if k == "strategy" else _value(r, k)
-                 for k in TWIN) + (int(r.get("threads_per_device") or r.get("threads") or 0),)
+_OWN = object()
+
+
+def _twin_key(r: pd.Series, strategy: Any = _OWN) -> tuple[Any, ...]:
+    """The keys a case shares with its twins; `strategy`, where given, replaces its own (the
+    one-device twin of a data-parallel strategy is the default step:
+    workloads.parallel.one_device_strategy)."""
+    values = {k: _value(r, k) for k in TWIN}
+    if strategy is not _OWN:
+        values["strategy"] = strategy
+    return (*values.values(), int(r.get("threads_per_device") or r.get("threads") or 0))
 
 
 def _timed(df: pd.DataFrame) -> pd.DataFrame:
@@ -155,7 +160,7 @@ def communication(df: pd.DataFrame) -> pd.DataFrame:
             est = _paired(probe, dp, key=str)
             share = 1 - probe["median_s"] / dp["median_s"]
             row["step without synchronisation"] = stats.fmt_seconds(probe["median_s"])
-            row["exposed communication share"] = f"{share:.2f}" + _share_interval(est)
+            row["exposed communication share"] = f"{share:.2f}" + _interval(est, share=True)
         else:
             row["step without synchronisation"] = row["exposed communication share"] = "n/a"
         if sharded is not None:
@@ -169,19 +174,12 @@ def communication(df: pd.DataFrame) -> pd.DataFrame:
     return _ordered(pd.DataFrame(rows), "task")
 
 
-def _interval(est: stats.Est | None) -> str:
+def _interval(est: stats.Est | None, share: bool = False) -> str:
+    """A ratio's interval over processes; with share=True that of 1 - the ratio (1 - [hi, lo])."""
     if est is None or est.n < 2:
         return " (one process: no interval)"
     lo, hi = est.interval()
-    return f" [{lo:.2f}, {hi:.2f}]"
-
-
-def _share_interval(est: stats.Est | None) -> str:
-    """The share's interval from that of t(no-sync) / t(data parallel): 1 - [hi, lo]."""
-    if est is None or est.n < 2:
-        return " (one process: no interval)"
-    lo, hi = est.interval()
-    return f" [{1 - hi:.2f}, {1 - lo:.2f}]"
+    return f" [{1 - hi:.2f}, {1 - lo:.2f}]" if share else f" [{lo:.2f}, {hi:.2f}]"
 
 
 MODE = "mode, strategy"
