@@ -135,14 +135,23 @@ def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
 
 def test_every_harness_option_is_declared_once():
     """workloads.options.HARNESS is the one declaration: the pytest plugin adds exactly those
-    flags, bench.Options has a field for each, and `fwbench run` passes its own on by argv."""
+    flags, the harness's Options and `fwbench run`'s RunOptions are made from it (a field per
+    option, with its declared default), and `fwbench run` passes its own on by argv."""
     import dataclasses
 
-    from frameworks import bench
+    from frameworks.harness import Options
+    from reports.running import runner
     from workloads import options
-    fields = {f.name for f in dataclasses.fields(bench.Options)}
-    derived = {"frameworks", "workloads", "max_rounds", "seed", "presets"}   # not options of a process
-    assert fields - derived == {o.name for o in options.HARNESS} - {"framework", "workload"}
+
+    def declared(cls, skip):
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.name not in skip}
+    own = {"frameworks", "workloads", "max_rounds", "seed", "presets"}     # not options of a process
+    assert declared(Options, own) == {o.name: o.default for o in options.HARNESS
+                                      if o.name not in ("framework", "workload")}
+    run_own = {"frameworks", "workloads", *(name for name, _, _ in runner.RUN_FIELDS)}
+    assert declared(runner.RunOptions, run_own) == {o.name: o.default for o in options.HARNESS
+                                                    if not o.process and o.name not in ("framework", "workload")}
+    assert {"budget_s", "min_rounds", "variants", "matmul_precision"} <= declared(runner.RunOptions, run_own).keys()
     assert options.argv({"threads": 2, "bare_loop": True, "rounds": None, "cache_role": "cold"}) == \
         ["--threads", "2", "--bare-loop", "--cache-role", "cold"]
     with pytest.raises(workloads.FwbenchError, match="--threads must be a positive integer, got 0"):

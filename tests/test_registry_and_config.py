@@ -18,7 +18,7 @@ from workloads.base import FwbenchError, adamw_reference, rel_err, replace_confi
 
 
 def test_importing_fwbench_imports_no_framework():
-    code = ("import sys, frameworks, workloads, workloads.gpt, frameworks.bench, frameworks.pytest_plugin;"
+    code = ("import sys, frameworks, workloads, workloads.gpt, frameworks.harness, frameworks.pytest_plugin;"
             "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -188,7 +188,7 @@ def test_bad_pytest_options_give_one_line(args, expected):
 
 
 def test_per_workload_presets():
-    from frameworks.bench import parse_presets
+    from frameworks.harness.options import parse_presets
     assert parse_presets("small", ("gpt", "diffusion")) == {"gpt": "small", "diffusion": "small"}
     assert parse_presets("tiny,gpt=gpt2", ("gpt", "diffusion")) == {"gpt": "gpt2", "diffusion": "tiny"}
     with pytest.raises(FwbenchError, match="unknown diffusion preset 'gpt2'"):

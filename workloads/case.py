@@ -3,7 +3,7 @@
     Case(framework, workload, task, mode, strategy, precision, placement)
 
 A Case travels unchanged from the workload's declared variants (declared_cases, read by the
-pytest plugin and by the conformance test) through the harness (frameworks.bench.run_case)
+pytest plugin and by the conformance test) through the harness (frameworks.harness.run_case)
 and every framework's `build(adapter, config, params, case)` into the record (Case.fields).
 A new axis is one field here, one column in the record, and the builds that read it; no
 signature changes anywhere else. Framework-free.

@@ -828,8 +828,8 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
     blocks: list[Block] = [
         ("h", 1, f"fwbench: results from {len(groups)} machines"),
         ("p", "These results come from machines that differ in CPU, instruction set, cores, accelerator, driver or "
-              "framework versions (frameworks.bench.machine_fingerprint). Each machine has a report of its own, "
-              "whose every ratio and verdict compares numbers of that machine only; this page shows their "
+              "framework versions (frameworks.harness.machine.machine_fingerprint). Each machine has a report of "
+              "its own, whose every ratio and verdict compares numbers of that machine only; this page shows their "
               "summaries one after the other and states no ratio between machines, since a difference between "
               "them mixes the machines with the frameworks.")]
     paths: dict[str, Path] = {}
