@@ -71,10 +71,49 @@ def problems(names: tuple[str, ...], root: Path = ROOT) -> list[str]:
     return out
 
 
+def registry_problems(root: Path = ROOT) -> list[str]:
+    """A framework folder (frameworks/<name>/__init__.py defining an Adapter) without its entry
+    in the registry (workloads/framework_facts.py: FACTS), and an entry without its folder."""
+    from workloads.framework_facts import FACTS
+    out = []
+    for init in sorted((root / "frameworks").glob("*/__init__.py")):
+        tree = ast.parse(init.read_text())
+        if any(isinstance(n, ast.ClassDef) and n.name == "Adapter" for n in tree.body) \
+                and init.parent.name not in FACTS:
+            out.append(f"frameworks/{init.parent.name}/ has an Adapter but no entry in workloads/framework_facts.py "
+                       "FACTS")
+    out += [f"{name}: an entry in FACTS without frameworks/{name}/__init__.py" for name in FACTS
+            if not (root / "frameworks" / name / "__init__.py").is_file()]
+    return out
+
+
 def test_every_framework_meets_the_contract():
     from workloads.case import FRAMEWORKS
     assert frameworks.names() == FRAMEWORKS          # the reports' list (they never import frameworks)
+    assert registry_problems() == []
     assert problems(frameworks.names()) == []
+
+
+def test_a_framework_without_its_registry_entry_fails_with_a_clear_line(tmp_path):
+    """MLX added as a folder with an adapter but no entry in workloads/framework_facts.py: the
+    contract names it, and every per-framework fact (its cache folder, which base.configure_caches
+    and the adapters read) says where the entry goes, never a bare KeyError."""
+    from frameworks import base
+    from workloads.framework_facts import facts
+    for fw in (*frameworks.names(), "harness"):     # the adapters, and a package that is no framework
+        (tmp_path / "frameworks" / fw).mkdir(parents=True)
+        shutil.copy(ROOT / "frameworks" / fw / "__init__.py", tmp_path / "frameworks" / fw / "__init__.py")
+    assert registry_problems(tmp_path) == []
+    (tmp_path / "frameworks" / "mlx").mkdir()
+    shutil.copy(ROOT / "frameworks" / "jax" / "__init__.py", tmp_path / "frameworks" / "mlx" / "__init__.py")
+    assert registry_problems(tmp_path) == ["frameworks/mlx/ has an Adapter but no entry in "
+                                           "workloads/framework_facts.py FACTS"]
+    shutil.rmtree(tmp_path / "frameworks" / "tensorflow")
+    assert "tensorflow: an entry in FACTS without frameworks/tensorflow/__init__.py" in registry_problems(tmp_path)
+    line = r"framework 'mlx' has no entry in workloads/framework_facts.py FACTS \(its module, .*entries: torch, jax"
+    for lookup in (facts, base.cache_dir):
+        with pytest.raises(workloads.FwbenchError, match=line):
+            lookup("mlx")
 
 
 def test_a_framework_without_derivatives_strategies_fails(tmp_path):

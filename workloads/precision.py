@@ -31,7 +31,6 @@ machine_info.cpu_flags) a bf16 product is emulated and can run 44-499x slower th
 """
 from __future__ import annotations
 
-PRECISIONS = ("fp32", "bf16")
 # Each policy in one line, as every record states it (precision_policy).
 POLICY = {
     "fp32": "every tensor and operation float32, matmul precision highest",

@@ -58,6 +58,7 @@ from reports.running import atomic, launch, signals
 from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
+from workloads.framework_facts import FACTS, facts
 from workloads.parallel import device_counts
 from workloads.record import SCHEMA_VERSION, empty, not_its_api, not_reached
 
@@ -76,12 +77,12 @@ def installed(name: str) -> bool:
     adapter is looked for as a file (find_spec of frameworks.<name> would import the
     frameworks package), the framework with find_spec of its top-level module (which finds
     it without importing it)."""
-    return importlib.util.find_spec(name) is not None and adapter_file(name).is_file()
+    return importlib.util.find_spec(facts(name).module) is not None and adapter_file(name).is_file()
 
 
 def absent_reason(name: str) -> str:
     """Why `installed(name)` is False, with what to do about it."""
-    if importlib.util.find_spec(name) is None:
+    if importlib.util.find_spec(facts(name).module) is None:
         return f"{name} is not installed: pip install 'fwbench[{name}]'"
     return f"{name} is installed but this checkout has no fwbench adapter for it (frameworks/{name}/__init__.py)"
 
@@ -286,10 +287,12 @@ def process_env(fw: str, opts: RunOptions, events_path: Path, repeat: int | None
     cache = cache or opts.cache_dir
     if cache is not None:            # the run's caches, not a location inherited from the caller
         env["FWBENCH_CACHE_DIR"] = str(cache)
-        for var in ("TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"):
-            env.pop(var, None)
-        env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
-                                       if not f.startswith("--tf_xla_persistent_cache_directory="))
+        for f in FACTS.values():     # each framework's own cache variable or flag (workloads.framework_facts)
+            if f.cache_env is not None:
+                env.pop(f.cache_env, None)
+            if f.cache_flag is not None:
+                var, name = f.cache_flag
+                env[var] = " ".join(x for x in env.get(var, "").split() if not x.startswith(name + "="))
     return env
 
 
