@@ -24,6 +24,26 @@ def test_importing_fwbench_imports_no_framework():
     assert out.stdout.strip() == "[]"
 
 
+# frameworks/harness/'s modules in import order: each imports only those before it
+# (docs/ARCHITECTURE.md, "Import rules")
+HARNESS_ORDER = ("options", "session", "host", "gemm", "scaleout", "timing", "machine", "run")
+
+
+def test_harness_modules_import_only_those_below_them():
+    import ast
+    from pathlib import Path
+    folder = Path(frameworks.__file__).parent / "harness"
+    assert {p.stem for p in folder.glob("*.py")} == {*HARNESS_ORDER, "__init__"}
+    for i, name in enumerate(HARNESS_ORDER):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imported = {n.module.split(".")[2] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("frameworks.harness.")}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                     and n.module == "frameworks.harness" for a in n.names}
+        assert imported <= set(HARNESS_ORDER[:i]), (name, imported - set(HARNESS_ORDER[:i]))
+        assert "frameworks.pytest_plugin" not in ast.dump(tree), name
+
+
 def test_unknown_framework_names_the_valid_ones():
     with pytest.raises(FwbenchError, match=r"unknown framework 'pytorch': choose one of torch, jax, tensorflow"):
         frameworks.load("pytorch")
