@@ -90,15 +90,11 @@ def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
             "isa_flags": parts["isa_flags"], "driver": parts["driver"], "gpu_model": gpu}
 
 
-def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
-    """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
-    workloads.record.RUN_INFO describes the run keys).
-
-    On the CPU, `gemm_flops` is the best of the GEMM rates measured before the first case
-    (gemm_samples) and now, after the last, by numpy and by every framework loaded: on a
-    shared machine a busy neighbour can only lower a measurement, so the best is the
-    machine's rate, and one unlucky moment does not inflate every utilisation of the run.
-    Every sample is kept (`gemm_samples`), and each source's best (`gemm_rates`)."""
+def frameworks_seen(opts: Options) -> tuple[dict[str, Any], dict[str, str], list[frameworks.Adapter], str | None]:
+    """The selected frameworks as this process sees them: {name: version, devices, modes and
+    compile counter, cache and timer} of those that load (configured as the cases were), the
+    reason of each that does not, their adapters, and the accelerator's name (the first
+    framework that sees it names it; None on the CPU)."""
     fws: dict[str, Any] = {}
     missing: dict[str, str] = {}
     accel = None
@@ -117,6 +113,19 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
                 accel = a.device_name(resolve_device(a, opts.device))
             except FwbenchError:
                 pass
+    return fws, missing, adapters, accel
+
+
+def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
+    """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
+    workloads.record.RUN_INFO describes the run keys).
+
+    On the CPU, `gemm_flops` is the best of the GEMM rates measured before the first case
+    (gemm_samples) and now, after the last, by numpy and by every framework loaded: on a
+    shared machine a busy neighbour can only lower a measurement, so the best is the
+    machine's rate, and one unlucky moment does not inflate every utilisation of the run.
+    Every sample is kept (`gemm_samples`), and each source's best (`gemm_rates`)."""
+    fws, missing, adapters, accel = frameworks_seen(opts)
     threads = int(os.environ.get("FWBENCH_THREADS", 0)) or available_cpus()
     info = {
         "schema": rec_mod.SCHEMA_VERSION,

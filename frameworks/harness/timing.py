@@ -116,20 +116,7 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     s1, k1 = adapter.compile_seconds(), adapter.counters()
     record.update({f"{k}_cold": k1[k] - k0[k] for k in k0 if k in k1})
     record["stream_cold_cache"] = cold_cache
-    if stream.check is not None:
-        for i, out in enumerate(outs):
-            differs = stream.check(i, adapter.to_numpy(out))
-            if differs:
-                raise WrongResult(f"request {i} ({keys[i]}): {differs}")
-    if stream.expected is not None:
-        for i, out in enumerate(outs):
-            got = adapter.to_numpy(out)
-            if stream.rows is not None:      # a padded batch: its real rows only
-                got = got[:stream.rows[i]]
-            err = rel_err(got, stream.expected(i))
-            if not err <= stream.tolerance:
-                raise WrongResult(f"request {i} ({keys[i]}): output differs from the unpadded eager reference "
-                                  f"(relative error {err:.2g} > {stream.tolerance:g})")
+    check_stream(stream, outs, adapter)
     del outs
     first = [keys.index(k) == i for i, k in enumerate(keys)]
     new = [t for t, f in zip(times, first) if f]
@@ -157,6 +144,26 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     l1 = adapter.recompile_limit_hits()
     record["recompile_limit_hit"] = None if l0 is None or l1 is None else l1 > l0
     return c1, rounds
+
+
+def check_stream(stream: Stream, outs: list[Any], adapter: frameworks.Adapter) -> None:
+    """A stream's cold outputs against stream.check and stream.expected (the first
+    stream.rows[i] rows of a padded batch): WrongResult naming the first request that differs."""
+    keys = stream.keys
+    if stream.check is not None:
+        for i, out in enumerate(outs):
+            differs = stream.check(i, adapter.to_numpy(out))
+            if differs:
+                raise WrongResult(f"request {i} ({keys[i]}): {differs}")
+    if stream.expected is not None:
+        for i, out in enumerate(outs):
+            got = adapter.to_numpy(out)
+            if stream.rows is not None:      # a padded batch: its real rows only
+                got = got[:stream.rows[i]]
+            err = rel_err(got, stream.expected(i))
+            if not err <= stream.tolerance:
+                raise WrongResult(f"request {i} ({keys[i]}): output differs from the unpadded eager reference "
+                                  f"(relative error {err:.2g} > {stream.tolerance:g})")
 
 
 def bare_loop(call: Callable[..., Any], pool: list[tuple[Any, ...]], rounds: int) -> float:
