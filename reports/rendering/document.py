@@ -294,11 +294,6 @@ def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _case_name(r: pd.Series) -> str:
-    return (f"{r['workload']} {r['task']} {r['framework']} {r['mode']}"
-            + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""))
-
-
 def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     """One short line per case that did not run normally, and the appendix of full reasons."""
     lines, appendix = [], []

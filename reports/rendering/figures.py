@@ -49,8 +49,6 @@ CB = sns.color_palette("colorblind").as_hex()
 # framework takes the next free colour
 FIXED_COLOURS = {"torch": CB[3], "jax": CB[0], "tensorflow": CB[2]}
 SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
-STATUS_COLOURS = {"ok": CB[2], "fallback": CB[8], "unsupported": CB[7], "failed": CB[3],
-                  "missing": "#e4e4e4", "not run": "#ffffff", "n/a": "#f4f4f4"}
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # "up to 40% faster" with torch.compile, as the claim is usually made
