@@ -21,14 +21,12 @@ import pandas as pd
 
 from reports import sections
 from reports.analysis import data as rdata
-from reports.analysis import findings, precision, replicates, scaleout, stats, summary
+from reports.analysis import findings, replicates, stats, summary
 from reports.analysis.data import TIMED, finite
 from reports.rendering import escape, figures, latex
+from reports.rendering import sections as drawings
+from reports.rendering.sections.common import Block, figure_block
 from reports.running import atomic
-from reports.sections.common import has, missing_note
-
-# ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
-Block = tuple
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
@@ -320,52 +318,6 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
-def section_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam: stats.Family) -> list[Block]:
-    """The registered sections (reports.sections), each only where its workload has records:
-    its title, tables, figures and findings; a table or figure without its fields is a
-    one-line note."""
-    b: list[Block] = []
-    lacking = rdata.lacking_modes(df)
-    for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
-        if d.empty:
-            continue
-        b.append(("h", 2, s.title))
-        for t in s.tables:
-            made = t.make(d, lacking)
-            if isinstance(made, str):
-                b.append(("p", made))
-            elif t.keep_empty or not made.empty:
-                b.append(("table", made, t.caption, t.label))
-        for plot in s.figures:
-            b += _figure(figs, plot.name)
-        b.append(("ul", s.findings(d, fam, lacking) or [s.no_findings]))
-    return b
-
-
-def section_figures(cases: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
-    """Each section's figures where its workload has records: (PNG, caption), or (None, a
-    one-line note) when the records lack its fields or it has nothing to draw."""
-    df = escape.mpl_frame(cases)
-    done: dict[str, tuple[Path | None, str]] = {}
-    for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
-        if d.empty:
-            continue
-        for plot in s.figures:
-            if not has(d, *plot.needs):
-                done[plot.name] = (None, missing_note(f"The {plot.name} figure", d, plot.needs))
-                continue
-            fig = plot.draw(d)
-            if fig is None:
-                done[plot.name] = (None, f"The {plot.name} figure: not drawn, no case has the values it plots.")
-                continue
-            png, _ = figures.save(fig, out_dir, plot.name)
-            done[plot.name] = (png, plot.caption)
-    return done
-
-
-
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
     """'848 [630, 950]', 'never', '' (no break-even: the steps do not differ by the verdicts)."""
     if n is None or pd.isna(n):
@@ -388,16 +340,14 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     of framework, what did not run, the method and the appendices."""
     df = replicates.cases(df)
     every = df
-    df = scaleout.split(df)[0]       # data-parallel cases: their own section (scaleout_blocks)
+    df = sections.judged_in_report(every)    # scale-out's data-parallel cases: its own family and section
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
-    # the model workloads at fp32: the generic tables (other precisions: precision_blocks)
-    model = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS)])
+    # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
+    model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, fam, weights, scaleout.sentence(every, margin), scaleout.scope(every))
-    b += section_blocks(df, figs, fam)
-    b += precision_blocks(df, fam)
-    b += scaleout_blocks(every, margin)
+    b += summary_blocks(df, every, fam, weights)
+    b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
                       "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
                       "(and cases.csv), first calls and compilations in Appendix C.",
@@ -413,76 +363,6 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
     return b + appendix_blocks(df, missing, appendix)
-
-
-def precision_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """bf16 against fp32 where a run has both (reports.analysis.precision)."""
-    t = precision.table(df, fam)
-    if t.empty:
-        return []
-    native = precision.native(df)
-    cpu = ("the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16), so the ratios are findings"
-           if native else precision.why_silent(df))
-    return [("h", 2, "Precision: bf16 against fp32"),
-            ("p", "bf16 is one explicit policy in every framework (workloads/precision.py): parameters, gradients "
-                  "and optimizer state in fp32, no loss scaling; the inputs of every matrix product and convolution "
-                  "in bf16, their results back to fp32; norms, softmax (the attention's included, written out "
-                  "where a fused attention would run it in bf16), activations and the loss in fp32. Each case's "
-                  "bf16 time is over the same case's fp32 time, paired over the processes that ran both; here "
-                  f"{cpu}. bf16 cases stay out of the framework comparisons and the choice, which read fp32."),
-            ("table", t, "bf16 over fp32 step time per framework and mode: geometric mean over the tasks "
-                         "[interval at the verdict's level] and the verdict (below 1: bf16 faster).", "precision"),
-            ("table", precision.per_task(df), "bf16 and fp32 step time of every case that ran both.",
-             "precision-tasks")]
-
-
-def scaleout_blocks(df: pd.DataFrame, margin: float) -> list[Block]:
-    """Data-parallel train steps against one device (reports.analysis.scaleout)."""
-    if not scaleout.has(df):
-        return []
-    weak = scaleout.judged(df, margin)
-    b: list[Block] = [
-        ("h", 2, "Scale-out: data parallel"),
-        ("p", "Each framework's idiomatic data parallel: torch DistributedDataParallel (one process per device, "
-              "gloo on CPUs, NCCL on CUDA), JAX's jitted step over a device mesh with the batch sharded and the "
-              "parameters replicated (GSPMD inserts the all-reduce), TensorFlow's MirroredStrategy (a custom "
-              "training loop with one batched all-reduce). Strategies beside it: 'sharded' (ZeRO-3 / FSDP: torch "
-              "FSDP2 fully_shard per block; JAX parameters and optimizer state sharded on the mesh, gathered "
-              "where the loss uses them; TensorFlow has none here: its parameter sharding is DTensor, not built) "
-              "and the 'no-sync' probe (the same step with its gradient synchronisation left out: torch no_sync, "
-              "JAX shard_map without the reduction, TensorFlow's step without its all-reduce). The idioms differ "
-              "in what they communicate: FSDP2 gathers every parameter twice (forward and backward), JAX's "
-              "compiled program keeps the first gather for the backward, and reduces gradients by all-reduce "
-              "where the CPU backend has no reduce-scatter (collectives table). Weak scaling: every device keeps "
-              "the preset's batch, "
-              "so the ideal N-device step takes as long as the one-device step with the same threads per device. "
-              "Before timing, every data-parallel case ran 3 AdamW steps beside a one-device model on the same "
-              "global batches and had to match its parameters (table below). The verdicts are on t(N)/t(1) "
-              "paired by round of the run, in a Holm family of this section's own. A case with more devices x "
-              "threads than CPUs measures sharing and gets no efficiency. " + scaleout.CAVEAT),
-        ("table", weak, "Weak scaling: one step on N devices against one device, the same per-device batch and "
-                        "threads per device.", "scaleout") if len(weak) else
-        ("p", "Weak scaling: no data-parallel case has a one-device twin in these results (run with --devices "
-              "1,N to time both)."),
-        ("table", scaleout.communication(df), "Exposed communication: the data-parallel step against the same "
-                                             "step without gradient synchronisation (no-sync probe) and against "
-                                             "the sharded form, paired within processes (95% t interval over "
-                                             "them). A share near 0 means the synchronisation is hidden or cheap; "
-                                             "the probe is no training step and is never compared with one "
-                                             "device.", "scaleout-communication"),
-        ("table", scaleout.collectives(df), "What one data-parallel step communicates, by each framework's own "
-                                           "account where it gives one, as bytes per device on a ring (an "
-                                           "all-reduce moves 2(N-1)/N of its tensor, an all-gather or a "
-                                           "reduce-scatter (N-1)/N), against the analytic: every gradient "
-                                           "all-reduced once for data parallel; for the sharded form the "
-                                           "parameters all-gathered in the forward and again in the backward "
-                                           "and the gradients reduce-scattered, 1.5x data parallel.",
-         "scaleout-collectives"),
-        ("table", scaleout.checks(df), "Equivalence with one device before timing, and how the devices were "
-                                      "placed on CPUs.", "scaleout-checks"),
-        ("table", scaleout.ANCHORS, "Published scale-out results, cited, not measured: orientation for what "
-                                    "the same frameworks reach on accelerator clusters.", "scaleout-anchors")]
-    return b
 
 
 def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
@@ -521,7 +401,7 @@ def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], 
     where the numbers are, and its figures."""
     if model.empty:
         return []
-    return [("h", 2, title), ("p", text), *(blk for name in names for blk in _figure(figs, name))]
+    return [("h", 2, title), ("p", text), *(blk for name in names for blk in figure_block(figs, name))]
 
 
 def stability_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
@@ -589,12 +469,13 @@ def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], 
     return b
 
 
-def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float],
-                   more: list[str] | tuple[str, ...] = (), scope_more: str = "") -> list[Block]:
-    """The Summary: what the data support (analysis.summary, and `more` findings of sections
-    that read other cases, such as scale-out's), then the scope of the run."""
+def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family,
+                   weights: dict[str, float]) -> list[Block]:
+    """The Summary: what the data support (analysis.summary, then the sentences of sections
+    judged from every case in a family of their own, such as scale-out's), then the scope of
+    the run."""
     b: list[Block] = [("h", 2, "Summary")]
-    key = summary.key_findings(df, fam) + list(more)
+    key = summary.key_findings(df, fam) + summary.section_sentences(every, fam, own_family=True)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
     ft = summary.framework_table(df)
     if not ft.empty:
@@ -607,7 +488,7 @@ def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float
         b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
                        + " Best per concern: " + "; ".join(summary.recommendations(rank))
                        + " (the scores, weights and what drives them under Choosing a framework)."))
-    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *([scope_more] if scope_more else [])])))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
     return b
 
 
@@ -687,21 +568,11 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
-        *[t for s in sections.SECTIONS if (df["workload"] == s.workload).any() for t in s.method],
+        *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
     ]
 
-
-def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
-    """The figure's block; a note instead where figures.draw_all found it too large to read."""
-    if name not in figs:
-        return []
-    png, text = figs[name]
-    return [("fig", name, png, text)] if png is not None else [("p", text)]
-
-
-# ----------------------------------------------------------------------------- renderers
 
 def _text(x: Any) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -843,7 +714,7 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
                          f"{r0.get('cores') or '?'} CPUs; accelerator {r0.get('accelerator') or 'none'}; "
                          f"{', '.join(versions) or 'versions n/a'}; {len(runs)} result files. "
                          f"Its report: machine-{k}/report.md.")]
-        ft = summary.framework_table(replicates.cases(scaleout.split(sub)[0]))
+        ft = summary.framework_table(replicates.cases(sections.judged_in_report(sub)))
         if not ft.empty:
             blocks.append(("table", ft, f"Machine {k}, per framework and mode (speed relative to the fastest on "
                                         f"this machine).", f"machine-{k}"))
@@ -880,10 +751,10 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
             pdf: bool | None = None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
-    one = scaleout.split(cases)[0]               # the figures draw one-device cases
+    one = sections.judged_in_report(cases)       # the figures draw one-device cases
     findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
-    figs.update(section_figures(one, out_dir / "figures"))
+    figs.update(drawings.draw(one, out_dir / "figures"))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
