@@ -1,13 +1,10 @@
-"""The derivatives section (workloads/derivatives.py): per-example gradients, Hessian-vector
-products, Hessians, Jacobians, n-th derivatives and ensembles, each by several transforms
-(strategies: vmap, jacfwd/jacrev, ... and the plain `loop` over examples).
+"""The judging half of the derivatives section (workloads/derivatives.py): per-example
+gradients, Hessian-vector products, Hessians, Jacobians, n-th derivatives and ensembles,
+each by several transforms (strategies: vmap, jacfwd/jacrev, ... and the plain `loop` over
+examples).
 
-    tables   capability: problem x transform x framework/mode, the statuses over the
-             problem's sizes with the first reason that is not ok
-    figures  der_time (time per problem vs its size: batch, parameters, order, models;
-             log-log), der_vmap (speedup of each transform over the `loop` baseline), der_order
-             (run time and compile time vs derivative order), der_memory (peak memory of the
-             HVP variants with what measured it)
+    drawing  reports.rendering.sections.derivatives: its tables and figures (the judging half
+             here imports nothing that draws)
     findings each transform against its loop (paired over processes), the Jacobian's forward
              against its reverse mode per shape, the HVP variants' peak memory (a per-process
              scalar) and the fastest framework per task

@@ -1,15 +1,9 @@
-"""The dynamic-shapes section (workloads/dynamic.py): requests of varying shapes served
-by each framework and strategy, a cold pass (fresh caches, every shape new once) and warm
-passes.
+"""The judging half of the dynamic-shapes section (workloads/dynamic.py): requests of varying
+shapes served by each framework and strategy, a cold pass (fresh caches, every shape new
+once) and warm passes.
 
-    tables   table: framework x mode x strategy x stream (shapes, compilations, the cold pass
-             over processes, a warm pass, new- and seen-shape requests, padding, recompile
-             limit); costs: each framework's cost of serving N requests, eager apart
-    figures  dyn_compilations (cumulative compilations vs requests seen, from
-             stream_cold_compilations), dyn_stream_time (cumulative cold stream time from
-             stream_cold_request_s, the warm pass as its end point), dyn_new_vs_seen
-             (new_shape_latency_s vs seen_shape_latency_s), dyn_padding (padding_waste vs
-             compilations_cold)
+    drawing  reports.rendering.sections.dynamic: its tables and figures (the judging half
+             here imports nothing that draws)
     findings a new- against a seen-shape request (a one-sample test of the per-process
              ratios), the recompile limit, bucketing against the best unpadded strategy and
              the fastest cold stream (ratios of per-process cold-pass times, paired where both

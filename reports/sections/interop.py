@@ -1,11 +1,9 @@
-"""The interop section (workloads/interop.py): programs that mix tensors with plain Python
-(print, branches on values, numpy calls, ...) under each framework's compiler.
+"""The judging half of the interop section (workloads/interop.py): programs that mix tensors
+with plain Python (print, branches on values, numpy calls, ...) under each framework's
+compiler.
 
-    tables   matrix: program x framework/mode, each program as written: the outcome
-             (interop_outcome, else from the status) and the record's own reason, shortened
-             (full text in the appendix); rewrites: each framework's idiomatic rewrite of the
-             programs its compiler does not take as written, with what it uses and the lines
-             it changes
+    drawing  reports.rendering.sections.interop: its tables and figures (the judging half
+             here imports nothing that draws)
     findings per framework and accelerated mode, the outcomes' counts (no comparison of times:
              the Findings section compares those, generic_findings)
     score    "Python interop": per program, the framework's best accelerated mode's outcome
