@@ -156,7 +156,8 @@ LAYERS = (
     ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
                      "reports.analysis.compare", "reports.analysis.variance")),
     ("drawing", ("reports.rendering", "reports.rendering.figures", "reports.rendering.latex",
-                 "reports.rendering.sections", "reports.rendering.sections.*")),
+                 "reports.rendering.formats", "reports.rendering.parts", "reports.rendering.sections",
+                 "reports.rendering.sections.*")),
     ("document", ("reports.rendering.document",)),
     ("commands", ("reports", "reports.__main__", "reports.cli", "reports.running", "reports.running.*")),
 )
