@@ -32,6 +32,8 @@ from reports.rendering import figures, latex
 from reports.rendering import sections as drawings
 from reports.rendering.formats import html_doc, latex_tables, markdown, write_csv
 from reports.rendering.parts import (
+    COMPILATION,
+    RESULTS,
     _uniq,
     choice_blocks,
     findings_blocks,
@@ -268,15 +270,9 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b = intro_blocks(df, fam, missing, margin)
     b += summary_blocks(df, every, fam, weights)
     b += drawings.blocks(df, every, figs, fam)
-    b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
-                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
-                      "(and cases.csv), first calls and compilations in Appendix C.",
-                      ("throughput", "speedup", "first_call", "utilisation"))
+    b += model_blocks(model, figs, *RESULTS)
     b += stability_blocks(df, fam)
-    b += model_blocks(model, figs, "Compilation: cold and warm first calls", "First call with every compile cache "
-                      "empty for the case (cold processes) and with the run's cache filled by them (warm processes); "
-                      "per case, with intervals, compile latency, break-even and the frameworks' own compilation "
-                      "counters, in Appendix C.", ("cold_warm",))
+    b += model_blocks(model, figs, *COMPILATION)
     b += findings_blocks(df)
     b += choice_blocks(df, weights)
     short, appendix = short_reasons(df)

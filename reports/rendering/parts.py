@@ -150,6 +150,16 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     return b
 
 
+# The model workloads' parts: heading, what it shows and where the numbers are, its figures.
+RESULTS = ("Results", "Steady-state speed, speedup over eager, first call against step and utilisation per task; "
+           "every case's numbers with their intervals and flags are in Appendix B (and cases.csv), first calls and "
+           "compilations in Appendix C.", ("throughput", "speedup", "first_call", "utilisation"))
+COMPILATION = ("Compilation: cold and warm first calls", "First call with every compile cache empty for the case "
+               "(cold processes) and with the run's cache filled by them (warm processes); per case, with intervals, "
+               "compile latency, break-even and the frameworks' own compilation counters, in Appendix C.",
+               ("cold_warm",))
+
+
 def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], title: str, text: str,
                  names: tuple[str, ...]) -> list[Block]:
     """A part on the model workloads (none where none ran): its heading, what it shows and
