@@ -282,12 +282,6 @@ def machine_groups(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-def case_id(row: pd.Series | dict[str, Any]) -> str:
-    """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu
-    (fp32), gpt/forward/torch/eager/-/bf16/tiny/cpu."""
-    return _case_text(row.get(k) for k in CASE_KEYS)
-
-
 _PRECISION_AT = CASE_KEYS.index("precision")
 _DEVICES_AT = CASE_KEYS.index("n_devices")
 
