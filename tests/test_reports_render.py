@@ -5,7 +5,7 @@ import pytest
 
 import reports
 from reports.analysis import data, findings
-from reports.rendering import document, figures, formats, parts
+from reports.rendering import choice, document, figures, formats, parts
 from tests.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError
 
@@ -44,7 +44,8 @@ def test_markdown_sections_missing_framework_and_failure(rendered):
     _, out, _, _ = rendered
     md = (out / "report.md").read_text()
     for section in ("## Summary", "## Results", "### Workload gpt", "## Findings", "## Appendix D: capability matrix",
-                    "## Missing frameworks, failed and unsupported cases", "## Choosing a framework", "## Method",
+                    "## Missing frameworks, failed and unsupported cases", "## The choice per job", "## Method",
+                    "## Appendix F: weighted concerns",
                     "## Appendix A: set-up", "## Appendix B: every case"):
         assert section in md
     assert "tensorflow missing: tensorflow is not installed" in md
@@ -62,7 +63,7 @@ def test_markdown_sections_missing_framework_and_failure(rendered):
 def test_html_is_self_contained(rendered):
     _, out, _, _ = rendered
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == len(FIGURES)
+    assert html.count("data:image/png;base64,") == len(list((out / "figures").glob("*.png")))
     assert 'src="figures/' not in html and "<style>" in html
 
 
@@ -79,7 +80,8 @@ def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     df = reports.load(results)                      # a second load of the same JSON
     formats.write_csv(df, tmp_path / "data.csv")
     assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
-    figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1])
+    figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1]
+                                     if k.removeprefix("fig:") in figures.FIGURES else choice.caption(k[4:]))
             for k, v in paths.items() if k.startswith("fig:")}
     cases, notes = data.latest(df)
     blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
