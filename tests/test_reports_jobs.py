@@ -9,6 +9,7 @@ import pytest
 
 from reports import cli, sections
 from reports.analysis import claims, data, findings, jobs, replicates
+from reports.rendering import choice
 from tests.reports_fixtures import simulated_processes
 from workloads.base import FwbenchError
 
@@ -41,6 +42,17 @@ def test_eager_that_dominates_a_compiled_mode_is_the_recommended_configuration(t
     assert jobs.leader_changes(conf, jobs.Job("forward", 1, "gpt")) == [(1, "torch eager")]
     table = jobs.job_table(c)
     assert list(table["answer"]) == ["torch cheapest", "torch cheapest"]
+    # torch compiled is dominated (slower and later): off the Pareto front, eager on it
+    assert "torch eager" in set(jobs.pareto(c)["configuration"]) and "torch compiled" not in set(
+        jobs.pareto(c)["configuration"])
+
+
+def test_quick_report_says_tiny_presets_need_not_predict_the_default_ones(tmp_path):
+    c, fam = _cases(tmp_path, {"torch": {("gpt", "forward", "eager"): 0.010}}, cold=1, warm=1)
+    assert set(c["preset"]) == {"tiny"}
+    first = choice.page_one(c, fam, None)[0]
+    assert first[0] == "p" and "need not predict" in first[1]
+    assert not any("need not predict" in str(b[1]) for b in choice.page_one(c.assign(preset="small"), fam, None))
 
 
 def test_leader_change_is_where_the_costs_cross(tmp_path):
