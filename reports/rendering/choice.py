@@ -96,7 +96,7 @@ def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(task, fontsize=8)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(which="both", labelsize=7)
         for ax in list(axes.flat)[len(tasks):]:
             ax.axis("off")
         fig.supxlabel("first call, cold cache (s, log scale)", fontsize=8)
@@ -105,9 +105,10 @@ def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
         for ax in axes.flat:
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(lab, h)
-        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(6, len(handles)), fontsize=7,
-                   frameon=False, bbox_to_anchor=(0.5, -0.02))
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        top = 1 - 0.35 / fig.get_figheight()
+        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=min(7, len(handles)), fontsize=7,
+                   frameon=False, bbox_to_anchor=(0.5, 1.0))
+        fig.tight_layout(rect=(0, 0, 1, top))
         png, _ = F.save(fig, out_dir, f"pareto_{wl}")
         plt.close(fig)
         out[f"pareto_{wl}"] = (png, caption(f"pareto_{wl}"))
