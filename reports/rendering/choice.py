@@ -7,6 +7,7 @@ reports.analysis.claims; nothing here computes a cost.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -14,6 +15,7 @@ import pandas as pd
 
 from reports.analysis import claims, jobs, stats
 from reports.analysis.data import framework_order
+from reports.rendering import escape
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Block, figure_block
 
@@ -73,6 +75,7 @@ def section(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]],
 def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
     """pareto_<workload>: a panel per task, steady step against cold first call, every
     configuration (colour: framework; marker: mode), the cold front as a line."""
+    df = escape.mpl_frame(df)           # names from result files are text to matplotlib, never markup
     conf = jobs.configurations(df)
     conf = conf[conf["first_call_cold_s"].notna()] if len(conf) else conf
     out: dict[str, tuple[Path | None, str]] = {}
@@ -109,9 +112,10 @@ def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
         fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=min(7, len(handles)), fontsize=7,
                    frameon=False, bbox_to_anchor=(0.5, 1.0))
         fig.tight_layout(rect=(0, 0, 1, top))
-        png, _ = F.save(fig, out_dir, f"pareto_{wl}")
+        name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
+        png, _ = F.save(fig, out_dir, name)
         plt.close(fig)
-        out[f"pareto_{wl}"] = (png, caption(f"pareto_{wl}"))
+        out[name] = (png, caption(name))
     return out
 
 
