@@ -1,16 +1,21 @@
 """The data-parallel equivalence and collective check in a process of its own (a placement is
 fixed per process: simulated devices are made before the framework starts):
 
-    python -m frameworks.scaleout_check torch gpt 2 [--mode eager] [--preset tiny] [--out params.npz]
+    python -m frameworks.scaleout_check torch gpt 2 [--mode eager] [--strategy sharded] [--preset tiny]
+                                        [--mutate sum|shard] [--out params.npz]
 
 Builds the workload's one-device model and its data-parallel form on N simulated CPU
-devices from the same numpy parameters, runs workloads.parallel.CHECK_STEPS AdamW steps of
-both on the same global batches (N x the preset's batch: weak scaling), and prints one JSON
-line: the parameters' max |diff| / max |param| (`rel`), the collectives of one step by the
-framework's own account, the analytic gradient all-reduce, and the seconds it took. --out
-saves the data-parallel parameters afterwards (the tests compare the three frameworks').
-tests/test_scaleout.py runs it; so can a user on a machine with N accelerators
-(--device cuda, real devices).
+devices from the same numpy parameters, compares the data-parallel step's reduced gradients
+(before clipping) on the first global batch with the one-device gradients (`grad_rel`), runs
+workloads.parallel.CHECK_STEPS AdamW steps of both on the same global batches (N x the
+preset's batch: weak scaling), and prints one JSON line: both errors and their bounds, the
+check's `failure` (None when it passes), the collectives of one step by the framework's own
+account, the analytic gradient all-reduce, and the seconds it took. --mutate breaks the
+step on purpose (workloads.parallel.MUTATIONS: gradients summed instead of averaged, or
+every device given device 0's rows); the check must then fail. --out saves the
+data-parallel parameters afterwards (the tests compare the three frameworks'). tests/
+test_scaleout.py runs it; so can a user on a machine with N accelerators (--device cuda,
+real devices).
 """
 from __future__ import annotations
 
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                       "failure": parallel.failure(args.workload, args.devices, eq),
                       "collectives": coll,
                       **{k: rec[k] for k in ("analytic_allreduce_bytes", "wire_bytes", "analytic_wire_bytes",
-                                             "pinning")},
+                                             "pinning", "device_state_bytes", "device_state_source")},
                       "seconds": time.monotonic() - t0}))
     return 0
 
