@@ -21,7 +21,7 @@ picks CollectiveAllReduce (NCCL needs GPUs), and the logical devices share the p
 intra-op thread pool (not pinned per device). collectives() counts the collective ops in the
 traced step's graph (what TensorFlow runs, not what the code asks for).
 
-Strategies (workloads.parallel.PARALLEL_STRATEGIES): "no-sync" is the same step without the
+Strategies (workloads.parallel.PARALLEL_DISTRIBUTIONS): "no-sync" is the same step without the
 ReplicaContext.all_reduce (each replica's AdamW gets its own rows' gradients and updates its
 own copies). The step's optimizer is fwbench's AdamWUpdate, not a Keras optimizer, so
 Keras's skip_gradients_aggregation does not apply: leaving out the step's own all_reduce is
@@ -51,22 +51,23 @@ SHARDED_REFUSED = ("TensorFlow's parameter sharding is DTensor (tf.experimental.
                    "path here, replicates every variable on every device")
 
 
-def strategy_devices(case: Case) -> list[str]:
+def distribution_devices(case: Case) -> list[str]:
     kind = "GPU" if case.placement.kind in ("cuda", "gpu") else "CPU"
     return take_devices("TensorFlow", [d.name for d in tf.config.list_logical_devices(kind)], case.placement)
 
 
-_STRATEGIES: dict[tuple[str, ...], Any] = {}
+_DISTRIBUTIONS: dict[tuple[str, ...], Any] = {}
 
 
 def distribution(case: Case) -> Any:
-    """The process's MirroredStrategy over the case's devices, made once: a second one in the
+    """The process's tf.distribute.MirroredStrategy over the case's devices (named a
+    distribution here: a case's `strategy` is fwbench's, workloads.parallel), made once: a second one in the
     same process reuses the first one's collective instance keys and its all-reduce aborts
     ("Shape mismatch in the collective instance 100"); a placement is fixed per process anyway."""
-    devs = tuple(strategy_devices(case))
-    if devs not in _STRATEGIES:
-        _STRATEGIES[devs] = tf.distribute.MirroredStrategy(devices=list(devs))
-    return _STRATEGIES[devs]
+    devs = tuple(distribution_devices(case))
+    if devs not in _DISTRIBUTIONS:
+        _DISTRIBUTIONS[devs] = tf.distribute.MirroredStrategy(devices=list(devs))
+    return _DISTRIBUTIONS[devs]
 
 
 class DataParallel:
