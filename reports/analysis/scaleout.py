@@ -314,7 +314,7 @@ def memory(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, dp in many.iterrows():
         sharded = by.get(_twin_key(dp, SHARDED))
-        if _value(dp, "strategy") is not None or sharded is None:
+        if _value(dp, "strategy") is not None or sharded is None or sharded["status"] not in TIMED:
             continue
         a, b = dp.get("device_state_bytes"), sharded.get("device_state_bytes")
         rows.append({"framework": dp["framework"], "task": f"{dp['workload']} {dp['task']}", "mode": dp["mode"],
