@@ -150,9 +150,9 @@ class DataParallel:
                    "CPU devices share one process's allocator)")
 
     def collectives(self, *inputs: Any) -> dict[str, Any]:
-        if self._counted is None:
-            self._counted = graph_collectives(tf.function(self._step_fn).get_concrete_function(*inputs).graph,
-                                              self.n)
+        if self._counted is None:   # graph mode: the timed step's own trace; eager: the same step traced
+            traced = self._step if hasattr(self._step, "get_concrete_function") else tf.function(self._step_fn)
+            self._counted = graph_collectives(traced.get_concrete_function(*inputs).graph, self.n)
         source = (f"the collective ops in the traced step's graph (tf.function(step).get_concrete_function(): "
                   f"{self.reduction}'s ops, one per device, counted once; bytes of their input tensors)")
         if self.mode == "eager":
