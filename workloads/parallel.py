@@ -13,6 +13,10 @@ on the placement's devices and that adds:
                                       {op: {"count": n, "bytes": b}}, plus "source", or
                                       {"source": None, "reason": why not observable}
     pinning: str                      how the devices' threads are placed on CPUs
+    grads(*inputs) -> dict            device 0's gradients of the placed global batch after the
+                                      step's reduction, before clipping (the check compares them
+                                      with one device's)
+    device_state() -> (bytes, how)    parameters and optimizer state device 0 holds between steps
 """
 from __future__ import annotations
 
