@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from workloads.base import choose
+from workloads.precision import PRECISIONS  # the numeric policies (their names)
 from workloads.record import MODES
 
 # Every framework fwbench knows, in the order reports list them (frameworks/__init__.py's
 # _SPECS says how to import each; the reports read this, never `frameworks`).
 FRAMEWORKS = ("torch", "jax", "tensorflow")
-PRECISIONS = ("fp32", "bf16")   # the numeric policies (workloads/precision.py defines them)
 DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
 
