@@ -34,7 +34,7 @@ from workloads import parallel
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, Stream, WrongResult, choose, error_line, git_commit, rel_err, split_presets
 from workloads.case import Case, Placement
-from workloads.precision import POLICY
+from workloads.precision import PARAM_DTYPE, POLICIES, POLICY
 
 DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
@@ -223,7 +223,7 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     spec = W.task_spec(p.config, batch, case.task, seed=opts.seed, strategy=case.strategy)
     record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
                            global_batch=batch, device_batch=p.batch,
-                           shape=spec.shape, dtype="float32",
+                           shape=spec.shape, param_dtype=PARAM_DTYPE, compute_dtype=POLICIES[case.precision].compute,
                            items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1
