@@ -170,14 +170,25 @@ def _dtype_name(d) -> str:
     return str(getattr(d, "name", None) or getattr(d, "__name__", None) or d).removeprefix("torch.")
 
 
+def _table(fw: str):
+    """frameworks/<fw>/precision.py, or, where a framework has none, a table of fp32 alone."""
+    import types
+    try:
+        return importlib.import_module(f"frameworks.{fw}.precision")
+    except ModuleNotFoundError as e:
+        if e.name != f"frameworks.{fw}.precision":
+            raise
+        return types.SimpleNamespace(COMPUTE={"fp32": "float32"}, LOSS_SCALING=False)
+
+
 def precision_problems(fw: str) -> list[str]:
     """What a framework declares about precision and does not back: a workload's PRECISIONS
-    naming a policy workloads/precision.py lacks or the framework's dtype table
-    (frameworks/<fw>/precision.py COMPUTE) lacks, a table entry whose dtype is not the
-    policy's compute dtype, a policy with loss scaling in a framework whose train steps do
-    not apply it (LOSS_SCALING)."""
-    from workloads.precision import POLICIES
-    table = importlib.import_module(f"frameworks.{fw}.precision")
+    naming a policy the framework's dtype table (frameworks/<fw>/precision.py COMPUTE; fp32
+    alone where it has none) lacks, a table entry workloads/precision.py does not define or
+    whose dtype is not the policy's compute dtype, a policy with loss scaling in a framework
+    whose train steps do not apply it (LOSS_SCALING)."""
+    from workloads.precision import DEFAULT, POLICIES
+    table = _table(fw)
     out = []
     for name, dtype in table.COMPUTE.items():
         if name not in POLICIES:
@@ -187,6 +198,8 @@ def precision_problems(fw: str) -> list[str]:
                        f"{POLICIES[name].compute}")
         elif POLICIES[name].loss_scale is not None and not table.LOSS_SCALING:
             out.append(f"{fw}: {name} scales the loss, and its train steps apply no loss scale (LOSS_SCALING)")
+    if DEFAULT not in table.COMPUTE:
+        out.append(f"{fw}: its dtype table lacks {DEFAULT}, the default policy")
     for w in workloads.available():
         declared = getattr(importlib.import_module(f"frameworks.{fw}.{w}"), "PRECISIONS", ("fp32",))
         for name in declared:
@@ -257,7 +270,9 @@ def test_every_declared_precision_computes_at_its_dtype(framework):
     if framework not in INSTALLED:
         pytest.skip(f"needs {framework}")
     from workloads.precision import POLICIES
-    table = importlib.import_module(f"frameworks.{framework}.precision").COMPUTE
+    if not hasattr(_table(framework), "matmul"):
+        pytest.skip(f"{framework} has no precision.py: fp32 only")
+    table = _table(framework).COMPUTE
     for precision in table:
         u = POLICIES[precision].unit_roundoff
         errs = role_errors(framework, precision)

@@ -44,7 +44,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "mode": ((str,), True, "eager / graph / compiled"),
     "strategy": ((str, type(None)), False, "case variant declared by the workload (a compile recipe, a "
                  "dynamic-shape strategy, a derivative transform), or null for the default"),
-    "precision": ((str, type(None)), False, "the case's numeric policy (workloads/precision.py): fp32 or bf16; "
+    "precision": ((str, type(None)), False, "the case's numeric policy (workloads/precision.py POLICIES: fp32, bf16); "
                   "older files: null, which was fp32"),
     "precision_policy": ((str, type(None)), False, "that policy in one line (workloads/precision.py POLICY)"),
     "placement": ((str, type(None)), False, "where the case ran: device kind and count (workloads.case.Placement)"),
