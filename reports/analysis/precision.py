@@ -45,15 +45,19 @@ def others(df: pd.DataFrame) -> list[str]:
     return [p for p in PRECISIONS if p in seen] + sorted(seen - set(PRECISIONS))
 
 
+def _subject(df: pd.DataFrame, precision: str | None) -> str:
+    """`precision`, else the first policy besides fp32 the cases ran at (else the first defined)."""
+    return precision or (others(df) or [p for p in PRECISIONS if p != DEFAULT])[0]
+
+
 def native(df: pd.DataFrame, precision: str | None = None) -> bool | None:
-    """True when every run's CPU multiplies `precision` (default: the run's one other policy,
-    bf16 where none ran) natively, False when one does not (or the run is on an accelerator:
-    not judged here), None when a run did not record its flags."""
+    """True when every run's CPU multiplies `precision` (default: _subject) natively, False
+    when one does not (or the run is on an accelerator: not judged here), None when a run did
+    not record its flags."""
     runs = df.attrs.get("runs", [])
     if not runs:
         return None
-    precision = precision or (others(df) or ["bf16"])[0]
-    seen = [native_on(precision, r.get("cpu_flags")) for r in runs]
+    seen = [native_on(_subject(df, precision), r.get("cpu_flags")) for r in runs]
     if any(s is False for s in seen):
         return False
     return None if any(s is None for s in seen) else True
@@ -116,7 +120,7 @@ def table(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
 
 
 def why_silent(df: pd.DataFrame, precision: str | None = None) -> str:
-    p = precision or (others(df) or ["bf16"])[0]
+    p = _subject(df, precision)
     n = native(df, p)
     if n is False:
         return f"{p} emulated on this CPU (no {native_words(p)}): no {p} speed finding"
