@@ -32,7 +32,7 @@ programs actually use: products' inputs in the compute dtype; norms, softmax, lo
 optimizer float32; and equivalence against the float64 reference at the policy's tolerances).
 
 On a CPU without the policy's native instructions (bf16: AVX512-BF16 or AMX-BF16;
-frameworks.bench.BF16_FLAGS, in every run's machine_info.cpu_flags) a reduced-precision product
+frameworks.harness.machine.BF16_FLAGS, in every run's machine_info.cpu_flags) a reduced-precision product
 is emulated and can run 44-499x slower than fp32 (pytorch#146508): the report states no speed
 finding for that policy there.
 """
