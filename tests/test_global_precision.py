@@ -108,3 +108,22 @@ def test_torch_bf16_sdpa_keeps_the_policy_where_chosen():
     written = P.written_attention(q, k, v, mask, s, bf)
     e_fused, e_written = (float(np.abs(x.numpy() - ref).max()) for x in (fused, written))
     assert e_fused < 2 ** -6 and e_fused <= e_written, (e_fused, e_written)
+
+
+def test_torch_attention_follows_its_choice(monkeypatch):
+    """attention() runs what attention_impl chose: the CUDA choice (sdpa at bf16) run on the
+    CPU by patching the choice, against the written-out form the CPU's choice runs."""
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    from frameworks.torch import precision as P
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 8, 4, generator=g) for _ in range(3))
+    bf = torch.bfloat16
+    fused = F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), is_causal=True, scale=0.5).float()
+    written = P.written_attention(q, k, v, torch.ones(8, 8, dtype=torch.bool).tril(), 0.5, bf)
+    assert not torch.equal(fused, written)                       # the two forms tell apart
+    assert torch.equal(P.attention(q, k, v, 0.5, bf, causal=True), written)           # the CPU's choice
+    monkeypatch.setattr(P, "attention_impl", lambda device, precision: P.SDPA)
+    out = P.attention(q, k, v, 0.5, bf, causal=True)
+    assert out.dtype == torch.float32 and torch.equal(out, fused)                     # the CUDA choice
