@@ -239,11 +239,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--steps", type=int, default=3, help="steps per entry per round")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps after the first")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps after the first (at least 1: the plain "
+                    "JAX step compiles again on its second call, once its optimizer state's types settle)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave out the torch.compile entries")
     args = ap.parse_args(argv)
     args.preset = args.preset or ("gpt2" if args.device == "cuda" else "tiny")
-    for k in ("rounds", "steps"):
+    for k in ("rounds", "steps", "warmup"):
         if getattr(args, k) < 1:
             ap.error(f"--{k} must be at least 1, got {getattr(args, k)}")
     rows = compare(args)

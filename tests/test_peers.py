@@ -10,7 +10,7 @@ import pytest
 from frameworks import peers
 from workloads import gpt as W
 
-ARGS = ["--device", "cpu", "--preset", "tiny", "--rounds", "1", "--steps", "1", "--warmup", "0", "--no-compile"]
+ARGS = ["--device", "cpu", "--preset", "tiny", "--rounds", "1", "--steps", "1", "--warmup", "1", "--no-compile"]
 
 
 def test_the_peers_do_the_same_work(capsys):
