@@ -33,13 +33,14 @@ def _times(r: pd.Series) -> str:
 
 
 def _range(vals: dict[str, float]) -> str:
-    """The geometric mean over processes with its 95% t interval ('one process' below two)."""
+    """The geometric mean over processes with its 95% t interval (stats.MIN_TESTED processes or
+    more), the processes' min-max from two, 'one process' from one."""
     e = stats.Est.of(vals)
     if not e.n:
         return ""
     if e.n < 2:
         return stats.fmt_seconds(e.value) + " (one process)"
-    return stats.fmt_time_ci(e.value, *e.interval())
+    return stats.fmt_est(e)
 
 
 def table(d: pd.DataFrame) -> pd.DataFrame:
