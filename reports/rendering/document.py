@@ -339,11 +339,13 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "against a seen-shape request) a t interval on the per-process log ratios. Coverage was checked by "
         "simulation at the default allocation with the variance components measured on the development machine "
         "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
-        "(round noise only) and is not tested against anything.",
+        "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
+        "neither is tested against anything (a comparison needs 3 processes a side and only then joins the Holm "
+        "family).",
         f"Verdicts against a margin of {m} (--margin): faster or slower by at least the margin (the whole interval "
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
-        "reaches beyond the margin), not tested (one process on a side). `fwbench compare` uses the same.",
+        "reaches beyond the margin), not tested (fewer than 3 processes on a side). `fwbench compare` uses the same.",
         f"One error rate: the report's {fam.m} tested comparisons form one family under Holm's step-down procedure "
         f"at 5%: the chance that any 'faster' or 'slower' of this report is false is at most 5%, whatever the other "
         "comparisons' truth. Each interval is shown at the level of its Holm step (1 - 0.05 / (m - j + 1) for the "

@@ -107,7 +107,9 @@ def table(t: pd.DataFrame, caption: str, label: str) -> str:
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{\dimexpr {w:.4f}\linewidth-2\tabcolsep\relax}}"
                    for w in widths)
     head = " & ".join(rf"\textbf{{{cell(c)}}}" for c in t.columns) + r" \\"
-    lines = [r"\begingroup", font, r"\setlength{\tabcolsep}{3pt}", r"\sloppy",
+    # no hyphen inside a word: every column is at least its longest unbreakable piece wide
+    lines = [r"\begingroup", font, r"\setlength{\tabcolsep}{3pt}", r"\sloppy", r"\hyphenpenalty=10000",
+             r"\exhyphenpenalty=10000",
              rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}",
              rf"\caption{{{escape.latex(caption)}}}\label{{tab:fwbench-{escape.latex_label(label)}}}\\",
              r"\toprule", head, r"\midrule", r"\endfirsthead",
