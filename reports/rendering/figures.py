@@ -224,7 +224,8 @@ def state_scales(fig: Figure) -> None:
     for ax in axes:
         label = ax.get_ylabel()
         if "scale" not in label and "linear" not in label:
-            ax.set_ylabel(f"{label} ({'log' if ax.get_yscale() == 'log' else 'linear'} scale)")
+            scale = f"{'log' if ax.get_yscale() == 'log' else 'linear'} scale"
+            ax.set_ylabel(f"{label[:-1]}, {scale})" if label.endswith(")") else f"{label} ({scale})")
 
 
 # ----------------------------------------------------------------------------- figures
