@@ -60,7 +60,8 @@ SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
-MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id")
+MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id",
+           "cpus_available", "cores")
 TIMED = ("ok", "fallback")
 
 

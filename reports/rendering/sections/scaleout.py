@@ -1,5 +1,6 @@
 """The scale-out section's drawing half (its judging half: reports.sections.scaleout): each
-framework's data parallel in words, weak scaling, exposed communication, what a step
+framework's data parallel in words, weak scaling, exposed communication, the slowdown split
+into its non-communication and communication factors, per-device state memory, what a step
 communicates, the equivalence checks and placement, and published results for orientation."""
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
               "where the CPU backend has no reduce-scatter (collectives table). Weak scaling: every device keeps "
               "the preset's batch, "
               "so the ideal N-device step takes as long as the one-device step with the same threads per device. "
-              "Before timing, every data-parallel case ran 3 AdamW steps beside a one-device model on the same "
-              "global batches and had to match its parameters (table below). The verdicts are on t(N)/t(1) "
+              "Before timing, every data-parallel case's reduced gradients (before clipping) on the first global "
+              "batch had to match a one-device model's, and its parameters after 3 AdamW steps on the same global "
+              "batches too (table below). The verdicts are on t(N)/t(1) "
               "paired by round of the run, in a Holm family of this section's own. A case with more devices x "
               "threads than CPUs measures sharing and gets no efficiency. " + scaleout.CAVEAT),
         ("table", weak, "Weak scaling: one step on N devices against one device, the same per-device batch and "
@@ -43,6 +45,20 @@ def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
                                              "them). A share near 0 means the synchronisation is hidden or cheap; "
                                              "the probe is no training step and is never compared with one "
                                              "device.", "scaleout-communication"),
+        ("table", scaleout.slowdown_split(df), "What the N-device slowdown is made of: t(N)/t(1) = (no-sync step / "
+                                              "one device) x (data parallel / no-sync step). The first factor is "
+                                              "what N devices cost with no gradient synchronisation at all (devices "
+                                              "sharing cores, a thread pool or memory bandwidth): it is not "
+                                              "communication, and where devices share cores not scaling either; "
+                                              "the second is what the synchronisation adds. Paired as above (95% t "
+                                              "interval over processes); 'cores' compares devices x threads with "
+                                              "the machine's CPUs from the record.", "scaleout-split"),
+        ("table", scaleout.memory(df), "Memory per device, data parallel against sharded: the parameters and "
+                                      "optimizer state device 0 holds between steps, counted from each framework's "
+                                      "own arrays (the instrument column). Not an allocator peak: simulated CPU "
+                                      "devices in one process (JAX, TensorFlow) share one allocator, which keeps no "
+                                      "per-device peak, and the activations and the parameters a sharded step "
+                                      "gathers while it runs are not in it.", "scaleout-memory"),
         ("table", scaleout.collectives(df), "What one data-parallel step communicates, by each framework's own "
                                            "account where it gives one, as bytes per device on a ring (an "
                                            "all-reduce moves 2(N-1)/N of its tensor, an all-gather or a "
