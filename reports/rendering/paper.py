@@ -31,7 +31,7 @@ APPENDIX_LABEL = latex.APPENDIX_LABEL
 # the figures the main text prefers, in this order; the others (and any beyond MAIN_FIGURES) stay
 # in their appendix sections
 PREFERRED = ("throughput", "speedup", "first_call", "cold_warm", "dyn_stream_time", "der_time", "der_vmap",
-             "dyn_compilations", "scaleout_efficiency")
+             "dyn_compilations")
 
 # (claim, its source: a key of latex.REFERENCES, how this suite measures it)
 CLAIMS = [
