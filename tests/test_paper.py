@@ -44,11 +44,14 @@ def test_a_small_runs_paper_compiles_without_overfull_boxes(tmp_path):
 
 def test_quotes_and_times_signs_are_typeset():
     assert latex.prose('the "up to 40%" claim, 1.53x faster') == r"the ``up to 40\%'' claim, 1.53$\times$ faster"
-    assert latex.cell("1.31x [1.20, 1.43]") == r"1.31$\times$ [1.20, 1.43]" and latex.cell("jax-x2") == "jax-\\allowbreak{}x2"
+    assert latex.prose("framework x mode") == r"framework $\times$ mode"
+    assert latex.cell("1.31x [1.20, 1.43]") == r"1.31$\times$ [1.20, 1.43]"
+    assert latex.cell("jax-x2") == "jax-\\allowbreak{}x2" and latex.prose("the x axis") == "the x axis"
 
 
+AXES = EXAMPLES / "cpu-2core-axes"
 EXAMPLE_RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
-                "cpu-2core-axes": [EXAMPLES / "cpu-2core-axes" / "dynamic", EXAMPLES / "cpu-2core-axes" / "derivatives"],
+                "cpu-2core-axes": [AXES / "dynamic", AXES / "derivatives"],
                 "scaleout-quick": [EXAMPLES.parent.parent / "docs" / "measurements" / "scaleout-quick"]}
 
 

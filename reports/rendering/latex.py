@@ -31,7 +31,7 @@ _BREAK_AFTER = re.compile(r"(/|\\_\{\}|\\_|-|\.(?=[^\d\s])|,|=|:|\+)(?=\S)")
 
 
 _QUOTED = re.compile(r'"([^"]*)"')
-_TIMES = re.compile(r"(?<=\d)x(?=[\s,;:.)\]]|$)")
+_TIMES = re.compile(r"(?<=\d)x(?=[\s,;:.)\]]|$)|(?<= )x(?= (?!axis))")     # 1.5x; framework x mode
 
 
 def typeset(s: str) -> str:
@@ -143,8 +143,8 @@ REFERENCES = {
                                "Producing Wrong Data Without Doing Anything Obviously Wrong!", "ASPLOS 2009"),
     "holm1979simple": ("S. Holm", "A Simple Sequentially Rejective Multiple Test Procedure",
                        "Scandinavian Journal of Statistics 6(2), 1979"),
-    "pytorch2announcement": ("The PyTorch Team", "PyTorch 2.0: Our next generation release that is faster, more "
-                             "Pythonic and Dynamic as ever", "web, pytorch.org/blog/pytorch-2.0-release, 2023"),
+    "pytorch2announcement": ("The PyTorch Team", "PyTorch 2.0 (the announcement of torch.compile)",
+                             "web, https://pytorch.org/get-started/pytorch-2.0/, 2022"),
     "fwbenchseed": ("The fwbench authors", "The article fwbench was started to test (its claims as quoted in the "
                     "project's brief)", "web, 2026"),
     "hao2023torchbench": ("Y. Hao et al.", "TorchBench: Benchmarking PyTorch with High API Surface Coverage",

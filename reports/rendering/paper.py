@@ -21,7 +21,7 @@ import re
 
 import pandas as pd
 
-from reports.analysis import stats, summary
+from reports.analysis import claims, stats
 from reports.analysis.data import TIMED
 from reports.rendering import escape, latex
 from reports.sections.dynamic import SERVED
@@ -33,20 +33,8 @@ APPENDIX_LABEL = latex.APPENDIX_LABEL
 PREFERRED = ("throughput", "speedup", "first_call", "cold_warm", "dyn_stream_time", "der_time", "der_vmap",
              "dyn_compilations")
 
-# (claim, its source: a key of latex.REFERENCES, how this suite measures it)
-CLAIMS = [
-    ("PyTorch 2's compiler (torch.compile: Dynamo + Inductor) makes training and inference ``up to 40\\%'' faster",
-     "pytorch2announcement", "the speedup of torch.compile over torch eager on the same step, with its break-even"),
-    ("TensorFlow's static graphs make variable-length sequences awkward",
-     "fwbenchseed", "streams of requests of varying length: compilations per shape and the cost of serving N "
-     "requests"),
-    ("functorch's vmap and higher-order derivatives are not at JAX's level",
-     "fwbenchseed", "per-sample gradients, Hessian-vector products, Hessians, Jacobians and n-th derivatives, "
-     "vmap against a Python loop"),
-    ("torch.compile keeps working where other compilers refuse Python code and reports what it could not "
-     "optimize", "fwbenchseed", "eight programs mixing tensors with plain Python, per framework and mode"),
-]
-CLAIM_WORKLOADS = (("gpt", "diffusion"), ("dynamic",), ("derivatives",), ("interop",))
+# the claims' sources (analysis.claims.CLAIMS) as keys of latex.REFERENCES
+SOURCES = {claims.PYTORCH2: "pytorch2announcement", claims.SEED: "fwbenchseed"}
 
 RELATED = (
     r"TorchBench \cite{hao2023torchbench} runs PyTorch's model zoo and reports each configuration (compiler "
@@ -65,14 +53,26 @@ def _para(text: str) -> str:
     return latex.prose(text)
 
 
-def answer_sentences(cases: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """The answers an abstract states: the Summary's key findings (its speed, first-call and
-    claim sentences), the first four."""
-    return summary.key_findings(cases, fam)[:4]
+def _table(blocks: list[tuple], label: str) -> pd.DataFrame | None:
+    return next((b[1] for b in blocks if b[0] == "table" and b[3] == label), None)
 
 
-def abstract(cases: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """What ran, in one sentence, then the answers."""
+def answer_sentences(blocks: list[tuple]) -> list[str]:
+    """The answers an abstract states, read from the report's page 1 (rendering.choice.page_one):
+    each job's answer (the jobs table, --job included) and each claim's verdict (the claims
+    table)."""
+    out = []
+    jobs = _table(blocks, "jobs")
+    if jobs is not None and not jobs.empty:
+        out.append("Per job: " + "; ".join(f"{r['job']}: {r['answer']}" for _, r in jobs.iterrows()) + ".")
+    cl = _table(blocks, "claims")
+    if cl is not None and not cl.empty:
+        out.append("The claims: " + "; ".join(f"{r['claim']} ({r['verdict']})" for _, r in cl.iterrows()) + ".")
+    return out
+
+
+def abstract(cases: pd.DataFrame, blocks: list[tuple]) -> list[str]:
+    """What ran, in one sentence, then the answers (answer_sentences)."""
     t = cases[cases["status"].isin(TIMED)]
     fws = ", ".join(sorted(set(t["framework"]))) or "no framework"
     wls = ", ".join(sorted(set(t["workload"]))) or "no workload"
@@ -81,7 +81,7 @@ def abstract(cases: pd.DataFrame, fam: stats.Family) -> list[str]:
     procs = f"{int(n.min())}-{int(n.max())}" if len(n) and n.min() != n.max() else f"{int(n.max())}" if len(n) else "0"
     return [f"We time {fws} doing the same work ({wls}) on one {dev} machine, {len(t)} timed cases with {procs} "
             "steady-state process(es) each, and state every difference with one error rate for the report."] + \
-        answer_sentences(cases, fam)
+        answer_sentences(blocks)
 
 
 def limitations(cases: pd.DataFrame, threats: list[str]) -> list[str]:
@@ -164,8 +164,11 @@ def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], w
     summ = blocks[s0 + 1:s1]
     table = next((b for b in summ if b[0] == "table"), None)
     main_figs = _main_figures(blocks)
-    used = {id(b) for b in summ} | {id(b) for b in main_figs}
-    rest = [b for b in blocks if id(b) not in used and not (b[0] == "h" and b[1] == 2 and b[2] == "Summary")]
+    # the report's introduction (before the Summary) is the paper's introduction and method; the
+    # Summary's sentences and its first table are the results; its other tables open the appendix
+    more = [b for b in summ if b[0] == "table" and b is not table]
+    used = {id(b) for b in blocks[:s1]} | {id(b) for b in main_figs}
+    rest = ([("h", 2, "Summary tables")] + more if more else []) + [b for b in blocks if id(b) not in used]
     out = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", latex.PACKAGES,
            r"\usepackage{graphicx,caption}", r"\usepackage[hidelinks]{hyperref}",
            r"\emergencystretch=3em", r"\hbadness=10000",
@@ -177,9 +180,14 @@ def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], w
            r"fwbench \cite{fwbench}, on the systems the claims are about \cite{ansel2024pytorch2,bradbury2018jax,"
            r"abadi2016tensorflow}, and answers those whose workloads ran (Section~\ref{sec:results}); the others are "
            r"not tested here and are evidence neither way.", r"\begin{enumerate}"]
-    for (claim, src, how), wls in zip(CLAIMS, CLAIM_WORKLOADS):
-        ran = "under test" if workloads & set(wls) else "not tested in this run"
-        out.append(rf"\item {claim} \cite{{{src}}}. \emph{{Measured by}} {_para(how)} ({ran}).")
+    verdicts = _table(blocks, "claims")
+    for i, c in enumerate(claims.CLAIMS):
+        row = verdicts.iloc[i] if verdicts is not None and i < len(verdicts) else None
+        ran = c.workload == "" or c.workload in workloads
+        said = (f"Verdict: {row['verdict']}" + (f" ({row['caveat']})" if row["caveat"] else "")
+                if row is not None else "under test" if ran else "not tested in this run")
+        out.append(rf"\item {_para(c.text)} \cite{{{SOURCES.get(c.source, 'fwbenchseed')}}}. "
+                   rf"\emph{{Measured by}} {_para(c.measured)}. {_para(said)}.")
     out += [r"\end{enumerate}", r"\section{Related work}", RELATED,
             r"\section{Method}", _para(method)
             + r" The full method, with every definition, is in the appendix.",
