@@ -26,6 +26,7 @@ from reports.analysis.data import TIMED
 from reports.rendering import escape, latex
 from reports.sections.dynamic import SERVED
 
+APPENDIX_TITLES = {"Results": "Further results", "Method": "The method in full"}   # not the main text's names
 MAIN_FIGURES = 4                    # 3-5 figures in the main text (issue 28)
 APPENDIX_LABEL = latex.APPENDIX_LABEL
 # the figures the main text prefers, in this order; the others (and any beyond MAIN_FIGURES) stay
@@ -145,6 +146,7 @@ def _blocks(blocks: list[tuple], fig_dir: str) -> list[str]:
             if b[1] == 1:
                 continue
             title = re.sub(r"^Appendix [A-Z]: ", "", str(b[2]))
+            title = APPENDIX_TITLES.get(title, title) if b[1] == 2 else title
             out.append((r"\section{" if b[1] == 2 else r"\subsection{") + _para(title[:1].upper() + title[1:]) + "}")
         elif b[0] == "p":
             out.append(_para(b[1]))
