@@ -105,6 +105,13 @@ def _option(o: options.Option) -> Any:
     return parse
 
 
+def _path(text: str) -> Path:
+    """A path argument, made absolute against the working directory at start (the run's
+    processes and jobs run elsewhere)."""
+    from reports.running.atomic import absolute
+    return absolute(text)
+
+
 def _positive(kind: type, zero: bool = False) -> Any:
     """An argparse type: a finite number above 0 (or at least 0 with zero=True)."""
     what = f"{'non-negative' if zero else 'positive'} {'finite number' if kind is float else 'integer'}"
@@ -153,7 +160,7 @@ def make_parser() -> Parser:
             r.add_argument(o.flag, action="store_true", default=None, help=o.help + RUN_NOTES.get(o.name, ""))
         elif o.cli:
             r.add_argument(o.flag, type=_option(o), help=o.help + RUN_NOTES.get(o.name, ""))
-    r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
+    r.add_argument("--out", default="fwbench-out", type=_path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
                    help=f"tiny preset, {QUICK_BUDGET_S:g} s per case (at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
@@ -183,8 +190,8 @@ def make_parser() -> Parser:
     rep = sub.add_parser("report", help="render figures, tables and the document from result JSON",
                          description="Files or folders of fwbench JSON in; report.md, report.html, tables.tex, "
                                      "data.csv and figures/ out.")
-    rep.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help="result JSON files or folders")
-    rep.add_argument("-o", "--out", type=Path, default=Path("fwbench-out/report"),
+    rep.add_argument("results", nargs="+", type=_path, metavar="RESULTS", help="result JSON files or folders")
+    rep.add_argument("-o", "--out", type=_path, default="fwbench-out/report",
                      help="output folder (default: ./fwbench-out/report)")
     rep.add_argument("--weights", help=WEIGHTS_HELP)
     rep.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
@@ -199,10 +206,10 @@ def make_parser() -> Parser:
                        epilog=f"exit codes: 0 compared; {EXIT_USAGE} a usage error or an unwritable --csv; "
                               f"{EXIT_NO_RECORDS} OLD or NEW has no readable record (missing, empty or "
                               f"unreadable); {EXIT_SLOWER} with --fail-on-slower, some case got slower")
-    c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
-    c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
+    c.add_argument("old", type=_path, metavar="OLD", help="result JSON file or folder")
+    c.add_argument("new", type=_path, metavar="NEW", help="result JSON file or folder")
     c.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
-    c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
+    c.add_argument("--csv", type=_path, help="also write the comparison as CSV")
     c.add_argument("--fail-on-slower", action="store_true",
                    help=f"exit {EXIT_SLOWER} when any case got slower (a CI gate)")
 
@@ -284,8 +291,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     progress = runner.Progress()
     written = runner.run(opts, args.out, progress)
+    nothing = runner.unrecorded(written, args.out)
     written += [runner.write_absent(f, opts, args.out) for f in absent]
     progress.line(f"benchmarks done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in written)}")
+    if nothing:                 # the processes ran but left nothing to report: say where to look
+        raise FwbenchError(nothing)
     if args.no_report:
         return 0
     rc = _render(written, args.out, args.weights, "run", args.margin)

@@ -295,16 +295,15 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     `repeat` index, the process is that one of the run (its own JSON, case order and
     environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
     run's folder) are its compile-cache role and folder."""
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     name, label = process_names(fw, repeat, opts.repeats)
+    log_path = log_file(out, name)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out / f".{name}.benchmark.json.tmp"
     events_path = out / f".{name}.events.jsonl"
     for p in (tmp, events_path):
         p.unlink(missing_ok=True)
     cmd = pytest_command(fw, opts, tmp, repeat, role)
     env = process_env(fw, opts, events_path, repeat, cache)
-    log_path = logs / f"{name[:-5]}.log"
     t_start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -337,6 +336,31 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     if interrupted is not None:
         raise interrupted
     return path
+
+
+def log_file(out: Path, name: str) -> Path:
+    """Where a process's output goes: logs/<fw>[-<repeat>].log beside its result file `name`."""
+    return out / "logs" / f"{Path(name).stem}.log"
+
+
+def unrecorded(paths: list[Path], out: Path) -> str | None:
+    """None when some result file of the run holds a record; else one line saying so and
+    where the first process's log is (with its last telling line), for the CLI to exit on."""
+    if not paths or any(_records(p) for p in paths):
+        return None
+    log = log_file(out, paths[0].name)
+    if not log.is_file() and (out / "submitit").is_dir():     # a job that died before its process started
+        log = out / "submitit"
+    tail = _tail(log) if log.is_file() else ""
+    return (f"no process of the run wrote a record ({len(paths)} result file(s) in {out}, none with a case): "
+            f"the first process's log is {log}" + (f" (it ends: {tail})" if tail else ""))
+
+
+def _records(path: Path) -> int:
+    """How many cases a result file records (timed ones and fwbench.records)."""
+    doc = _read_json(path) or {}
+    top = doc.get("fwbench") if isinstance(doc.get("fwbench"), dict) else {}
+    return len(doc.get("benchmarks") or []) + len(top.get("records") or [])
 
 
 def _die_with_parent() -> None:
@@ -656,15 +680,16 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     process, in the order of `schedule`; merge each cold process's cache folder into the
     run's shared one when it ends; return the JSON files written (one per process)."""
     progress = progress or Progress()
+    out = atomic.absolute(out)           # the processes run elsewhere (the checkout, a node)
     out.mkdir(parents=True, exist_ok=True)
-    if opts.suite is None:
-        benchmarks_dir()
+    opts.suite = atomic.absolute(opts.suite or benchmarks_dir())
     if opts.run_id is None:
         opts.run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     own_cache = opts.cache_dir is None
     if own_cache:
         root = Path(os.environ.get("FWBENCH_CACHE_DIR") or Path.home() / ".cache" / "fwbench")
         opts.cache_dir = root / "runs" / opts.run_id
+    opts.cache_dir = atomic.absolute(opts.cache_dir)
     opts.cache_dir.mkdir(parents=True, exist_ok=True)
     written = []
     try:
