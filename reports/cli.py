@@ -145,6 +145,7 @@ def _margin(text: str) -> float:
 
 
 def make_parser() -> Parser:
+    from reports.running import launch
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
@@ -177,9 +178,26 @@ def make_parser() -> Parser:
                    f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
                    "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
                    "first cold ones, then the others in a seeded random order")
-    r.add_argument("--launcher", choices=("local", "submitit"), default="local",
-                   help="where each process runs: local (default: here, one at a time) or submitit (a job per "
-                        "process: Slurm whole nodes where srun exists, else submitit's local executor, one at a time)")
+    r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
+                   help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
+                        "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
+                        "one job at a time); submitit (slurm where sbatch and srun are on the PATH, else "
+                        "submitit-local)")
+    s = r.add_argument_group("Slurm jobs (--launcher slurm, or submitit on a cluster)",
+                             "Each job asks for one whole node (--exclusive, one task) and these sbatch options; "
+                             "the run folder and the compile-cache folder (FWBENCH_CACHE_DIR) must be on a filesystem "
+                             "the nodes share.")
+    s.add_argument("--partition", help="sbatch --partition (default: the cluster's default partition)")
+    s.add_argument("--account", help="sbatch --account")
+    s.add_argument("--qos", help="sbatch --qos")
+    s.add_argument("--time", help="sbatch --time, in any form sbatch takes (default: the process limit "
+                   "--timeout-s plus 10%% and 5 minutes, in minutes)")
+    s.add_argument("--gpus-per-node", type=_positive(int), help="sbatch --gpus-per-node")
+    s.add_argument("--mem", default="0", help="sbatch --mem (default 0: all the node's memory, as --exclusive "
+                   "gives the whole node)")
+    s.add_argument("--sbatch", action="append", default=[], metavar="--NAME=VALUE",
+                   help="any other sbatch option, passed through; one per --sbatch, written with '=' "
+                        "(e.g. --sbatch=--constraint=a100 --sbatch=--reservation=bench)")
     r.add_argument("--seed", type=int, default=0, help="seed of the process order, each process's case order and "
                    "its environment padding")
     r.add_argument("--keep-cache", action="store_true", help="keep the run's compile-cache folder afterwards")
@@ -287,7 +305,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
                              warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
                              seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
-                             variants="default" if args.quick else None)
+                             slurm=_slurm_options(args), variants="default" if args.quick else None)
     t0 = time.monotonic()
     progress = runner.Progress()
     written = runner.run(opts, args.out, progress)
@@ -301,6 +319,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     rc = _render(written, args.out, args.weights, "run", args.margin)
     progress.line(f"total {time.monotonic() - t0:.0f} s")
     return rc
+
+
+def _slurm_options(args: argparse.Namespace) -> Any:
+    """The Slurm options of `fwbench run` (reports.running.launch.SlurmOptions); refused with the
+    local launcher, whose processes are no jobs."""
+    from reports.running import launch
+    opts = launch.SlurmOptions(partition=args.partition, account=args.account, qos=args.qos, time=args.time,
+                               gpus_per_node=args.gpus_per_node, mem=args.mem, sbatch=args.sbatch)
+    launch.sbatch_extra(opts.sbatch)            # a malformed pass-through fails before anything runs
+    if args.launcher in ("local", "submitit-local") and opts.given():
+        raise FwbenchError(f"{', '.join(opts.given())} set what a Slurm job asks for: they need --launcher slurm "
+                           f"(or submitit on a cluster), not {args.launcher}")
+    return opts
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from typing import Any, Iterator
 from reports.running import signals
 from workloads.base import FwbenchError
 
+
 def absolute(path: Path | str) -> Path:
     """A path the user gave, resolved against the working directory now (and ~ expanded), so
     that it names the same file in a process started elsewhere: fwbench run's benchmark

@@ -123,6 +123,7 @@ class RunOptions:
     variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
     precision: str = "fp32"        # numeric policies to run (plugin's --precision)
     launcher: str = "local"        # where processes run (reports.running.launch.LAUNCHERS)
+    slurm: launch.SlurmOptions | None = None   # what each Slurm job asks for (--launcher slurm)
     suite: Path | None = None      # the benchmark cases (default: the checkout's tests/benchmarks)
     devices: str = "1"             # device counts, a process per count (plugin's --devices)
     simulated_devices: bool = False
@@ -617,33 +618,77 @@ def job(unit: str, opts: RunOptions, out: Path, repeat: int, role: str, cache: P
 
 
 def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch.Item]) -> list[Path]:
-    """`fwbench run --launcher submitit`: each process a job (reports.running.launch), a job
-    that dies leaving a result file rebuilt from its event stream."""
-    ex, kind = launch.executor(out / "submitit", opts.timeout_s)
+    """`fwbench run --launcher slurm|submitit-local|submitit`: each process a job
+    (reports.running.launch), round by round; a job that dies leaves a result file rebuilt
+    from its event stream. Ctrl-C, SIGTERM or SIGHUP, or a job that cannot start, cancels
+    every job of the run and writes the same "not run" files as the local launcher."""
+    kind = launch.kind_of(opts.launcher)
+    if opts.launcher == "submitit":
+        where = "Slurm (sbatch found)" if kind == "slurm" else "this machine (no sbatch)"
+        progress.line(f"launcher: submitit on {where} (--launcher slurm or submitit-local chooses)")
+    jobs = launch.Jobs(launch.executor(out / "submitit", kind, opts.timeout_s, opts.slurm), kind, progress.line)
+    if kind == "slurm":
+        asked = (opts.slurm and opts.slurm.time) or (f"{launch.time_limit(opts.timeout_s)} (minutes: the process's "
+                                                     f"--timeout-s {opts.timeout_s:g} s with a margin)")
+        progress.line(f"slurm: a whole node per job, --time={asked}; job logs in {out / 'submitit'}")
+    done: dict[launch.Item, Path] = {}
 
     def submit(item: launch.Item) -> Any:
         unit, repeat, role, folder = item
         cache = opts.cache_dir / folder
         cache.mkdir(parents=True, exist_ok=True)
-        j = ex.submit(job, unit, opts, out, repeat, role, cache)
+        j = jobs.submit(item, job, unit, opts, out, repeat, role, cache)
         progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: submitted as {kind} job {j.job_id} ({role})")
         return j
 
-    def collect(j: Any, item: launch.Item) -> Path:
+    def collect(j: Any, item: launch.Item, fate: str | None) -> None:
         unit, repeat, role, folder = item
+        who = process_names(unit, repeat, opts.repeats)[1]
+        why = f"{kind} job {j.job_id} ended {fate} without a result" if fate is not None else None
         try:
-            path = Path(j.result())
+            if why is None:
+                done[item] = Path(j.result())
+                progress.line(f"{who}: {kind} job {j.job_id} done")
         except Exception as e:   # submitit's FailedJobError / UncompletedJobError: killed, cancelled, timed out
             last = (str(e).strip().splitlines() or [""])[-1][:300]
-            why = f"job {j.job_id} ended without a result ({type(e).__name__}: {last})"
-            path = write_failed(unit, opts, out, why, repeat, role)
-            progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: {why}")
-        finally:
-            if role == "cold":
-                merge_cache(opts.cache_dir / folder, opts.cache_dir / SHARED_CACHE)
-        return path
+            why = f"{kind} job {j.job_id} ended without a result ({type(e).__name__}: {last})"
+        if why is not None:
+            done[item] = write_failed(unit, opts, out, why, repeat, role)
+            progress.line(f"{who}: {why}")
+        if role == "cold":
+            merge_cache(opts.cache_dir / folder, opts.cache_dir / SHARED_CACHE)
 
-    return launch.run_rounds(order, kind, submit, collect)
+    try:
+        for r in sorted({item[1] for item in order}):
+            batch = [item for item in order if item[1] == r]
+            # on one machine one job at a time; on Slurm a round's jobs at once, a node each
+            groups = [[item] for item in batch] if kind == "local" else [batch]
+            for group in groups:
+                for j, item, fate in jobs.wait([(submit(item), item) for item in group]):
+                    collect(j, item, fate)
+    except (KeyboardInterrupt, launch.Unstartable, FwbenchError) as e:
+        if isinstance(e, FwbenchError) and not jobs.t0:
+            raise                           # refused before any job was submitted: nothing to cancel
+        stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
+        with signals.held():
+            live = dict(jobs.live)
+            cancelled = jobs.cancel()
+            for jid, (j, (unit, repeat, role, _)) in live.items():
+                if jobs.ran(jid):
+                    done[(unit, repeat, role, _)] = write_failed(
+                        unit, opts, out, f"{stopped} (fwbench run was stopped; {kind} job {jid} cancelled)",
+                        repeat, role)
+            rest = [item for item in order if item not in done]
+            for unit, repeat, role, _ in rest:
+                done[(unit, repeat, role, _)] = write_absent(
+                    unit, opts, out, f"not run: fwbench run was {stopped} before {unit} started", repeat, role)
+        progress.line(f"{stopped}: cancelled {kind} job(s) {', '.join(cancelled) or 'none'}; results so far are "
+                      f"in {out}; not run: "
+                      f"{', '.join(process_names(u, r, opts.repeats)[1] for u, r, _, _ in rest) or 'none'}")
+        if isinstance(e, KeyboardInterrupt):
+            raise signals.of(e) from None
+        raise FwbenchError(f"{e}; cancelled the run's jobs, results so far in {out}") from None
+    return [done[item] for item in order if item in done]
 
 
 def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int | None = None,
@@ -654,6 +699,9 @@ def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int |
     name, label = process_names(unit, repeat, opts.repeats)
     state = _Watch(label, Progress())
     events = out / f".{name}.events.jsonl"
+    own = _read_json(out / name) if not events.exists() else None
+    if own and (own.get("machine_info") or {}).get("fwbench", {}).get("run_id") == opts.run_id:
+        return out / name           # the job's own runner kept its results before the job ended
     state.read(events)
     doc = state.rebuild(unit, opts, why, repeat, role)
     for p in (events, out / f".{name}.benchmark.json.tmp"):
@@ -697,7 +745,7 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
-        if opts.launcher == "submitit":       # jobs, round by round (reports.running.launch)
+        if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
             return run_jobs(opts, out, progress, order)
         for i, (fw, repeat, role, folder) in enumerate(order):
             who = process_names(fw, repeat, opts.repeats)[1]
