@@ -115,7 +115,7 @@ def sbatch_extra(options: list[str]) -> dict[str, Any]:
 def time_limit(timeout_s: float) -> int:
     """A job's time limit in minutes: its process may run --timeout-s, plus 10% and 5 minutes
     for the job's start, imports and a result rebuilt after a crash (host_info: up to 3 minutes)."""
-    return math.ceil(timeout_s * 1.1 / 60) + 5
+    return math.ceil(timeout_s * 11 / 600) + 5      # 11/600, not 1.1/60: 3600 s is 66 minutes, not 67
 
 
 def executor(folder: Path, kind: str, timeout_s: float, slurm: SlurmOptions | None = None) -> Any:
@@ -175,8 +175,11 @@ class State(NamedTuple):
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
           "STAGE_OUT", "RESV_DEL_HOLD", "REQUEUE_FED", "REQUEUE_HOLD")
 # Pending reasons that do not resolve by waiting: the job asks what its partition, account or
-# QoS never grants, or a node that is not there (squeue's %r; Slurm's "Job Reason Codes").
-UNRESOLVABLE = re.compile(r"(Partition(TimeLimit|NodeLimit|Config)|ReqNodeNotAvail|BadConstraints|"
+# QoS never grants, or a node that is not there (squeue's %r; Slurm's "Job Reason Codes"). A
+# run stops on one that holds for SETTLE_S (the controller may name a passing reason first:
+# PartitionConfig for a few seconds before PartitionTimeLimit, seen on Slurm 22.05).
+SETTLE_S = 10.0
+UNRESOLVABLE = re.compile(r"(Partition(TimeLimit|NodeLimit)|ReqNodeNotAvail|BadConstraints|"
                           r"Invalid(Account|QOS)|DependencyNeverSatisfied|(QOS|Assoc)Max\w*PerJob\w*)")
 
 
@@ -263,6 +266,7 @@ class Jobs:
         (Slurm's final state). Raises Unstartable for a job pending on a reason that cannot resolve."""
         waiting = list(batch)
         gone: dict[str, float] = {}           # id -> when squeue first showed it ended without a result
+        stuck: dict[str, tuple[str, float]] = {}   # id -> (unresolvable reason, since when)
         while waiting:
             states = squeue([str(j.job_id) for j, _ in waiting]) if self.kind == "slurm" else None
             for j, item in list(waiting):
@@ -277,7 +281,12 @@ class Jobs:
                         if st.state not in ("PENDING", "CONFIGURING"):
                             self.started.add(jid)
                         if st.state == "PENDING" and UNRESOLVABLE.match(st.reason):
-                            raise Unstartable(unstartable(st))
+                            if stuck.get(jid, ("",))[0] != st.reason:
+                                stuck[jid] = (st.reason, time.monotonic())
+                            if time.monotonic() - stuck[jid][1] >= SETTLE_S:
+                                raise Unstartable(unstartable(st))
+                        else:
+                            stuck.pop(jid, None)
                     ended = j.paths.result_pickle.exists()
                     fate = None
                     if not ended and states is not None and (st is None or st.state not in ACTIVE):
@@ -317,13 +326,14 @@ class Jobs:
             self.line(f"{self.kind}: " + "; ".join(parts))
 
     def cancel(self, wait_s: float = 120.0) -> list[str]:
-        """End every job of the run still going (scancel, in one call, on Slurm; SIGINT to a local
-        job's process), and wait up to wait_s for them to end; the ids cancelled."""
+        """End every job of the run still going (scancel on Slurm, its running jobs killed at once;
+        SIGINT to a local job's process), and wait up to wait_s for them to end; the ids cancelled."""
         ids = list(self.live)
         if not ids:
             return []
-        if self.kind == "slurm":
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+        if self.kind == "slurm":       # SIGKILL to the running ones first: their processes end now, and the
+            for cmd in (["scancel", "--signal=KILL", "--full"], ["scancel"]):   # result is rebuilt from the
+                subprocess.run([*cmd, *ids], capture_output=True, timeout=60)  # event stream; then cancel all
         else:
             for j, _ in self.live.values():
                 j.cancel(check=False)
