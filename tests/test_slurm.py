@@ -39,7 +39,7 @@ def _reachable() -> str | None:
     except subprocess.TimeoutExpired:
         return "sinfo did not answer within 30 s"
     if r.returncode != 0 or not r.stdout.strip():
-        return f"no Slurm controller answers: {(r.stderr or r.stdout).strip()[:200]}"
+        return "no Slurm controller answers: " + "; ".join((r.stderr or r.stdout).strip().splitlines())[:200]
     return None
 
 
