@@ -109,6 +109,7 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     assert len(ids) == 2 and "launcher: submitit on Slurm" in r.stderr
     assert "--time=11 (minutes" in r.stderr                          # 300 s + 10% + 5 min
     assert "RUNNING on" in r.stderr and "COMPLETED" in r.stderr      # progress from squeue
+    assert "[torch#0 1/1] gpt forward eager: median" in r.stderr     # and the running job's cases
     assert "submitit WARNING" not in r.stderr and "sacct" not in r.stderr
     out = tmp_path / "run"
     for i, jid in enumerate(ids):

@@ -260,10 +260,12 @@ class Jobs:
     def ran(self, job_id: str) -> bool:
         return job_id in self.started
 
-    def wait(self, batch: list[tuple[Any, Item]]) -> Iterator[tuple[Any, Item, str | None]]:
+    def wait(self, batch: list[tuple[Any, Item]], tick: Callable[[Item], None] = lambda item: None
+             ) -> Iterator[tuple[Any, Item, str | None]]:
         """Yield (job, item, fate) as each job of `batch` ends: fate None when it left submitit's
         result (job.result() returns or raises the job's error), else how it ended without one
-        (Slurm's final state). Raises Unstartable for a job pending on a reason that cannot resolve."""
+        (Slurm's final state); `tick(item)` each poll while its job runs (the runner follows its
+        cases). Raises Unstartable for a job pending on a reason that cannot resolve."""
         waiting = list(batch)
         gone: dict[str, float] = {}           # id -> when squeue first showed it ended without a result
         stuck: dict[str, tuple[str, float]] = {}   # id -> (unresolvable reason, since when)
@@ -297,6 +299,9 @@ class Jobs:
                     waiting.remove((j, item))
                     self.live.pop(jid, None)
                     yield j, item, fate
+            for j, item in waiting:
+                if str(j.job_id) in self.started:
+                    tick(item)
             if waiting:
                 self._summary(states)
                 time.sleep(self.poll_s)

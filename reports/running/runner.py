@@ -39,6 +39,7 @@ import datetime
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import os
 import random
@@ -632,6 +633,12 @@ def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch
                                                      f"--timeout-s {opts.timeout_s:g} s with a margin)")
         progress.line(f"slurm: a whole node per job, --time={asked}; job logs in {out / 'submitit'}")
     done: dict[launch.Item, Path] = {}
+    watches: dict[launch.Item, _Watch] = {}
+
+    def follow(item: launch.Item) -> None:
+        """A running job's cases as they finish, from its event stream (the run folder is shared)."""
+        name, label = process_names(item[0], item[1], opts.repeats)
+        watches.setdefault(item, _Watch(label, progress)).read(out / f".{name}.events.jsonl")
 
     def submit(item: launch.Item) -> Any:
         unit, repeat, role, folder = item
@@ -664,7 +671,7 @@ def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch
             # on one machine one job at a time; on Slurm a round's jobs at once, a node each
             groups = [[item] for item in batch] if kind == "local" else [batch]
             for group in groups:
-                for j, item, fate in jobs.wait([(submit(item), item) for item in group]):
+                for j, item, fate in jobs.wait([(submit(item), item) for item in group], follow):
                     collect(j, item, fate)
     except (KeyboardInterrupt, launch.Unstartable, FwbenchError) as e:
         if isinstance(e, FwbenchError) and not jobs.t0:
@@ -697,7 +704,7 @@ def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int |
     (a submitit job killed or out of time): rebuilt from its event stream, the case it was
     running and those it never reached `failed` with `why`."""
     name, label = process_names(unit, repeat, opts.repeats)
-    state = _Watch(label, Progress())
+    state = _Watch(label, Progress(io.StringIO()))     # its cases were said as they finished
     events = out / f".{name}.events.jsonl"
     own = _read_json(out / name) if not events.exists() else None
     if own and (own.get("machine_info") or {}).get("fwbench", {}).get("run_id") == opts.run_id:
