@@ -6,6 +6,8 @@
     >>> fw = frameworks.load("jax")          # imports jax only now
     >>> model = fw.build("gpt", config, params, mode="compiled", device="cpu")
 
+The registry is workloads/framework_facts.py (FACTS: one entry per framework, which `fwbench
+run` and the reports read too); the adapter of framework <name> is frameworks/<name>/__init__.py.
 A framework that is not installed raises FrameworkUnavailable with a one-line reason
 and the pip command; `frameworks.status()` lists what is usable without raising.
 """
@@ -16,33 +18,24 @@ import importlib.util
 
 from frameworks.base import Adapter, FrameworkUnavailable, Unsupported, set_threads
 from workloads.base import FwbenchError, choose
+from workloads.framework_facts import FACTS
 
-# name -> (module that must be importable, install hint)
-_SPECS: dict[str, tuple[str, str]] = {
-    "torch": ("torch", "pip install 'fwbench[torch]'   (CPU build: pip install torch==2.13.0)"),
-    "jax": ("jax", "pip install 'fwbench[jax]'   (GPU: pip install 'jax[cuda12]')"),
-    "tensorflow": ("tensorflow", "pip install 'fwbench[tensorflow]'"),
-}
 _LOADED: dict[str, Adapter] = {}
 
 
 def names() -> tuple[str, ...]:
-    """Every framework fwbench knows, installed or not."""
-    return tuple(_SPECS)
-
-
-def install_hint(name: str) -> str:
-    return _SPECS[choose("framework", name, _SPECS)][1]
+    """Every framework fwbench knows, installed or not (workloads/framework_facts.py: FACTS)."""
+    return tuple(FACTS)
 
 
 def load(name: str) -> Adapter:
     """The adapter for `name` (one instance per process). Raises FwbenchError for an
     unknown name and FrameworkUnavailable (one line, with the pip command) when the
     framework is missing or fails to import."""
-    choose("framework", name, _SPECS)
+    choose("framework", name, FACTS)
     if name in _LOADED:
         return _LOADED[name]
-    module, hint = _SPECS[name]
+    module, hint = FACTS[name].module, FACTS[name].install
     if importlib.util.find_spec(module) is None:
         raise FrameworkUnavailable(f"{name} is not installed: {hint}")
     try:
@@ -67,4 +60,4 @@ def status(selected: tuple[str, ...] | None = None) -> dict[str, Adapter | str]:
 
 
 __all__ = ["Adapter", "FrameworkUnavailable", "FwbenchError", "Unsupported", "load", "names",
-           "status", "install_hint", "set_threads"]
+           "status", "set_threads"]

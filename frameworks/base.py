@@ -18,6 +18,7 @@ import numpy as np
 
 from workloads.base import FwbenchError, Unsupported, available_cpus, choose  # noqa: F401  (re-exported)
 from workloads.case import Case, Placement
+from workloads.framework_facts import FACTS, facts
 
 
 class FrameworkUnavailable(FwbenchError):
@@ -166,11 +167,9 @@ def default_cache_dir() -> str:
     return os.environ.get("FWBENCH_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fwbench")
 
 
-# Each framework's persistent compile cache, as a sub-folder of default_cache_dir(), and the
+# Each framework's persistent compile cache is a sub-folder of default_cache_dir() and the
 # environment variable its runtime reads the location from (TensorFlow's is a TF_XLA_FLAGS
-# flag, set by its adapter before TensorFlow loads).
-CACHE_SUBDIRS = {"torch": "torchinductor", "jax": "jax", "tensorflow": "tf_xla"}
-_CACHE_ENV = {"torch": "TORCHINDUCTOR_CACHE_DIR", "jax": "JAX_COMPILATION_CACHE_DIR"}
+# flag, set by its adapter before TensorFlow loads): workloads/framework_facts.py.
 # framework -> "cold" / "warm" / "off": the cache's state when this process configured it.
 _cache_state: dict[str, str] = {}
 
@@ -183,7 +182,7 @@ def caches_enabled() -> bool:
 
 def cache_dir(framework: str) -> str:
     """The folder of `framework`'s persistent compile cache."""
-    return os.path.join(default_cache_dir(), CACHE_SUBDIRS[framework])
+    return os.path.join(default_cache_dir(), facts(framework).cache_subdir)
 
 
 def _has_files(path: str) -> bool:
@@ -204,13 +203,13 @@ def configure_caches() -> dict[str, str]:
     if _cache_state:
         return dict(_cache_state)
     on = caches_enabled()
-    for fw, sub in CACHE_SUBDIRS.items():
+    for fw, f in FACTS.items():
         path = cache_dir(fw)
-        if fw in _CACHE_ENV:
+        if f.cache_env is not None:
             if on:
-                os.environ[_CACHE_ENV[fw]] = path
+                os.environ[f.cache_env] = path
             else:
-                os.environ.pop(_CACHE_ENV[fw], None)
+                os.environ.pop(f.cache_env, None)
         _cache_state[fw] = "off" if not on else ("warm" if _has_files(path) else "cold")
     if not on:   # Inductor's FX-graph and AOTAutograd caches are on by default: turn them off
         os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
@@ -444,11 +443,6 @@ class Adapter:
             parallel = importlib.import_module(f"frameworks.{self.name}.parallel")
             return parallel.data_parallel(self, module.build, config, params, case)
         return module.build(self, config, params, case)
-
-    def info(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version(), "devices": self.devices(),
-                "modes": list(self.modes), "threads": self.threads,
-                "matmul_precision": self.matmul_precision, "compile_counter": self.compile_counter}
 
     def __repr__(self) -> str:
         return f"<fwbench adapter {self.name} {self.version()}>"

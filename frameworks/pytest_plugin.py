@@ -49,14 +49,15 @@ import pytest
 
 import frameworks
 import workloads
-from frameworks import bench
+from frameworks import harness
 from frameworks.base import default_cache_dir, prepare_placement, set_cache_role
+from frameworks.harness import machine
 from workloads import options
 from workloads.base import FwbenchError, split_names
 from workloads.case import PRECISIONS, declared_cases
 from workloads.parallel import device_counts
 
-_SESSION_KEY = pytest.StashKey[bench.Session]()
+_SESSION_KEY = pytest.StashKey[harness.Session]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,7 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         g.addoption(o.flag, **o.pytest_kwargs())
 
 
-def _options(config: pytest.Config) -> bench.Options:
+def _options(config: pytest.Config) -> harness.Options:
     v = options.checked({o.name: config.getoption(o.name) for o in options.HARNESS})
     v["frameworks"] = split_names(v.pop("framework"), "framework", frameworks.names())
     v["workloads"] = split_names(v.pop("workload"), "workload", workloads.available())
@@ -74,7 +75,7 @@ def _options(config: pytest.Config) -> bench.Options:
     if len(counts) > 1:
         raise FwbenchError(f"--devices {v['devices']}: a pytest process runs one placement; give one count "
                            f"(`fwbench run --devices {v['devices']}` starts a process per count)")
-    return bench.Options(**v)
+    return harness.Options(**v)
 
 
 def _timing(config: pytest.Config) -> bool:
@@ -92,15 +93,15 @@ def pytest_configure(config: pytest.Config) -> None:
         set_cache_role(opts.cache_role)
     except FwbenchError as e:
         raise pytest.UsageError(str(e)) from None
-    config.stash[_SESSION_KEY] = bench.Session(opts)
+    config.stash[_SESSION_KEY] = harness.Session(opts)
 
 
-def session_of(config: pytest.Config) -> bench.Session:
+def session_of(config: pytest.Config) -> harness.Session:
     return config.stash[_SESSION_KEY]
 
 
 @pytest.fixture(scope="session")
-def fwbench_session(request: pytest.FixtureRequest) -> bench.Session:
+def fwbench_session(request: pytest.FixtureRequest) -> harness.Session:
     return session_of(request.config)
 
 
@@ -157,7 +158,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     s = session_of(config)
-    machine_info["fwbench"] = bench.machine_info(s.options, s.gemm_samples)
+    machine_info["fwbench"] = machine.machine_info(s.options, s.gemm_samples)
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]) -> None:

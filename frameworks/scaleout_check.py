@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import frameworks
     import workloads
-    from frameworks.bench import against_one_device, collectives_record
+    from frameworks.harness.scaleout import against_one_device, collectives_record
     from workloads import parallel
     from workloads.case import Case, Placement
     adapter = frameworks.load(args.framework)

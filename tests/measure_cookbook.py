@@ -15,7 +15,7 @@ must be within the problem's tolerance (workloads.derivatives.TOL), else the row
 nothing is timed. Then both are warmed up and timed interleaved in one process: round r
 calls fwbench then the cookbook when r is even, the other order when odd (so neither always
 runs second, after the other warmed the caches), each call synced with adapter.sync, inputs
-rotated through the pool, Python's GC off as in the harness (frameworks.bench.gc_off).
+rotated through the pool, Python's GC off as in the harness (frameworks.harness.timing.gc_off).
 
 A row: median fwbench seconds, median cookbook seconds, the ratio fwbench/cookbook as the
 geometric mean of the per-round ratios with its 95% t interval (over the per-round log
@@ -110,7 +110,7 @@ def agreement(adapter: Any, p: Pair) -> tuple[float | str, Any, Any]:
 def interleaved(adapter: Any, p: Pair, rounds: int, warmup: int = 2) -> tuple[list[float], list[float]]:
     """Seconds of `rounds` calls of each, interleaved (even rounds fwbench first, odd rounds
     the cookbook first), inputs rotated through the pool, GC off, each call synced."""
-    from frameworks.bench import gc_off
+    from frameworks.harness.timing import gc_off
     calls = (p.fwbench, p.cookbook)
     times: tuple[list[float], list[float]] = ([], [])
     with gc_off():

@@ -245,8 +245,8 @@ def synthetic_folder(folder: Path, records: int, cases: int, files: int = 10, ro
 
 def stream_fields(cold_s: float, new_s: float, seen_s: float, *, compilations: int = 6, shapes: int = 6,
                   requests: int = 8, waste: float = 0.0, limit_hit: bool = False) -> dict[str, Any]:
-    """The dynamic workload's record keys of one process (workloads/dynamic.py, frameworks/bench.py:
-    time_stream): `shapes` new requests then seen ones, one compilation per new shape."""
+    """The dynamic workload's record keys of one process (workloads/dynamic.py,
+    frameworks/harness/timing.py: time_stream): `shapes` new requests then seen ones, one compilation per new shape."""
     per = [new_s] * shapes + [seen_s] * (requests - shapes)
     counts = [min(i + 1, compilations) for i in range(requests)]
     return {"stream": "gpt-prefill", "requests": requests, "distinct_shapes": shapes,

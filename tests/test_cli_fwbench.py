@@ -328,7 +328,12 @@ def test_installed_does_not_import_frameworks():
 def test_installed_looks_for_the_adapter_file(tmp_path, monkeypatch):
     """A framework counts as installed when its module is found and the checkout has its
     adapter (frameworks/<name>/__init__.py); an empty folder is no adapter."""
+    import dataclasses
+
+    from workloads.framework_facts import FACTS
     monkeypatch.setattr(runner, "CHECKOUT", tmp_path)
+    for name in ("numpy", "no_such_framework_module"):      # registry entries whose module is `name`
+        monkeypatch.setitem(FACTS, name, dataclasses.replace(FACTS["jax"], module=name))
     (tmp_path / "frameworks" / "numpy").mkdir(parents=True)
     assert not runner.installed("numpy")                     # importable, but no adapter
     (tmp_path / "frameworks" / "numpy" / "__init__.py").write_text("")

@@ -71,10 +71,49 @@ def problems(names: tuple[str, ...], root: Path = ROOT) -> list[str]:
     return out
 
 
+def registry_problems(root: Path = ROOT) -> list[str]:
+    """A framework folder (frameworks/<name>/__init__.py defining an Adapter) without its entry
+    in the registry (workloads/framework_facts.py: FACTS), and an entry without its folder."""
+    from workloads.framework_facts import FACTS
+    out = []
+    for init in sorted((root / "frameworks").glob("*/__init__.py")):
+        tree = ast.parse(init.read_text())
+        if any(isinstance(n, ast.ClassDef) and n.name == "Adapter" for n in tree.body) \
+                and init.parent.name not in FACTS:
+            out.append(f"frameworks/{init.parent.name}/ has an Adapter but no entry in workloads/framework_facts.py "
+                       "FACTS")
+    out += [f"{name}: an entry in FACTS without frameworks/{name}/__init__.py" for name in FACTS
+            if not (root / "frameworks" / name / "__init__.py").is_file()]
+    return out
+
+
 def test_every_framework_meets_the_contract():
     from workloads.case import FRAMEWORKS
     assert frameworks.names() == FRAMEWORKS          # the reports' list (they never import frameworks)
+    assert registry_problems() == []
     assert problems(frameworks.names()) == []
+
+
+def test_a_framework_without_its_registry_entry_fails_with_a_clear_line(tmp_path):
+    """MLX added as a folder with an adapter but no entry in workloads/framework_facts.py: the
+    contract names it, and every per-framework fact (its cache folder, which base.configure_caches
+    and the adapters read) says where the entry goes, never a bare KeyError."""
+    from frameworks import base
+    from workloads.framework_facts import facts
+    for fw in (*frameworks.names(), "harness"):     # the adapters, and a package that is no framework
+        (tmp_path / "frameworks" / fw).mkdir(parents=True)
+        shutil.copy(ROOT / "frameworks" / fw / "__init__.py", tmp_path / "frameworks" / fw / "__init__.py")
+    assert registry_problems(tmp_path) == []
+    (tmp_path / "frameworks" / "mlx").mkdir()
+    shutil.copy(ROOT / "frameworks" / "jax" / "__init__.py", tmp_path / "frameworks" / "mlx" / "__init__.py")
+    assert registry_problems(tmp_path) == ["frameworks/mlx/ has an Adapter but no entry in "
+                                           "workloads/framework_facts.py FACTS"]
+    shutil.rmtree(tmp_path / "frameworks" / "tensorflow")
+    assert "tensorflow: an entry in FACTS without frameworks/tensorflow/__init__.py" in registry_problems(tmp_path)
+    line = r"framework 'mlx' has no entry in workloads/framework_facts.py FACTS \(its module, .*entries: torch, jax"
+    for lookup in (facts, base.cache_dir):
+        with pytest.raises(workloads.FwbenchError, match=line):
+            lookup("mlx")
 
 
 def test_a_framework_without_derivatives_strategies_fails(tmp_path):
@@ -135,14 +174,23 @@ def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
 
 def test_every_harness_option_is_declared_once():
     """workloads.options.HARNESS is the one declaration: the pytest plugin adds exactly those
-    flags, bench.Options has a field for each, and `fwbench run` passes its own on by argv."""
+    flags, the harness's Options and `fwbench run`'s RunOptions are made from it (a field per
+    option, with its declared default), and `fwbench run` passes its own on by argv."""
     import dataclasses
 
-    from frameworks import bench
+    from frameworks.harness import Options
+    from reports.running import runner
     from workloads import options
-    fields = {f.name for f in dataclasses.fields(bench.Options)}
-    derived = {"frameworks", "workloads", "max_rounds", "seed", "presets"}   # not options of a process
-    assert fields - derived == {o.name for o in options.HARNESS} - {"framework", "workload"}
+
+    def declared(cls, skip):
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.name not in skip}
+    own = {"frameworks", "workloads", "max_rounds", "seed", "presets"}     # not options of a process
+    assert declared(Options, own) == {o.name: o.default for o in options.HARNESS
+                                      if o.name not in ("framework", "workload")}
+    run_own = {"frameworks", "workloads", *(name for name, _, _ in runner.RUN_FIELDS)}
+    assert declared(runner.RunOptions, run_own) == {o.name: o.default for o in options.HARNESS
+                                                    if not o.process and o.name not in ("framework", "workload")}
+    assert {"budget_s", "min_rounds", "variants", "matmul_precision"} <= declared(runner.RunOptions, run_own).keys()
     assert options.argv({"threads": 2, "bare_loop": True, "rounds": None, "cache_role": "cold"}) == \
         ["--threads", "2", "--bare-loop", "--cache-role", "cold"]
     with pytest.raises(workloads.FwbenchError, match="--threads must be a positive integer, got 0"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import frameworks
-from frameworks import bench
+from frameworks import harness
 from frameworks.base import Unsupported
 from tests.helpers import INSTALLED
 from tests.test_harness import FakeAdapter
@@ -101,9 +101,9 @@ def stream_case(benchmark, monkeypatch, strategy=None, task="prefill", fake=None
     fake = fake or FakeAdapter()
     monkeypatch.setattr(fake, "build", lambda *a, **k: model(fake, **kw))
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    s = bench.Session(bench.Options(frameworks=("torch",), workloads=("dynamic",), preset="tiny", rounds=rounds),
+    s = harness.Session(harness.Options(frameworks=("torch",), workloads=("dynamic",), preset="tiny", rounds=rounds),
                       gemm_samples=[{"numpy": 1e9}])     # no GEMM measurement: not what is tested
-    return s, bench.run_case(benchmark, s, Case("torch", "dynamic", task, "compiled", strategy))
+    return s, harness.run_case(benchmark, s, Case("torch", "dynamic", task, "compiled", strategy))
 
 
 @pytest.mark.parametrize("strategy", [None, "bucketed"])
@@ -137,9 +137,9 @@ def test_a_wrong_output_is_recorded_failed_and_not_timed(benchmark, monkeypatch)
 def real_case(benchmark, framework, mode, strategy, task="prefill"):
     if framework not in INSTALLED:
         pytest.skip(f"needs {framework}")
-    s = bench.Session(bench.Options(frameworks=(framework,), workloads=("dynamic",), preset="tiny", rounds=1),
+    s = harness.Session(harness.Options(frameworks=(framework,), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, Case(framework, "dynamic", task, mode, strategy))
+    rec = harness.run_case(benchmark, s, Case(framework, "dynamic", task, mode, strategy))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     return rec
 
@@ -516,9 +516,9 @@ def test_bucketed_generate_and_train_equal_unpadded(framework, mode, task):
 def test_jax_bucketed_generate_and_train_compile_at_most_once_per_bucket(benchmark, task):
     if "jax" not in INSTALLED:
         pytest.skip("needs jax")
-    s = bench.Session(bench.Options(frameworks=("jax",), workloads=("dynamic",), preset="tiny", rounds=1),
+    s = harness.Session(harness.Options(frameworks=("jax",), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, Case("jax", "dynamic", task, "compiled", "bucketed"))
+    rec = harness.run_case(benchmark, s, Case("jax", "dynamic", task, "compiled", "bucketed"))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     assert rec["stream"] == f"gpt-{task}" and rec["padding_waste"] > 0
     assert 2 <= rec["distinct_shapes"] <= len(TINY.buckets()) and rec["compilations"] == rec["distinct_shapes"]

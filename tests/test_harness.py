@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import frameworks
-from frameworks import bench
+from frameworks import harness
 from frameworks.base import Adapter, FrameworkUnavailable, Unsupported
+from frameworks.harness import host, timing
 from workloads import record as record_mod
 from workloads.case import Case
 
@@ -90,15 +91,15 @@ class FakeAdapter(Adapter):
 
 
 def session(**kw):
-    opts = bench.Options(frameworks=("torch",), workloads=("gpt",), preset="tiny", rounds=15, **kw)
-    return bench.Session(opts)
+    opts = harness.Options(frameworks=("torch",), workloads=("gpt",), preset="tiny", rounds=15, **kw)
+    return harness.Session(opts)
 
 
 def test_ok_case_fills_every_record_field(benchmark, monkeypatch):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     s = session()
-    rec = bench.run_case(benchmark, s, Case("torch", "gpt", "train_step", "eager"))
+    rec = harness.run_case(benchmark, s, Case("torch", "gpt", "train_step", "eager"))
     assert record_mod.problems(rec) == []
     assert set(record_mod.FIELDS) <= set(benchmark.extra_info)
     assert rec["status"] == "ok" and rec["reason"] is None
@@ -120,7 +121,7 @@ def test_unsupported_mode_is_recorded_and_skipped(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter())
     s = session()
     with pytest.raises(pytest.skip.Exception, match="torch has no 'graph' mode"):
-        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "graph"))
+        harness.run_case(benchmark, s, Case("torch", "gpt", "forward", "graph"))
     (rec,) = s.records
     assert rec["status"] == "unsupported" and rec["mode"] == "graph" and record_mod.problems(rec) == []
     assert rec["compile_cache"] in ("cold", "warm", "off") and rec["repeat"] is None
@@ -130,7 +131,7 @@ def test_unsupported_raised_by_framework(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter(fail=Unsupported("no KV cache under XLA")))
     s = session()
     with pytest.raises(pytest.skip.Exception):
-        bench.run_case(benchmark, s, Case("torch", "gpt", "generate", "compiled"))
+        harness.run_case(benchmark, s, Case("torch", "gpt", "generate", "compiled"))
     assert s.records[0]["reason"] == "no KV cache under XLA"
 
 
@@ -138,7 +139,7 @@ def test_failure_is_recorded_then_raised(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter(fail=RuntimeError("XLA crashed\nstack")))
     s = session()
     with pytest.raises(RuntimeError):
-        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
+        harness.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
     assert s.records[0]["status"] == "failed" and s.records[0]["reason"] == "RuntimeError: XLA crashed"
 
 
@@ -148,7 +149,7 @@ def test_missing_framework_is_skipped_with_reason(benchmark, monkeypatch):
     monkeypatch.setattr(frameworks, "load", load)
     s = session()
     with pytest.raises(pytest.skip.Exception, match="not installed"):
-        bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "eager"))
+        harness.run_case(benchmark, s, Case("torch", "gpt", "forward", "eager"))
     assert s.missing == {"torch": "torch is not installed: pip install 'fwbench[torch]'"}
 
 
@@ -171,7 +172,7 @@ def test_only_a_break_in_the_model_makes_a_fallback(benchmark, monkeypatch, in_m
             fake.model_breaks.append(BRANCH)
         return step(self, *a)
     monkeypatch.setattr(FakeModel, "train_step", breaking)
-    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "compiled"))
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "compiled"))
     assert rec["status"] == status and rec["reason"] == reason and rec["graph_breaks"] == recorded
 
 
@@ -180,7 +181,7 @@ def test_a_recompilation_during_the_timed_rounds_is_flagged(benchmark, monkeypat
     # calls: first (1), sizing (2), 2 warm-up (3, 4), then the timed rounds (5 ...)
     fake = FakeAdapter(recompile_at=call)
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
     assert rec["compilations"] == 1 and rec["compilations_timed"] == timed
     assert rec["recompiled_during_timing"] is bool(timed)
 
@@ -190,7 +191,7 @@ def test_a_train_step_waits_for_the_updated_state(benchmark, monkeypatch):
     call must wait for the model's state() too, not only for the returned value."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    bench.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "eager"))
+    harness.run_case(benchmark, session(), Case("torch", "gpt", "train_step", "eager"))
     assert fake.synced and all(isinstance(x, tuple) and x[1] is fake.model.params for x in fake.synced)
 
 
@@ -198,7 +199,7 @@ def test_a_train_step_waits_for_the_updated_state(benchmark, monkeypatch):
 def test_a_forward_waits_for_its_output_only(benchmark, monkeypatch):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
+    harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
     assert fake.synced and all(isinstance(x, np.ndarray) for x in fake.synced)
 
 
@@ -208,7 +209,7 @@ def test_the_garbage_collector_is_off_from_the_sizing_call_to_the_last_timed_rou
     The first call (trace, compile) runs as a user's would, with GC on."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
     on = fake.model.gc_during_calls
     # calls: first (GC on), sizing, 2 warm-up rounds, 15 timed rounds (GC off)
     assert on == [True] + [False] * (1 + 2 + 15)
@@ -220,7 +221,7 @@ def test_every_part_of_a_case_runs_inside_the_adapters_case_caches(benchmark, mo
     with the process's role; what it yields is the record's first_call_cache."""
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
     assert fake.built_in_case is True and fake.model.in_case_caches == [True] * (1 + 1 + 2 + 15)
     assert fake.roles == [rec["compile_cache"]] and not fake.in_case
     assert rec["first_call_cache"] == f"fake {rec['compile_cache']} caches"
@@ -234,7 +235,7 @@ def test_a_compiled_first_call_that_compiled_nothing_is_invalid(benchmark, monke
     first_call_valid false, with the reason. Eager mode has no compile latency: None."""
     fake = FakeAdapter(first_compiles=first_compiles)
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
-    rec = bench.run_case(benchmark, session(), Case("torch", "gpt", "forward", mode))
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", mode))
     assert record_mod.problems(rec) == []
     assert rec["first_call_compilations"] == first_compiles and rec["first_call_valid"] is valid
     if valid is False:
@@ -253,20 +254,20 @@ def test_host_state_from_proc_stat_with_a_fake_reader():
     # 2 s of wall time at 100 jiffies/s on 2 CPUs: 400 jiffies, of which busy 250 (user 200,
     # system 50) and steal 10; this process used 1.5 s of CPU: others 2.5 - 1.5 = 1.0 CPU / 2 s
     after = STAT.format(user=1200, system=550, idle=8140, irq=20, steal=10)
-    assert bench.cpu_jiffies(before) == (1000 + 10 + 500 + 20 + 3, 0, 1000 + 10 + 500 + 8000 + 7 + 20 + 3)
-    st = bench.host_state(before, after, own_cpu_s=1.5, wall_s=2.0, clk_tck=100, load_avg=1.25, cpus=2)
+    assert host.cpu_jiffies(before) == (1000 + 10 + 500 + 20 + 3, 0, 1000 + 10 + 500 + 8000 + 7 + 20 + 3)
+    st = host.host_state(before, after, own_cpu_s=1.5, wall_s=2.0, clk_tck=100, load_avg=1.25, cpus=2)
     assert st["other_cpu"] == pytest.approx(0.5) and st["steal_frac"] == pytest.approx(10 / 400)
     assert st["busy"] is True and st["load_avg"] == 1.25           # steal 2.5% > BUSY_STEAL
     quiet = STAT.format(user=1200, system=550, idle=8150, irq=20, steal=0)
-    st = bench.host_state(before, quiet, own_cpu_s=2.6, wall_s=2.0, clk_tck=100, load_avg=None, cpus=2)
+    st = host.host_state(before, quiet, own_cpu_s=2.6, wall_s=2.0, clk_tck=100, load_avg=None, cpus=2)
     assert st["other_cpu"] == 0.0 and st["steal_frac"] == 0.0 and st["busy"] is False   # clipped at 0
     unknown = {"load_avg": 0.5, "other_cpu": None, "steal_frac": None, "busy": None}
-    assert bench.host_state(None, after, 1.0, 2.0, 100, 0.5, cpus=2) == unknown            # no /proc/stat
+    assert host.host_state(None, after, 1.0, 2.0, 100, 0.5, cpus=2) == unknown            # no /proc/stat
     # 2 CPUs, ticks of 10 ms at both ends: 0.04 s / wall of error must stay within a quarter CPU
-    assert bench.host_state(before, after, 0.1, 0.15, 100, 0.5, cpus=2) == unknown
-    assert bench.host_state(before, after, 0.1, 0.17, 100, 0.5, cpus=2)["busy"] is not None
+    assert host.host_state(before, after, 0.1, 0.15, 100, 0.5, cpus=2) == unknown
+    assert host.host_state(before, after, 0.1, 0.17, 100, 0.5, cpus=2)["busy"] is not None
     lines = iter([before, after])
-    with bench.host_window(read=lambda: next(lines)) as st:
+    with host.host_window(read=lambda: next(lines)) as st:
         time.sleep(0.1 * (os.cpu_count() or 1))      # long enough to resolve, whatever the CPU count
     assert set(st) == {"load_avg", "other_cpu", "steal_frac", "busy"} and st["steal_frac"] == pytest.approx(10 / 400)
 
@@ -274,19 +275,19 @@ def test_host_state_from_proc_stat_with_a_fake_reader():
 def test_reported_time_matches_a_bare_loop(benchmark, monkeypatch):
     """pytest-benchmark's median for a case is within 3% of a bare loop over the same callable."""
     monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter())
-    rec = bench.run_case(benchmark, session(bare_loop=True), Case("torch", "gpt", "forward", "eager"))
+    rec = harness.run_case(benchmark, session(bare_loop=True), Case("torch", "gpt", "forward", "eager"))
     reported = benchmark.stats.stats.median
     assert reported == pytest.approx(rec["bare_loop_median_s"], rel=0.03)
     assert reported >= STEP_S
 
 
 def test_rounds_follow_the_time_budget():
-    opts = bench.Options(frameworks=("torch",), workloads=("gpt",), budget_s=3.0)
-    assert bench.choose_rounds(0.5, opts) == 7          # at least min_rounds
-    assert bench.choose_rounds(0.01, opts) == 100       # at most max_rounds
-    assert bench.choose_rounds(0.1, opts) == 30
+    opts = harness.Options(frameworks=("torch",), workloads=("gpt",), budget_s=3.0)
+    assert timing.choose_rounds(0.5, opts) == 7          # at least min_rounds
+    assert timing.choose_rounds(0.01, opts) == 100       # at most max_rounds
+    assert timing.choose_rounds(0.1, opts) == 30
     opts.rounds = 5
-    assert bench.choose_rounds(0.1, opts) == 5
+    assert timing.choose_rounds(0.1, opts) == 5
 
 
 def test_jax_train_step_state_is_ready_when_the_timed_call_returns():
@@ -334,11 +335,11 @@ def test_a_result_that_fails_its_check_is_failed_and_not_timed(benchmark, monkey
     s = session()
     if differs:
         with pytest.raises(pytest.xfail.Exception, match="relative error 0.1"):
-            bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
+            harness.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
         (rec,) = s.records
         assert rec["status"] == "failed" and rec["reason"] == differs and rec["batch"] == 2
         assert fake.model.calls == 1 and benchmark.stats is None          # the first call only
     else:
-        rec = bench.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
+        rec = harness.run_case(benchmark, s, Case("torch", "gpt", "forward", "compiled"))
         assert rec["status"] == "ok" and rec["batch"] == 2 and benchmark.extra_info["batch"] == 2
     assert len(seen) == 1 and isinstance(seen[0], np.ndarray)

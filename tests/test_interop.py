@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import frameworks
-from frameworks import bench
+from frameworks import harness
 from tests.helpers import INSTALLED, impls
 from workloads import interop as I
 from workloads import record as record_mod
@@ -272,14 +272,14 @@ def test_the_harness_records_each_outcome(benchmark, task, mode, status, outcome
     xfails as failed (neither timed), an eager one is timed; every record carries the verdict."""
     if "jax" not in INSTALLED:
         pytest.skip("needs jax")
-    s = bench.Session(bench.Options(frameworks=("jax",), workloads=("interop",), preset="tiny", rounds=3),
+    s = harness.Session(harness.Options(frameworks=("jax",), workloads=("interop",), preset="tiny", rounds=3),
                       gemm_samples=[{"numpy": 1e9}])     # no GEMM measurement: not what is tested
     if status == "ok":
-        rec = bench.run_case(benchmark, s, Case("jax", "interop", task, mode))
+        rec = harness.run_case(benchmark, s, Case("jax", "interop", task, mode))
     else:
         kind = pytest.skip.Exception if status == "unsupported" else pytest.xfail.Exception
         with pytest.raises(kind):
-            bench.run_case(benchmark, s, Case("jax", "interop", task, mode))
+            harness.run_case(benchmark, s, Case("jax", "interop", task, mode))
         (rec,) = s.records
         assert rec["first_call_s"] is None
     assert record_mod.problems(rec) == []

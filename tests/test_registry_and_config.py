@@ -18,10 +18,30 @@ from workloads.base import FwbenchError, adamw_reference, rel_err, replace_confi
 
 
 def test_importing_fwbench_imports_no_framework():
-    code = ("import sys, frameworks, workloads, workloads.gpt, frameworks.bench, frameworks.pytest_plugin;"
+    code = ("import sys, frameworks, workloads, workloads.gpt, frameworks.harness, frameworks.pytest_plugin;"
             "print(sorted(m for m in ('torch', 'jax', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# frameworks/harness/'s modules in import order: each imports only those before it
+# (docs/ARCHITECTURE.md, "Import rules")
+HARNESS_ORDER = ("options", "session", "host", "gemm", "scaleout", "timing", "machine", "run")
+
+
+def test_harness_modules_import_only_those_below_them():
+    import ast
+    from pathlib import Path
+    folder = Path(frameworks.__file__).parent / "harness"
+    assert {p.stem for p in folder.glob("*.py")} == {*HARNESS_ORDER, "__init__"}
+    for i, name in enumerate(HARNESS_ORDER):
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imported = {n.module.split(".")[2] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("frameworks.harness.")}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                     and n.module == "frameworks.harness" for a in n.names}
+        assert imported <= set(HARNESS_ORDER[:i]), (name, imported - set(HARNESS_ORDER[:i]))
+        assert "frameworks.pytest_plugin" not in ast.dump(tree), name
 
 
 def test_unknown_framework_names_the_valid_ones():
@@ -188,7 +208,7 @@ def test_bad_pytest_options_give_one_line(args, expected):
 
 
 def test_per_workload_presets():
-    from frameworks.bench import parse_presets
+    from frameworks.harness.options import parse_presets
     assert parse_presets("small", ("gpt", "diffusion")) == {"gpt": "small", "diffusion": "small"}
     assert parse_presets("tiny,gpt=gpt2", ("gpt", "diffusion")) == {"gpt": "gpt2", "diffusion": "tiny"}
     with pytest.raises(FwbenchError, match="unknown diffusion preset 'gpt2'"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import frameworks
-from frameworks import bench
+from frameworks import harness
 from tests.helpers import INSTALLED
 from workloads import derivatives as D
 from workloads import dynamic as DY
@@ -42,9 +42,9 @@ def test_compiled_bucketed_generate_compiles_once_per_bucket(benchmark):
     from tensorflow.python.framework import ops
     for _ in range(int(np.random.default_rng().integers(1, 1 << 20))):
         ops.uid()
-    s = bench.Session(bench.Options(frameworks=("tensorflow",), workloads=("dynamic",), preset="tiny", rounds=1),
+    s = harness.Session(harness.Options(frameworks=("tensorflow",), workloads=("dynamic",), preset="tiny", rounds=1),
                       gemm_samples=[{"numpy": 1e9}])
-    rec = bench.run_case(benchmark, s, Case("tensorflow", "dynamic", "generate", "compiled", "bucketed"))
+    rec = harness.run_case(benchmark, s, Case("tensorflow", "dynamic", "generate", "compiled", "bucketed"))
     assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
     lengths = DY.generate_lengths(TINY_DYNAMIC)
     buckets = {DY.bucket_of(TINY_DYNAMIC, T) for T in lengths}

@@ -190,7 +190,7 @@ class Stream:
     are the requests in arrival order. The harness times each request of a first pass on a
     fresh model (cold: new shapes pay their compilation here), checks every output against
     `expected`, then times whole passes (warm: every shape seen before); see
-    frameworks/bench.py: time_stream."""
+    frameworks/harness/timing.py: time_stream."""
     keys: tuple[str, ...]                  # each request's shape, e.g. "T=37": new or seen
     expected: Any = None                   # i -> request i's output, numpy float64 (or None)
     tolerance: float = 0.0                 # rel_err allowed against expected

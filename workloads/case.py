@@ -3,7 +3,7 @@
     Case(framework, workload, task, mode, strategy, precision, placement)
 
 A Case travels unchanged from the workload's declared variants (declared_cases, read by the
-pytest plugin and by the conformance test) through the harness (frameworks.bench.run_case)
+pytest plugin and by the conformance test) through the harness (frameworks.harness.run_case)
 and every framework's `build(adapter, config, params, case)` into the record (Case.fields).
 A new axis is one field here, one column in the record, and the builds that read it; no
 signature changes anywhere else. Framework-free.
@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
 from workloads.base import choose
+from workloads.framework_facts import FACTS
 from workloads.record import MODES
 
-# Every framework fwbench knows, in the order reports list them (frameworks/__init__.py's
-# _SPECS says how to import each; the reports read this, never `frameworks`).
-FRAMEWORKS = ("torch", "jax", "tensorflow")
+# Every framework fwbench knows, in the order reports list them (the registry:
+# workloads/framework_facts.py; the reports read it, never `frameworks`).
+FRAMEWORKS = tuple(FACTS)
 PRECISIONS = ("fp32", "bf16")   # the numeric policies (workloads/precision.py defines them)
 DEVICE_KINDS = ("cpu", "cuda", "gpu")
 

@@ -6,7 +6,7 @@ stream (docs/ARCHITECTURE.md, "Dynamic shapes"): on a fresh model every request 
 alone in arrival order, with the compilation counter read after each, so the first
 request of a new shape can be told from a seen one; then whole warm passes (every shape
 seen) are timed as rounds. The harness does this for any TaskSpec with a `stream`
-(workloads.base.Stream; frameworks/bench.py: time_stream).
+(workloads.base.Stream; frameworks/harness/timing.py: time_stream).
 
 Streams (this module):
     prefill     GPT serving: `requests` prompts (batch 1 each) whose lengths follow a seeded,

@@ -1,14 +1,15 @@
 """The harness's options, declared once (issue 20): the pytest plugin adds them
-(frameworks.pytest_plugin), checks and reads them into frameworks.bench.Options; `fwbench
-run` (reports.cli) takes the user-facing ones and passes them to each framework's pytest
-process (argv). A new option is one Option here, one field of bench.Options, and the code
-that reads it. Framework-free.
+(frameworks.pytest_plugin), checks and reads them into frameworks.harness.options.Options; `fwbench
+run` (reports.cli) takes the user-facing ones into reports.running.runner.RunOptions and
+passes them to each framework's pytest process (argv). Both dataclasses are made from HARNESS
+(`fields`), so a new option is one Option here and the code that reads it. Framework-free.
 
     Option("budget_s", float, 3.0, "timed seconds per case", low=0, strict=True, what="...")
         -> --budget-s on pytest and, with cli=True, on `fwbench run`
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
@@ -101,7 +102,21 @@ HARNESS: tuple[Option, ...] = (
            "folder at start, empty -> cold, filled -> warm)", choices=("cold", "warm"), process=True),
     Option("run_id", str, None, "identifier of the run (set by fwbench run)", process=True),
 )
-BY_NAME = {o.name: o for o in HARNESS}
+
+
+def fields(select: Callable[[Option], bool] = lambda o: True,
+           rename: Mapping[str, str] | None = None) -> list[tuple[str, Any, Any]]:
+    """dataclasses.make_dataclass's field specs for the options `select` keeps, in HARNESS
+    order: each option's name (or `rename`'s), its type (bool for a flag; Optional where the
+    default is None) and its declared default. The harness's Options and `fwbench run`'s
+    RunOptions are made from these, so neither declares an option again."""
+    out = []
+    for o in HARNESS:
+        if select(o):
+            kind = bool if o.type is None else o.type
+            out.append(((rename or {}).get(o.name, o.name), kind | None if o.default is None else kind,
+                        dataclasses.field(default=o.default)))
+    return out
 
 
 def checked(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,13 +25,12 @@ with the reason, never run at the wrong precision) and tests it twice: a probe o
 its programs actually use (dot inputs bf16; norms, softmax, loss and optimizer float32), and
 equivalence against the float64 reference at tolerances measured for bf16.
 
-On a CPU without AVX512-BF16 or AMX-BF16 (frameworks.bench.BF16_FLAGS, in every run's
+On a CPU without AVX512-BF16 or AMX-BF16 (frameworks.harness.machine.BF16_FLAGS, in every run's
 machine_info.cpu_flags) a bf16 product is emulated and can run 44-499x slower than fp32
 (pytorch#146508): the report states no bf16 speed finding there.
 """
 from __future__ import annotations
 
-PRECISIONS = ("fp32", "bf16")
 # Each policy in one line, as every record states it (precision_policy).
 POLICY = {
     "fp32": "every tensor and operation float32, matmul precision highest",

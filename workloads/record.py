@@ -123,7 +123,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "steal_frac": ((int, float, type(None)), False, "share of CPU time the hypervisor stole during the timed rounds "
                    "(null as other_cpu)"),
     "busy": ((bool, type(None)), False, "the host was busy during the timed rounds: other_cpu above "
-             "frameworks.bench.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured)"),
+             "frameworks.harness.host.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured)"),
     "schema": ((int,), False, "record schema version"),
 }
 
@@ -162,7 +162,7 @@ def problems(rec: Any) -> list[str]:
 
 def machine_key(parts: Mapping[str, Any]) -> str:
     """A machine's id: the hash of its fingerprint fields (cpu, isa_flags, cores, GPU model,
-    driver; frameworks.bench.machine_fingerprint records them). The reports recompute it
+    driver; frameworks.harness.machine.machine_fingerprint records them). The reports recompute it
     from those fields, so every file of one machine lands in one group."""
     import hashlib
     import json
@@ -176,17 +176,18 @@ def machine_key(parts: Mapping[str, Any]) -> str:
 # reports read them with .get, since older files lack the newer ones).
 RUN_INFO: dict[str, str] = {
     "machine_id": "hash of the machine's CPU model and instruction-set flags, cores, GPU model and driver "
-                  "(frameworks.bench.machine_fingerprint): reports compare numbers only within one",
+                  "(frameworks.harness.machine.machine_fingerprint): reports compare numbers only within one",
     "host": "the host name the process ran on",
     "cores": "CPUs the machine has (os.cpu_count)",
-    "isa_flags": "the CPU's instruction-set flags of frameworks.bench.ISA_FLAGS it has",
+    "isa_flags": "the CPU's instruction-set flags of frameworks.harness.machine.ISA_FLAGS it has",
     "driver": "the NVIDIA driver version, where nvidia-smi answers",
     "gpu_model": "the GPU as nvidia-smi names it (else the framework's name for the accelerator; null on a CPU): "
                  "the same in every framework's process, so it keys the machine",
     "devices": "devices of this process's placement (data parallel over them when more than 1)",
     "simulated_devices": "true when those devices are simulated on the CPU",
     "job": "{host, start, end, job_id} of a process run as a submitit job (reports.running.launch)",
-    "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.bench.BF16_FLAGS (null: unread)",
+    "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.harness.machine.BF16_FLAGS "
+                 "(null: unread)",
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
     "repeat": "index of this process among its framework's in the run, in execution order (0 = first, cold)",
     "repeats": "how many processes per framework the run has (cold + warm)",

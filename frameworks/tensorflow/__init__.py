@@ -20,6 +20,7 @@ import os
 import sys
 
 import frameworks.base
+from workloads.framework_facts import facts
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # C++ INFO/WARNING lines off
 
@@ -37,9 +38,10 @@ def _xla_cache_dir() -> str | None:
     executables compiled for tf.function(jit_compile=True) are written there and loaded,
     after TF checks they match, by later processes. The directory the user's TF_XLA_FLAGS
     names, else fwbench's cache dir; None (off) when TF was loaded before this module."""
-    flags = os.environ.get("TF_XLA_FLAGS", "")
+    var, name = facts("tensorflow").cache_flag
+    flags = os.environ.get(var, "")
     for flag in flags.split():
-        if flag.startswith("--tf_xla_persistent_cache_directory="):
+        if flag.startswith(name + "="):
             return flag.split("=", 1)[1] or None
     if not frameworks.base.caches_enabled():
         return None
@@ -47,7 +49,7 @@ def _xla_cache_dir() -> str | None:
     if "tensorflow" in sys.modules or " " in path:  # too late to set it / a flag cannot hold it
         return None
     os.makedirs(path, exist_ok=True)
-    os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={path}".strip()
+    os.environ[var] = f"{flags} {name}={path}".strip()
     return path
 
 

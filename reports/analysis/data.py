@@ -45,13 +45,14 @@ import pandas as pd
 from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
+from workloads.framework_facts import FACTS
 from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = FRAMEWORKS
 # Frameworks whose eager mode dispatches op by op (each op compiled or traced on its own): a
 # speedup over it is no speedup over a fast eager mode, and labels say so.
-OP_BY_OP_EAGER = ("jax", "tensorflow")
+OP_BY_OP_EAGER = tuple(name for name, f in FACTS.items() if f.op_by_op_eager)
 # Rows of the same run that share these are one case in different modes (eager is the baseline).
 BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device", "strategy")
 # Runs that share these measured the same machine: they share the best GEMM rate among them.

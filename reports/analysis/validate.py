@@ -60,7 +60,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "gc": (str,), "compile_cache_dirs": (dict,), "gemm_rates": (dict,), "settings": (dict,),
     "cache_role": (str,), "cold": (int,), "warm": (int,), "env_pad_bytes": (int,), "env_bytes": (int,),
     "cpu_flags": (list,),
-    # the machine's fingerprint (frameworks.bench.machine_fingerprint) and placement
+    # the machine's fingerprint (frameworks.harness.machine.machine_fingerprint) and placement
     "machine_id": (str,), "host": (str,), "cores": (int,), "isa_flags": (list,), "driver": (str,),
     "gpu_model": (str,), "devices": (int,),
     # the scheduler's job that ran the process (reports.running.launch.job_info): id, host, start, end

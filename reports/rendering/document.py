@@ -26,13 +26,13 @@ from reports.analysis.data import TIMED, finite
 from reports.rendering import escape, figures, latex
 from reports.running import atomic
 from reports.sections.common import has, missing_note
+from workloads.framework_facts import FACTS
 
 # ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
 Block = tuple
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
-COUNTERS = {"torch": "dynamo graphs", "jax": "XLA executables, eager ops included",
-            "tensorflow": "tf.function traces"}
+COUNTERS = {name: f.counter for name, f in FACTS.items()}
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 # The report's method text: facts of fwbench's code that make the frameworks' work differ,
@@ -839,8 +839,8 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
     blocks: list[Block] = [
         ("h", 1, f"fwbench: results from {len(groups)} machines"),
         ("p", "These results come from machines that differ in CPU, instruction set, cores, accelerator, driver or "
-              "framework versions (frameworks.bench.machine_fingerprint). Each machine has a report of its own, "
-              "whose every ratio and verdict compares numbers of that machine only; this page shows their "
+              "framework versions (frameworks.harness.machine.machine_fingerprint). Each machine has a report of "
+              "its own, whose every ratio and verdict compares numbers of that machine only; this page shows their "
               "summaries one after the other and states no ratio between machines, since a difference between "
               "them mixes the machines with the frameworks.")]
     paths: dict[str, Path] = {}

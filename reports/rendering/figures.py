@@ -42,12 +42,13 @@ from reports.analysis.data import (
     not_applicable,
 )
 from reports.rendering import escape
+from workloads.framework_facts import FACTS
 from workloads.record import MODES
 
 CB = sns.color_palette("colorblind").as_hex()
-# torch vermillion, jax blue, tensorflow bluish green (not a second orange); any later
-# framework takes the next free colour
-FIXED_COLOURS = {"torch": CB[3], "jax": CB[0], "tensorflow": CB[2]}
+# each framework's colour (workloads/framework_facts.py: torch vermillion, jax blue, tensorflow
+# bluish green, not a second orange); a framework without one takes the next free colour
+FIXED_COLOURS = {name: CB[f.colour] for name, f in FACTS.items() if f.colour is not None}
 SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
 STATUS_COLOURS = {"ok": CB[2], "fallback": CB[8], "unsupported": CB[7], "failed": CB[3],
                   "missing": "#e4e4e4", "not run": "#ffffff", "n/a": "#f4f4f4"}

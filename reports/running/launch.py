@@ -331,14 +331,13 @@ class Jobs:
             self.line(f"{self.kind}: " + "; ".join(parts))
 
     def cancel(self, wait_s: float = 120.0) -> list[str]:
-        """End every job of the run still going (scancel on Slurm, its running jobs killed at once;
-        SIGINT to a local job's process), and wait up to wait_s for them to end; the ids cancelled."""
+        """End every job of the run still going (scancel on Slurm; SIGINT to a local job's
+        process), and wait up to wait_s for them to end; the ids cancelled."""
         ids = list(self.live)
         if not ids:
             return []
-        if self.kind == "slurm":       # SIGKILL to the running ones first: their processes end now, and the
-            for cmd in (["scancel", "--signal=KILL", "--full"], ["scancel"]):   # result is rebuilt from the
-                subprocess.run([*cmd, *ids], capture_output=True, timeout=60)  # event stream; then cancel all
+        if self.kind == "slurm":       # Slurm sends SIGTERM, then SIGKILL after its KillWait
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
         else:
             for j, _ in self.live.values():
                 j.cancel(check=False)

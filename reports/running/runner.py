@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import Field, field, make_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -59,11 +59,12 @@ from reports.running import atomic, launch, signals
 from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
+from workloads.framework_facts import FACTS, facts
 from workloads.parallel import device_counts
 from workloads.record import SCHEMA_VERSION, empty, not_its_api, not_reached
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-# The harness's reason for a mode a framework does not have (frameworks/bench.py: run_case).
+# The harness's reason for a mode a framework does not have (frameworks/harness/run.py: run_case).
 NO_SUCH_MODE = re.compile(r"has no '\w+' mode \(it has ")
 
 
@@ -77,12 +78,12 @@ def installed(name: str) -> bool:
     adapter is looked for as a file (find_spec of frameworks.<name> would import the
     frameworks package), the framework with find_spec of its top-level module (which finds
     it without importing it)."""
-    return importlib.util.find_spec(name) is not None and adapter_file(name).is_file()
+    return importlib.util.find_spec(facts(name).module) is not None and adapter_file(name).is_file()
 
 
 def absent_reason(name: str) -> str:
     """Why `installed(name)` is False, with what to do about it."""
-    if importlib.util.find_spec(name) is None:
+    if importlib.util.find_spec(facts(name).module) is None:
         return f"{name} is not installed: pip install 'fwbench[{name}]'"
     return f"{name} is installed but this checkout has no fwbench adapter for it (frameworks/{name}/__init__.py)"
 
@@ -102,32 +103,10 @@ def benchmarks_dir() -> Path:
     return d
 
 
-@dataclass
-class RunOptions:
-    frameworks: tuple[str, ...]
-    workloads: str | None = None
-    preset: str = "small"
-    device: str = "cpu"
-    threads: int | None = None
-    budget_s: float | None = None
-    rounds: int | None = None
-    min_rounds: int | None = None
-    warmup_rounds: int | None = None
-    timeout_s: float = 3600.0
-    extra: list[str] = field(default_factory=list)
-    cold: int = 1                  # cold processes per framework (each from an empty cache folder)
-    warm: int = 0                  # warm processes per framework (the run's filled cache)
-    seed: int = 0                  # draws the process order, each process's case order and padding
-    run_id: str | None = None      # set by run(): names the run's cache folder, in every JSON
-    cache_dir: Path | None = None  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
-    keep_cache: bool = False       # leave the run's cache folder in place afterwards
-    variants: str | None = None    # "default": only each case's default strategy (plugin's --variants)
-    precision: str = "fp32"        # numeric policies to run (plugin's --precision)
-    launcher: str = "local"        # where processes run (reports.running.launch.LAUNCHERS)
-    slurm: launch.SlurmOptions | None = None   # what each Slurm job asks for (--launcher slurm)
-    suite: Path | None = None      # the benchmark cases (default: the checkout's tests/benchmarks)
-    devices: str = "1"             # device counts, a process per count (plugin's --devices)
-    simulated_devices: bool = False
+class _RunOptions:
+    """What RunOptions adds to its fields: the check of the process counts, and repeats."""
+    cold: int
+    warm: int
 
     def __post_init__(self) -> None:
         if self.cold < 1 or self.warm < 0:
@@ -138,6 +117,32 @@ class RunOptions:
     def repeats(self) -> int:
         """Processes per framework: cold + warm."""
         return self.cold + self.warm
+
+
+# The run's own fields, beside the harness options: (name, type, default).
+RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
+    ("timeout_s", float, 3600.0),
+    ("extra", list[str], field(default_factory=list)),   # further pytest arguments
+    ("cold", int, 1),                  # cold processes per framework (each from an empty cache folder)
+    ("warm", int, 0),                  # warm processes per framework (the run's filled cache)
+    ("seed", int, 0),                  # draws the process order, each process's case order and padding
+    ("run_id", str | None, None),      # set by run(): names the run's cache folder, in every JSON
+    ("cache_dir", Path | None, None),  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
+    ("keep_cache", bool, False),       # leave the run's cache folder in place afterwards
+    ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
+    ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
+    ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
+)
+# `fwbench run`'s options: the frameworks, every harness option a user may set (those of
+# workloads.options.HARNESS not set per process, --workload's comma list as `workloads`), each
+# with its declared default (a default is not passed on: the process takes the same), then the
+# run's own fields. Repeat, role, run id and case order reach each process by pytest_command.
+RunOptions = make_dataclass("RunOptions", [
+    ("frameworks", tuple[str, ...]),
+    *options.fields(lambda o: not o.process and o.name != "framework", rename={"workload": "workloads"}),
+    *((n, t, d if isinstance(d, Field) else field(default=d)) for n, t, d in RUN_FIELDS),
+], bases=(_RunOptions,))
+RunOptions.__module__ = __name__      # where pickle finds it (Python 3.12's module=)
 
 
 SHARED_CACHE = "shared"     # the run's cache folder every warm process uses
@@ -284,10 +289,12 @@ def process_env(fw: str, opts: RunOptions, events_path: Path, repeat: int | None
     cache = cache or opts.cache_dir
     if cache is not None:            # the run's caches, not a location inherited from the caller
         env["FWBENCH_CACHE_DIR"] = str(cache)
-        for var in ("TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"):
-            env.pop(var, None)
-        env["TF_XLA_FLAGS"] = " ".join(f for f in env.get("TF_XLA_FLAGS", "").split()
-                                       if not f.startswith("--tf_xla_persistent_cache_directory="))
+        for f in FACTS.values():     # each framework's own cache variable or flag (workloads.framework_facts)
+            if f.cache_env is not None:
+                env.pop(f.cache_env, None)
+            if f.cache_flag is not None:
+                var, name = f.cache_flag
+                env[var] = " ".join(x for x in env.get(var, "").split() if not x.startswith(name + "="))
     return env
 
 
@@ -591,12 +598,12 @@ class _Watch:
 
 
 def host_info(fw: str, threads: int, device: str) -> dict[str, Any]:
-    """The harness's machine information (frameworks.bench.host_info: CPU name, C heap
-    policy, GEMM rate, the framework's modes) for a result file rebuilt after its process
+    """The harness's machine information (frameworks.harness.machine.host_info: CPU name, C
+    heap policy, GEMM rate, the framework's modes) for a result file rebuilt after its process
     ended early, measured in a fresh process at the same thread count, so utilisation keeps
     the same denominator and the set-up matches the other runs'. {} if that fails."""
-    code = ("import json; from frameworks.base import set_threads; set_threads(%d); "
-            "from frameworks.bench import host_info; print(json.dumps(host_info(%r, %r)))" % (threads, fw, device))
+    code = ("import json; from frameworks.base import set_threads; set_threads(%d); from frameworks.harness.machine "
+            "import host_info; print(json.dumps(host_info(%r, %r)))" % (threads, fw, device))
     try:
         out = subprocess.run([sys.executable, "-c", code], cwd=CHECKOUT, capture_output=True, text=True, timeout=180)
         info = json.loads(out.stdout.strip().splitlines()[-1])
@@ -679,12 +686,15 @@ def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch
         stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
         with signals.held():
             live = dict(jobs.live)
-            cancelled = jobs.cancel()
-            for jid, (j, (unit, repeat, role, _)) in live.items():
+            for jid, (_, item) in live.items():   # what the running jobs did up to now, before they go
                 if jobs.ran(jid):
-                    done[(unit, repeat, role, _)] = write_failed(
-                        unit, opts, out, f"{stopped} (fwbench run was stopped; {kind} job {jid} cancelled)",
-                        repeat, role)
+                    follow(item)
+            cancelled = jobs.cancel()
+            for jid, (j, item) in live.items():
+                if jobs.ran(jid):
+                    unit, repeat, role, _ = item
+                    done[item] = write_failed(unit, opts, out, f"{stopped} (fwbench run was stopped; {kind} job {jid} "
+                                              "cancelled)", repeat, role, watches[item])
             rest = [item for item in order if item not in done]
             for unit, repeat, role, _ in rest:
                 done[(unit, repeat, role, _)] = write_absent(
@@ -699,16 +709,19 @@ def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch
 
 
 def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int | None = None,
-                 role: str | None = None) -> Path:
+                 role: str | None = None, state: "_Watch | None" = None) -> Path:
     """The result file of a process that died without writing one and without its runner
     (a submitit job killed or out of time): rebuilt from its event stream, the case it was
-    running and those it never reached `failed` with `why`."""
+    running and those it never reached `failed` with `why`. With `state` (the stream as
+    followed so far, for a job fwbench run itself cancelled), always this rebuild: the job's
+    runner may have written its own on the way down, blaming the SIGTERM Slurm sent."""
     name, label = process_names(unit, repeat, opts.repeats)
-    state = _Watch(label, Progress(io.StringIO()))     # its cases were said as they finished
     events = out / f".{name}.events.jsonl"
-    own = _read_json(out / name) if not events.exists() else None
+    own = _read_json(out / name) if not events.exists() and state is None else None
     if own and (own.get("machine_info") or {}).get("fwbench", {}).get("run_id") == opts.run_id:
         return out / name           # the job's own runner kept its results before the job ended
+    if state is None:
+        state = _Watch(label, Progress(io.StringIO()))     # its cases were said as they finished
     state.read(events)
     doc = state.rebuild(unit, opts, why, repeat, role)
     for p in (events, out / f".{name}.benchmark.json.tmp"):

@@ -2,7 +2,7 @@
 
     pytest --benchmark-only tests/benchmarks/test_derivatives.py --preset small --framework jax
 """
-from frameworks.bench import run_case
+from frameworks.harness import run_case
 
 WORKLOAD = "derivatives"
 

@@ -2,7 +2,7 @@
 
     pytest --benchmark-only tests/benchmarks/test_diffusion.py --preset small --framework jax
 """
-from frameworks.bench import run_case
+from frameworks.harness import run_case
 
 WORKLOAD = "diffusion"
 

@@ -3,7 +3,7 @@ each, timed as a cold stream (every request in arrival order on a fresh model) t
 
     pytest --benchmark-only tests/benchmarks/test_dynamic.py --preset tiny --framework jax
 """
-from frameworks.bench import run_case
+from frameworks.harness import run_case
 
 WORKLOAD = "dynamic"
 

@@ -2,7 +2,7 @@
 
     pytest --benchmark-only tests/benchmarks/test_gpt.py --preset small --framework torch,jax
 """
-from frameworks.bench import run_case
+from frameworks.harness import run_case
 
 WORKLOAD = "gpt"
 

@@ -3,7 +3,7 @@ each; a refused program is recorded unsupported, a wrong one failed (xfail), nei
 
     pytest --benchmark-only tests/benchmarks/test_interop.py --preset tiny
 """
-from frameworks.bench import run_case
+from frameworks.harness import run_case
 
 WORKLOAD = "interop"
 

@@ -1,0 +1,26 @@
+"""The benchmark harness: one function times one case (framework x workload x task x mode)
+with pytest-benchmark and fills the record (workloads/record.py). Split as pytest-benchmark
+splits its plugin; the pytest hooks themselves are frameworks/pytest_plugin.py.
+
+    options.py   Options (made from workloads/options.py: HARNESS), presets, resolve_device
+    session.py   Session: a process's records of cases not run, missing frameworks, GEMM samples
+    run.py       run_case: one case from the model's build to its record (new_record, measure_case)
+    timing.py    time_steady, time_stream, timed_rounds, gc_off, choose_rounds, bare_loop
+    host.py      the host's state over the timed rounds (host_window, busy), env_bytes
+    gemm.py      the fp32 GEMM rate (numpy's BLAS and each framework's matmul; an accelerator's)
+    machine.py   machine_info (pytest-benchmark's machine_info.fwbench), machine_fingerprint,
+                 host_info (for a result file `fwbench run` rebuilds)
+    scaleout.py  a data-parallel case's check against one device and its collectives
+
+Imports run down that list's dependencies only (run -> timing -> host; machine -> gemm ->
+options), never back up. What a benchmark module needs is here:
+
+    from frameworks.harness import run_case
+"""
+from __future__ import annotations
+
+from frameworks.harness.options import Options
+from frameworks.harness.run import run_case
+from frameworks.harness.session import Session
+
+__all__ = ["Options", "Session", "run_case"]

@@ -1,0 +1,205 @@
+"""One case, from the model's build to its record: run_case (what a benchmark module's test
+calls), the record it starts from (new_record) and the measurement inside the adapter's
+case_caches (measure_case).
+
+It is generic over workloads: everything workload-specific comes from the workload's
+`task_spec` (inputs, items, FLOPs) and its model's methods.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import frameworks
+import workloads
+from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, process_threads
+from frameworks.harness.gemm import measure_gemm_rates
+from frameworks.harness.options import Options, parse_presets, resolve_device
+from frameworks.harness.scaleout import collectives_record, parallel_check
+from frameworks.harness.session import Session
+from frameworks.harness.timing import bare_loop, time_steady, time_stream
+from workloads import record as rec_mod
+from workloads.base import FwbenchError, WrongResult, error_line
+from workloads.case import Case
+from workloads.precision import POLICY
+
+
+def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
+    """Time one case (workloads.case.Case) with `benchmark.pedantic` and store its record in
+    extra_info.
+
+    Raises pytest's skip for missing frameworks and unsupported modes (after recording
+    them) and re-raises failures (after recording them), so pytest reports each honestly.
+
+    The whole case (model build to the last timed round) runs inside the adapter's
+    case_caches(role): a fresh in-process compile state, and by the process's role an empty
+    persistent cache of the case's own (cold) or the run's filled one (warm), so a first
+    call never reuses what an earlier case of the process compiled (first_call_cache says
+    what it found). The order of events, and what each measures:
+      first call        on a fresh model: trace + compile + run (first_call_s; compile_s from
+                        the framework's own timers over the same call; first_call_compilations,
+                        the compilation counter's growth over it: a non-eager first call that
+                        compiled nothing is not a compile latency, first_call_valid false);
+                        its output must pass the task's check (TaskSpec.check), else the case
+                        is `failed`, untimed
+      sizing call       one more call, which sizes the round count to the time budget; from
+                        here on Python's GC is off (collected first)
+      warm-up rounds    untimed; the compilation counter is read after them
+      timed rounds      benchmark.pedantic; a counter that grew during them is recorded
+                        (compilations_timed, recompiled_during_timing), and the host's state
+                        over them (load_avg, other_cpu, steal_frac, busy)
+    Every call waits for its result and, for a call that updates the model, for the
+    model's state() too (TaskSpec.mutates). A stream case (TaskSpec.stream) is timed
+    request by request instead (time_stream). A timed callable, or the exception that
+    stops a case, may carry `record_extra`: keys added to the record. WrongResult (ran, but
+    not as eager) is recorded failed, never timed, and the pytest case xfails.
+    """
+    import pytest
+
+    opts = session.options
+    framework, mode = case.framework, case.mode
+    p, spec, record = new_record(session, case)
+    try:
+        adapter = frameworks.load(framework)
+    except FrameworkUnavailable as e:
+        session.missing[framework] = str(e)
+        pytest.skip(str(e))
+    n_dev = case.placement.devices
+    cfg = adapter.configure(process_threads(opts.threads, n_dev), opts.matmul_precision)
+    if opts.device == "cpu" and not session.gemm_samples:
+        session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
+    role = adapter.compile_cache()            # cold / warm / off: the process's role
+    record.update(framework_version=adapter.version(), threads=cfg["threads"],
+                  threads_per_device=cfg["threads"] if n_dev == 1 else opts.threads,
+                  oversubscribed=n_dev > 1 and n_dev * (opts.threads or 1) > available_cpus(),
+                  matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
+                  compile_cache=role)         # in every record, cases not run too
+
+    def not_run(status: str, e: BaseException) -> dict[str, Any]:
+        record.update(getattr(e, "record_extra", None) or {})
+        record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else error_line(e))
+        session.records.append(record)
+        return record
+
+    try:
+        case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
+        record["device"] = case.device
+        if mode not in adapter.modes:
+            raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
+        # the process's folder (a cold case compiles into a folder of its own, merged into it)
+        record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
+        if case.placement.devices > 1:     # checked first, in a compile state of its own
+            with adapter.case_caches(role):
+                record.update(parallel_check(adapter, case, p, spec, opts.seed))
+        with adapter.case_caches(role) as found:
+            record["first_call_cache"] = found
+            measure_case(benchmark, adapter, case, p, spec, record, opts)
+    except Unsupported as e:
+        not_run("unsupported", e)
+        pytest.skip(record["reason"])
+    except WrongResult as e:   # ran, but not as eager does: recorded failed, never timed
+        not_run("failed", e)
+        pytest.xfail(record["reason"])
+    except Exception as e:
+        not_run("failed", e)
+        raise
+    benchmark.extra_info.update(record)
+    return record
+
+
+def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
+    """The case's preset, task spec and record (the case's fields, its work and sizes; status
+    ok until something says otherwise), counted as the next case of the process."""
+    opts = session.options
+    W = workloads.get(case.workload)
+    preset = opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload]
+    p = W.preset(preset)
+    batch = p.batch * case.placement.devices      # weak scaling: the preset's batch per device
+    spec = W.task_spec(p.config, batch, case.task, seed=opts.seed, strategy=case.strategy)
+    record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
+                           global_batch=batch, device_batch=p.batch,
+                           shape=spec.shape, dtype="float32",
+                           items=spec.items, unit=spec.unit, flops=float(spec.flops),
+                           status="ok", repeat=opts.repeat, order=session.cases_started)
+    session.cases_started += 1
+    clash = sorted(set(spec.sizes) & set(rec_mod.FIELDS))
+    if clash:
+        raise FwbenchError(f"{case.workload} task {case.task}: size keys {clash} are record fields; rename them")
+    record.update(spec.sizes)
+    return p, spec, record
+
+
+def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
+                 record: dict[str, Any], opts: Options) -> None:
+    """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
+    `record` with what the framework's counters saw over the case: run_case's body, inside
+    the adapter's case_caches."""
+    params = workloads.get(case.workload).init_params(p.config, seed=opts.seed)
+    model = adapter.build(case, p.config, params)
+    mode, device = case.mode, case.device
+    # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
+    pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
+            for inp in spec.inputs]
+    place = getattr(model, "place_inputs", None)      # a data-parallel model splits each batch
+    if place is not None:
+        pool = [place(*inp) for inp in pool]
+    fn = getattr(model, spec.method)
+    record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
+    kwargs = dict(spec.kwargs)
+    state = getattr(model, "state", None) if spec.mutates else None
+
+    def call(*args: Any) -> Any:
+        out = fn(*args, **kwargs)
+        return adapter.sync(out if state is None else (out, state()))
+
+    adapter.reset_peak_memory(device)
+    k0 = adapter.counters()
+    c0, h0 = adapter.compilations(), adapter.cache_hits()
+    f0, m0 = len(adapter.fallbacks()), len(adapter.model_fallbacks())
+
+    def check_first(first: Any) -> str | None:
+        """What differs between the first call's output and the workload's reference."""
+        if spec.check is None:
+            return None
+        return spec.check(adapter.to_numpy(first if state is None else first[0]))
+
+    if spec.stream is None:
+        c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts, check_first)
+    else:                                 # every request timed in arrival order, cold then warm
+        c1, rounds = time_stream(benchmark, spec.stream, pool, call, adapter, record, opts)
+    record.update(first_call_validity(mode, record["first_call_compilations"]))
+    c2, h2 = adapter.compilations(), adapter.cache_hits()
+    k2 = adapter.counters()
+    record.update({k: k2[k] - k0[k] for k in k0 if k in k2})
+    record.update(compilations=c2 - c0, compilations_timed=c2 - c1, recompiled_during_timing=c2 > c1,
+                  cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
+    record["peak_memory_bytes"] = adapter.peak_memory(device)
+    record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
+    if spec.call_memory:     # one more call, outside the timed rounds
+        record["peak_memory_bytes"], record["peak_memory_source"] = adapter.call_peak_memory(call, pool[0], device)
+        record["memory_note"] = record["peak_memory_source"]
+    breaks = adapter.fallbacks()[f0:]
+    if breaks:   # every graph break, those torch.optim makes on purpose included
+        record["graph_breaks"] = "; ".join(dict.fromkeys(b.split(" Explanation:")[0] for b in breaks))[:1000]
+    own = adapter.model_fallbacks()[m0:]
+    if own:      # the model's own forward/backward did not compile as one graph
+        record.update(status="fallback", reason="; ".join(dict.fromkeys(own))[:1000])
+    if opts.bare_loop and spec.stream is None:
+        record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
+    if case.placement.devices > 1:
+        record.update(collectives_record(model, pool, params, case))
+
+
+def first_call_validity(mode: str, compilations: int | None) -> dict[str, Any]:
+    """Whether a first call measured a compile (records' first_call_valid and first_call_note):
+    None for eager mode (it compiles no program of its own; its first call is a first call,
+    not a compile latency); False for a graph or compiled mode whose first call grew the
+    framework's compilation counter by 0: it ran programs compiled before it in the process,
+    so its time is no compile latency (the report leaves it out); True otherwise (JAX's
+    counter counts programs loaded from the persistent cache too: a warm first call is valid)."""
+    if mode == "eager" or compilations is None:
+        return {"first_call_valid": None, "first_call_note": None}
+    if compilations > 0:
+        return {"first_call_valid": True, "first_call_note": None}
+    return {"first_call_valid": False,
+            "first_call_note": f"the {mode} first call compiled nothing (the compilation counter did not grow): "
+                               "it ran programs compiled earlier in this process, so it measures no compile"}

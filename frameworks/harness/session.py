@@ -1,0 +1,21 @@
+"""A benchmark process's session: its options and what it keeps across cases (pytest-benchmark's
+BenchmarkSession's part): the records of cases that ran no timing, the frameworks missing,
+the GEMM rates measured before the first case and the count of cases started."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from frameworks.harness.options import Options
+
+
+@dataclass
+class Session:
+    """Records of cases that ran no timing (unsupported / failed) and missing frameworks."""
+    options: Options
+    records: list[dict[str, Any]] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+    # GEMM rates ({source: FLOP/s}) measured before the first case; machine_info adds a
+    # measurement after the last.
+    gemm_samples: list[dict[str, float]] = field(default_factory=list)
+    cases_started: int = 0         # position of the next case in this process (records' `order`)
