@@ -60,7 +60,8 @@ def concerns_text() -> str:
     --weights takes, and what each section's concern is called in the report."""
     from reports import sections
     from reports.analysis.findings import CONCERNS
-    return (", ".join(CONCERNS) + " (" + ", ".join(f"{s.concern}: {s.concern_label}" for s in sections.SECTIONS)
+    return (", ".join(CONCERNS) + " (" + ", ".join(f"{s.concern}: {s.concern_label}" for s in sections.SECTIONS
+                                                                    if s.concern)
             + ")")
 
 

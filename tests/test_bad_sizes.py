@@ -69,6 +69,9 @@ POINTS = DV.task_spec(VCFG, 1, "nth_derivative_1").inputs[0][0]
 GTOK, GTGT = DV.task_spec(VCFG, 1, "per_sample_grad_gpt_b3").inputs[0]
 GHVP = DV.task_spec(VCFG, 1, "hvp_gpt").inputs[0]
 BUILT = max(VCFG.ensemble_models)
+PAST = np.where(GTOK == GTOK[0, 0], GCFG.vocab_size + 5, GTOK).astype(GTOK.dtype)    # 261 of 256
+NEG = np.where(GHVP[1] == GHVP[1][0, 0], -1, GHVP[1]).astype(GHVP[1].dtype)
+YBAD = np.where(Y == Y[0], VCFG.classes + 4, Y).astype(Y.dtype)                       # 7 of 3
 IMAGES = np.zeros((0, DCFG.image_size, DCFG.image_size, DCFG.in_channels), np.float32)
 NO_T = np.zeros((0,), np.int32)
 
@@ -125,6 +128,21 @@ CASES: dict[str, tuple] = {
                                          DV.check_hessian, (THETA[:-1], HX, HSIZE["hidden"], HSIZE["classes"])),
     "derivatives-hvp_gpt-tangents-missing": ("derivatives", "hvp_gpt", GHVP[:-1], {},
                                              DV.check_gpt_hvp, (GCFG, GHVP[0], GHVP[1], GHVP[2:-1])),
+    # values (issue 32): read once per input array (DV.SeenInputs), outside the timed calls; before,
+    # JAX and TF XLA gave id vocab-1's result for ids past the vocabulary, and NaN (TF XLA) or
+    # finite wrong numbers (JAX) for labels past the classes
+    "derivatives-per_sample_grad_gpt-id-past-vocab": ("derivatives", "per_sample_grad_gpt", (PAST, GTGT), {},
+                                                      GCFG.check_batch, (PAST, GTGT)),
+    "derivatives-hvp_gpt-negative-target": ("derivatives", "hvp_gpt", (GHVP[0], NEG, *GHVP[2:]), {},
+                                            GCFG.check_batch, (GHVP[0], NEG)),
+    "derivatives-ensemble-id-past-vocab": ("derivatives", "ensemble_gpt", (PAST,), {"models": 1},
+                                           GCFG.check_tokens, (PAST,)),
+    "derivatives-per_sample_grad-label-past-classes": ("derivatives", "per_sample_grad", (W1, B1, W2, B2, X, YBAD),
+                                                       {}, DV.check_labels, (YBAD, VCFG.classes)),
+    "derivatives-hvp-negative-label": ("derivatives", "hvp", (*HVP[:9], -HVP[9] - 1), {},
+                                       DV.check_labels, (-HVP[9] - 1, VCFG.classes)),
+    "derivatives-hessian-label-past-classes": ("derivatives", "hessian", (THETA, HX, HY + HSIZE["classes"]), HSIZE,
+                                               DV.check_labels, (HY + HSIZE["classes"], HSIZE["classes"])),
 }
 
 
@@ -176,3 +194,28 @@ def test_the_rules_accept_every_request_the_workloads_make():
                 DV.check_gpt_hvp(GCFG, args[0], args[1], args[2:])
             elif spec.method == "ensemble_gpt":
                 DV.check_ensemble(GCFG, args[0], spec.kwargs["models"], BUILT)
+
+
+def test_values_are_read_once_per_input_array():
+    """DV.SeenInputs runs a value rule the first time it sees the arrays and never again for
+    the same arrays (the timed rounds rotate through the same ones); a failing input is not
+    remembered, and new arrays are checked."""
+    calls = []
+    seen = DV.SeenInputs(keep=2)
+
+    def rule(*a):
+        calls.append(a)
+        DV.check_labels(a[0], VCFG.classes)
+    y = Y.copy()
+    for _ in range(3):
+        seen.check("labels", rule, y)
+    assert len(calls) == 1
+    for _ in range(2):
+        with pytest.raises(FwbenchError, match=r"labels y must lie in \[0, 3\)"):
+            seen.check("labels", rule, YBAD)
+    assert len(calls) == 3
+    others = [Y.copy() for _ in range(3)]     # past `keep`: the oldest is forgotten and checked again
+    for o in others:
+        seen.check("labels", rule, o)
+    seen.check("labels", rule, y)
+    assert len(calls) == 7

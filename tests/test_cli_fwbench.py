@@ -145,6 +145,59 @@ def test_reports_modules_import_no_circle_and_no_frameworks():
     assert "reports.rendering.document" in edges["reports"]     # imports inside functions count too
 
 
+# The layers inside reports/, bottom to top (docs/ARCHITECTURE.md, "Layers inside reports/"): a
+# module imports from its own layer or one below, never above. A name ending in ".*" is a
+# package and everything in it; the longest match places a module.
+LAYERS = (
+    ("utilities", ("reports.running.signals", "reports.running.atomic", "reports.rendering.escape")),
+    ("measures", ("reports.analysis", "reports.analysis.stats", "reports.analysis.validate", "reports.analysis.data",
+                  "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout")),
+    ("judging halves", ("reports.sections", "reports.sections.*")),
+    ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
+                     "reports.analysis.compare", "reports.analysis.variance")),
+    ("drawing", ("reports.rendering", "reports.rendering.figures", "reports.rendering.latex",
+                 "reports.rendering.formats", "reports.rendering.parts", "reports.rendering.sections",
+                 "reports.rendering.sections.*")),
+    ("document", ("reports.rendering.document",)),
+    ("commands", ("reports", "reports.__main__", "reports.cli", "reports.running", "reports.running.*")),
+)
+
+
+def _layer(m: str) -> int | None:
+    """The index of m's layer in LAYERS: its exact name, else the longest package ("x.*") holding it."""
+    best: tuple[int, int] | None = None
+    for i, (_, names) in enumerate(LAYERS):
+        for n in names:
+            if n == m:
+                return i
+            if n.endswith(".*") and m.startswith(n[:-1]) and (best is None or len(n) > best[1]):
+                best = (i, len(n))
+    return best[0] if best else None
+
+
+def test_reports_imports_run_down_the_layers():
+    """No import inside reports/ runs back up LAYERS (analysis's measures < the sections'
+    judging halves < the analysis that reads them < drawing < the document < the commands),
+    imports inside functions included; every module has a layer."""
+    edges, _ = _reports_imports()
+    assert [m for m in edges if _layer(m) is None] == [], "a reports module without a layer: add it to LAYERS"
+    up = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+          for m, ts in sorted(edges.items()) for t in sorted(ts) if _layer(t) > _layer(m)]
+    assert up == []
+    assert _layer("reports.sections.scaleout") < _layer("reports.analysis.findings") < _layer(
+        "reports.rendering.sections.scaleout")      # the judging half below its readers, the drawing half above
+
+
+def test_every_section_has_its_drawing_half():
+    """The registry's judging halves (reports.sections) and drawing halves
+    (reports.rendering.sections) name the same sections."""
+    from reports import sections
+    from reports.rendering import sections as drawings
+    assert [s.name for s in sections.SECTIONS] == list(drawings.DRAWINGS)
+    assert sections.WORKLOADS == ("dynamic", "interop", "derivatives")
+    assert [s.name for s in sections.CASE_AXES] == ["precision", "scaleout"]
+
+
 def test_pytest_benchmark_compare_reads_fwbench_json(tmp_path):
     f = write(tmp_path / "torch.json", plausible_run("torch"))
     out = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(f), "--columns", "min,median"],

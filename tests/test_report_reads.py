@@ -12,6 +12,7 @@ import reports
 from reports import sections
 from reports.analysis import findings, replicates
 from reports.rendering import escape, figures
+from reports.rendering import sections as drawings
 from reports.sections.common import has
 from tests.reports_fixtures import simulated_processes
 
@@ -33,8 +34,8 @@ def test_every_figure_of_the_examples_reads(example):
         if figures.too_big(name, d) is None and (fig := fn(d)) is not None:
             drawn.append((name, fig, caption))
     for s in sections.SECTIONS:
-        w = d[d["workload"] == s.workload]
-        for plot in s.figures:
+        w = s.cases(d)
+        for plot in drawings.drawing(s).figures:
             if not w.empty and has(w, *plot.needs) and (fig := plot.draw(w)) is not None:
                 drawn.append((plot.name, fig, plot.caption))
     assert len(drawn) >= 5

@@ -5,7 +5,7 @@ import pytest
 
 import reports
 from reports.analysis import data, findings
-from reports.rendering import document, figures
+from reports.rendering import document, figures, formats, parts
 from tests.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError
 
@@ -77,14 +77,14 @@ def test_tex_tables_are_booktabs(rendered):
 def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     results, out, _, paths = rendered
     df = reports.load(results)                      # a second load of the same JSON
-    document.write_csv(df, tmp_path / "data.csv")
+    formats.write_csv(df, tmp_path / "data.csv")
     assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
     figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1])
             for k, v in paths.items() if k.startswith("fig:")}
     cases, notes = data.latest(df)
     blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
-    assert document.markdown(blocks, out) == (out / "report.md").read_text()
-    assert document.latex_tables(blocks) == (out / "tables.tex").read_text()
+    assert formats.markdown(blocks, out) == (out / "report.md").read_text()
+    assert formats.latex_tables(blocks) == (out / "tables.tex").read_text()
     assert "times" not in (out / "data.csv").read_text().splitlines()[0].split(",")
 
 
@@ -185,7 +185,7 @@ def test_another_frameworks_api_is_na_not_unsupported(tmp_path):
     assert list(data.not_applicable(df)) == [r.get("reason") == why for _, r in df.iterrows()]
     cap = figures.capability_table(df, {}).set_index("strategy")
     assert cap.loc["input_signature", "jax"] == "n/a" and cap.loc["export", "tensorflow"] == "unsupported"
-    lines, _ = document.short_reasons(df)
+    lines, _ = parts.short_reasons(df)
     assert any(own in ln for ln in lines) and not any("input_signature" in ln and "unsupported" in ln for ln in lines)
     assert any(ln.startswith("n/a (another framework's API") and "jax: input_signature" in ln for ln in lines)
 

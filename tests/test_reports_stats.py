@@ -22,7 +22,7 @@ import pytest
 import reports
 from reports import cli
 from reports.analysis import compare, findings, replicates, stats
-from reports.rendering import document
+from reports.rendering import document, parts
 from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, write
 
 COLD, WARM, ROUNDS = cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS
@@ -298,7 +298,7 @@ def test_a_claim_carried_by_one_process_is_flagged(tmp_path):
     flagged = c[c["flags"].str.contains(stats.ONE_CARRIES, regex=False)]
     assert len(flagged) == 2 and set(flagged["framework"]) == {"torch", "jax"}
     assert any(stats.ONE_CARRIES in " ".join(v) for v in fam.key_flags.values())
-    table = document.flag_table(c, fam)
+    table = parts.flag_table(c, fam)
     assert table["flag"].tolist() == [stats.ONE_CARRIES] and table["cases"].tolist() == [2]
 
 
@@ -310,14 +310,14 @@ def test_a_case_timed_on_a_busy_machine_is_flagged(tmp_path):
     r = c.iloc[0]
     assert bool(r["busy"]) is True and "1.40 CPUs" in r["busy_note"] and findings.BUSY in r["flags"]
     assert any("1 of 1 timed cases ran a timed round while another process" in ln
-               for ln in document.stability_lines(c))
+               for ln in parts.stability_lines(c))
 
 
 def test_a_warm_spread_above_the_margin_is_warned_about(tmp_path):
     process_files(tmp_path, "torch", 0.01, [0.0, 0.3, -0.1, 0.2], roles=["warm"] * 4)
     c = replicates.cases(reports.load(tmp_path))
     assert c.attrs["warm_spread"] > 0.10
-    assert any("WARNING" in ln and "10% margin" in ln for ln in document.stability_lines(c, findings.prepare(c)))
+    assert any("WARNING" in ln and "10% margin" in ln for ln in parts.stability_lines(c, findings.prepare(c)))
 
 
 def test_one_process_interval_says_so_and_is_the_order_statistic_interval(tmp_path):

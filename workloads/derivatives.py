@@ -75,7 +75,7 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from workloads import gpt as G
-from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, max_rel_err, rel_err
+from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, host_values, max_rel_err, rel_err
 
 NAME = "derivatives"
 PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
@@ -678,8 +678,9 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
 # (tests/measure_cookbook.py: at most 1.02x), and every step before the call shows there.
 # Measured (JAX, 1 thread): GPTConfig.check_tokens' host copy of the token ids, 5 us alone,
 # cost the 0.75 ms ensemble 60 us in the timed loop (right after a call, the copy competes
-# with XLA's threads finishing the last one), so the GPT problems' token ids are not read
-# (their shapes are), unlike the GPT workload's methods.
+# with XLA's threads finishing the last one), so the GPT problems' token ids and the MLP
+# problems' labels are read once per input array (SeenInputs: the inputs are fixed per case),
+# not in every call.
 
 def check_examples(x: Any, what: str = "x") -> None:
     """The MLP problems' examples x (B, d_in): at least one (the mean loss of none is 0/0;
@@ -715,6 +716,48 @@ def check_hessian(theta: Any, x: Any, hidden: Any, classes: Any) -> None:
     if tuple(theta.shape) != (want,):
         raise FwbenchError(f"theta must be the {want} flat parameters of the {d}-{hidden}-{classes} MLP, "
                            f"got shape {tuple(theta.shape)}")
+
+
+def check_labels(y: Any, classes: int) -> None:
+    """The MLP problems' labels: class ids in [0, classes) (one past gave NaN in TensorFlow's
+    XLA and finite wrong numbers in JAX, where torch raised). Reads a host copy of y: called
+    once per input array (SeenInputs), not in the timed calls."""
+    ids = host_values(y)
+    if ids.size and (ids.min() < 0 or ids.max() >= classes):
+        raise FwbenchError(f"labels y must lie in [0, {classes}) (the MLP's classes), got {ids.min()}..{ids.max()}")
+
+
+class SeenInputs:
+    """The value rules (GPT token ids in [0, vocab), MLP labels in [0, classes)) of inputs
+    that are fixed per case, run the first time an input array is seen and not again: the
+    harness rotates through the same POOL arrays in every timed round, so after the first
+    call a check is one dict lookup by the arrays' ids (the host copy it needs, 5 us, cost
+    a 0.75 ms call 60 us in the timed loop). The arrays seen last are held (so their ids
+    cannot be reused by new arrays while remembered), `keep` of them."""
+
+    def __init__(self, keep: int = 4 * POOL) -> None:
+        self.keep, self._seen = keep, {}
+
+    def check(self, what: Any, rule: Callable[..., None], *arrays: Any) -> None:
+        """rule(*arrays) unless the same arrays passed the rule named `what` before."""
+        key = (what, *map(id, arrays))
+        if key in self._seen:
+            return
+        rule(*arrays)
+        self._seen[key] = arrays
+        while len(self._seen) > self.keep:
+            del self._seen[next(iter(self._seen))]
+
+    def gpt(self, gcfg: G.GPTConfig, tokens: Any, targets: Any = None) -> None:
+        """Token ids (and targets, where given) in [0, vocab_size), with GPTConfig's message."""
+        if targets is None:
+            self.check("tokens", gcfg.check_tokens, tokens)
+        else:
+            self.check("batch", gcfg.check_batch, tokens, targets)
+
+    def labels(self, y: Any, classes: int) -> None:
+        """MLP labels in [0, classes) (check_labels)."""
+        self.check(("labels", int(classes)), lambda a: check_labels(a, int(classes)), y)
 
 
 def check_gpt_batch(gcfg: G.GPTConfig, tokens: Any, targets: Any) -> None:

@@ -13,12 +13,17 @@ on the placement's devices and that adds:
                                       {op: {"count": n, "bytes": b}}, plus "source", or
                                       {"source": None, "reason": why not observable}
     pinning: str                      how the devices' threads are placed on CPUs
+    grads(*inputs) -> dict            device 0's gradients of the placed global batch after the
+                                      step's reduction, before clipping (the check compares them
+                                      with one device's)
+    device_state() -> (bytes, how)    parameters and optimizer state device 0 holds between steps
 """
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -99,13 +104,39 @@ def take_devices(who: str, devices: list[Any], placement: Any) -> list[Any]:
     return devices[:n]
 
 
+# Mutations of the data-parallel step (tests/test_scaleout.py: the check must fail with each),
+# named by FWBENCH_DP_MUTATION in the process that builds the model (and inherited by its
+# workers): never set by the harness.
+MUTATIONS = {"sum": "the gradients summed over the devices instead of averaged (torch: a DDP communication hook "
+                    "without the division, FSDP2's reduce-scatter input times N; TensorFlow: "
+                    "ReplicaContext.all_reduce(SUM); JAX: the gradients' psum under shard_map)",
+             "shard": "every device given device 0's rows of the global batch (workloads.parallel.shard)"}
+
+
+def mutation() -> str | None:
+    """The mutation FWBENCH_DP_MUTATION names (MUTATIONS), None when unset."""
+    m = os.environ.get("FWBENCH_DP_MUTATION") or None
+    if m is not None and m not in MUTATIONS:
+        raise FwbenchError(f"FWBENCH_DP_MUTATION must be one of {', '.join(MUTATIONS)}, got {m!r}")
+    return m
+
+
 def shard(array: np.ndarray, n: int, i: int) -> np.ndarray:
-    """Device i's rows of a global batch split in n equal parts on its first axis."""
+    """Device i's rows of a global batch split in n equal parts on its first axis (device 0's
+    under the "shard" mutation)."""
     rows = array.shape[0]
     if rows % n:
         raise ValueError(f"a global batch of {rows} rows does not split into {n} equal parts")
     k = rows // n
+    i = 0 if mutation() == "shard" else i
     return array[i * k:(i + 1) * k]
+
+
+def placed_rows(array: np.ndarray, n: int) -> np.ndarray:
+    """The global batch as the devices' shards make it up, in device order: the batch itself,
+    or device 0's rows n times under the "shard" mutation (for a framework that places a
+    global array on its mesh itself)."""
+    return np.concatenate([shard(np.asarray(array), n, i) for i in range(n)]) if mutation() else array
 
 
 def gradient_bytes(params: Mapping[str, np.ndarray]) -> int:
@@ -169,15 +200,51 @@ def max_rel_diff(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarr
                for k, r in reference.items()) / scale
 
 
+# Largest |difference| between the data-parallel step's reduced gradients (before clipping)
+# on the first global batch and the one-device gradients on it, relative to the largest
+# |one-device gradient|, per workload: about 10x the worst error measured at N = 2 and 4 over
+# every framework and strategy (docs/measurements/dp-equivalence.txt: gpt 5.7e-7, torch
+# compiled; diffusion 8.3e-7, torch eager). A sum instead of a mean
+# over N devices is off by N - 1 (1.0 at N = 2), a wrong shard by O(1): the parameters after
+# CHECK_STEPS steps miss the first (clipping to 1.0 and Adam remove a gradient's scale).
+GRAD_RTOL = {"gpt": 1e-5, "diffusion": 1e-5}
+
+
+def host(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """A dict of any framework's arrays as numpy (torch tensors detached to the CPU)."""
+    from workloads.base import host_values
+    return {k: host_values(v) for k, v in tree.items()}
+
+
+class Equivalence(NamedTuple):
+    grad_rel: float      # max_rel_diff of the first step's reduced gradients against one device's
+    rel: float           # max_rel_diff of the parameters after `steps` steps
+
+
 def check(single: Any, parallel: Any, batches: Iterable[tuple[Any, ...]],
-          place: Callable[..., tuple[Any, ...]], steps: int = CHECK_STEPS) -> float:
-    """Run `steps` train steps of a one-device model and of its data-parallel form (both made
-    from the same parameters) on the same global batches (the parallel model's through
-    `place`); return max_rel_diff of the data-parallel parameters against the one-device
-    ones (callers compare it with CHECK_RTOL[workload])."""
+          place: Callable[..., tuple[Any, ...]], steps: int = CHECK_STEPS) -> Equivalence:
+    """Compare a one-device model and its data-parallel form (both made from the same
+    parameters) on the same global batches (the parallel model's through `place`): the
+    data-parallel step's reduced gradients (parallel.grads, before clipping) on the first
+    batch against the one-device gradients (single.grads), then the parameters after `steps`
+    train steps of both. Callers compare them with GRAD_RTOL and CHECK_RTOL[workload]
+    (failure)."""
     batches = list(batches)
+    placed = [place(*b) for b in batches]
+    grad_rel = max_rel_diff(host(single.grads(*batches[0])), host(parallel.grads(*placed[0])))
     for i in range(steps):
-        b = batches[i % len(batches)]
-        single.train_step(*b)
-        parallel.train_step(*place(*b))
-    return max_rel_diff(single.export_params(), parallel.export_params())
+        single.train_step(*batches[i % len(batches)])
+        parallel.train_step(*placed[i % len(placed)])
+    return Equivalence(grad_rel, max_rel_diff(single.export_params(), parallel.export_params()))
+
+
+def failure(workload: str, n: int, eq: Equivalence) -> str | None:
+    """Why a data-parallel step is not the one-device step (None when it is): its reduced
+    gradients past GRAD_RTOL, or its parameters after CHECK_STEPS steps past CHECK_RTOL."""
+    if not eq.grad_rel <= GRAD_RTOL[workload]:
+        return (f"data parallel on {n} devices reduces the gradients wrong: the first step's gradients differ from "
+                f"one device's by max |diff| / max |grad| {eq.grad_rel:.2g} > {GRAD_RTOL[workload]:g}")
+    if not eq.rel <= CHECK_RTOL[workload]:
+        return (f"data parallel on {n} devices differs from one device after {CHECK_STEPS} AdamW steps: "
+                f"max |diff| / max |param| {eq.rel:.2g} > {CHECK_RTOL[workload]:g}")
+    return None

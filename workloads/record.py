@@ -66,6 +66,12 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                      "one-device parameters after workloads.parallel.CHECK_STEPS AdamW steps, checked before timing"),
     "dp_check_rtol": ((int, float, type(None)), False, "the bound dp_check_rel must stay within"),
     "dp_check_note": ((str, type(None)), False, "why a data-parallel case was not compared with one device"),
+    "dp_check_grad_rel": ((int, float, type(None)), False, "max |diff| / max |grad| between the data-parallel step's "
+                          "reduced gradients (before clipping) and the one-device gradients on the first global batch"),
+    "dp_check_grad_rtol": ((int, float, type(None)), False, "the bound dp_check_grad_rel must stay within"),
+    "device_state_bytes": ((int, type(None)), False, "bytes of parameters and optimizer state device 0 holds between "
+                           "steps, from the framework's own arrays (device_state_source)"),
+    "device_state_source": ((str, type(None)), False, "how device_state_bytes was counted"),
     "wire_bytes": ((int, type(None)), False, "bytes one step's collectives move per device on a ring "
                    "(workloads.parallel.wire_bytes of `collectives`)"),
     "analytic_wire_bytes": ((int, type(None)), False, "what the strategy must move per device on a ring: "

@@ -26,7 +26,9 @@ def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str
     n = case.placement.devices
     wire = parallel.wire_bytes(coll, n)
     analytic = parallel.analytic_wire_bytes(params, n, case.strategy)
+    state, state_source = model.device_state()
     return {"pinning": model.pinning, "collectives": json.dumps(coll, sort_keys=True) if coll else None,
+            "device_state_bytes": state, "device_state_source": state_source,
             "collectives_source": source or why,
             "allreduce_bytes": coll.get("all-reduce", {}).get("bytes"),
             "allreduce_count": coll.get("all-reduce", {}).get("count"),
@@ -36,10 +38,11 @@ def collectives_record(model: Any, pool: list[tuple[Any, ...]], params: dict[str
 
 
 def against_one_device(adapter: frameworks.Adapter, case: Case, config: Any, params: dict[str, np.ndarray],
-                       inputs: Any) -> tuple[float, Any]:
+                       inputs: Any) -> tuple[parallel.Equivalence, Any]:
     """A fresh one-device model and a fresh data-parallel one of `case`, from the same
-    parameters, stepped on the same global batches (workloads.parallel.check); returns the
-    difference and the data-parallel model."""
+    parameters, compared on the same global batches (workloads.parallel.check: the first
+    step's reduced gradients, then the parameters after CHECK_STEPS steps); returns the
+    differences and the data-parallel model."""
     single = adapter.build(case.but(placement=Placement(case.placement.kind),
                                     strategy=parallel.one_device_strategy(case.strategy)), config, params)
     dp = adapter.build(case, config, params)
@@ -49,19 +52,20 @@ def against_one_device(adapter: frameworks.Adapter, case: Case, config: Any, par
 
 def parallel_check(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, seed: int) -> dict[str, Any]:
     """Before a data-parallel case is timed: a fresh data-parallel model against a fresh
-    one-device model after workloads.parallel.CHECK_STEPS AdamW steps on the same global
-    batches. WrongResult past CHECK_RTOL (the case is recorded failed and never timed)."""
+    one-device model, the first step's reduced gradients and the parameters after
+    workloads.parallel.CHECK_STEPS AdamW steps on the same global batches. WrongResult past
+    GRAD_RTOL or CHECK_RTOL (workloads.parallel.failure: the case is recorded failed and never
+    timed)."""
     if case.strategy == parallel.NO_SYNC:
         return {"dp_check_note": "not compared with one device: the no-sync step leaves its gradients "
                                  "unsynchronised by design (a timing probe, not a training step)"}
     params = workloads.get(case.workload).init_params(p.config, seed=seed)
-    rel, _ = against_one_device(adapter, case, p.config, params, spec.inputs)
-    rtol = parallel.CHECK_RTOL[case.workload]
-    out = {"dp_check_rel": rel, "dp_check_rtol": rtol}
-    if not out["dp_check_rel"] <= rtol:
-        e = WrongResult(f"data parallel on {case.placement.devices} devices differs from one device after "
-                        f"{parallel.CHECK_STEPS} AdamW steps: max |diff| / max |param| {out['dp_check_rel']:.2g} "
-                        f"> {rtol:g}")
+    eq, _ = against_one_device(adapter, case, p.config, params, spec.inputs)
+    out = {"dp_check_rel": eq.rel, "dp_check_rtol": parallel.CHECK_RTOL[case.workload],
+           "dp_check_grad_rel": eq.grad_rel, "dp_check_grad_rtol": parallel.GRAD_RTOL[case.workload]}
+    why = parallel.failure(case.workload, case.placement.devices, eq)
+    if why:
+        e = WrongResult(why)
         e.record_extra = out
         raise e
     return out

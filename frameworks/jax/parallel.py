@@ -29,7 +29,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from workloads.base import Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import NO_SYNC, SHARDED, hlo_collectives, one_device_strategy, take_devices
+from workloads.parallel import (
+    NO_SYNC,
+    SHARDED,
+    hlo_collectives,
+    mutation,
+    one_device_strategy,
+    placed_rows,
+    take_devices,
+)
 
 EAGER = ("JAX's data parallel is a compiled program over a device mesh (jit with shardings, or shard_map); "
          "op-by-op eager dispatch over sharded arrays is not its data-parallel path (and refuses the DDPM's "
@@ -79,12 +87,16 @@ def fsdp_step(step: Any, sharded: Any, replicated: NamedSharding) -> Any:
     tx = kw.pop("tx")
     loss = partial(loss_fn, **kw)
 
-    def run(p: Any, opt_state: Any, *batch: Any) -> Any:
+    def grads(p: Any, *batch: Any) -> Any:
         full = jax.lax.with_sharding_constraint(p, jax.tree.map(lambda _: replicated, p))
-        loss_value, grads = jax.value_and_grad(loss)(full, *batch)
-        grads = jax.lax.with_sharding_constraint(grads, sharded)
-        updates, opt_state = tx.update(grads, opt_state, p)
+        loss_value, g = jax.value_and_grad(loss)(full, *batch)
+        return loss_value, jax.lax.with_sharding_constraint(g, sharded)
+
+    def run(p: Any, opt_state: Any, *batch: Any) -> Any:
+        loss_value, g = grads(p, *batch)
+        updates, opt_state = tx.update(g, opt_state, p)
         return optax.apply_updates(p, updates), opt_state, loss_value
+    run.grads = grads    # the step's reduced gradients, before clipping (DataParallel.grads)
     return run
 
 
@@ -113,11 +125,16 @@ class DataParallel:
             model.opt_state = jax.device_put(model.opt_state, ss)
             # In: the arguments' own shardings (committed arrays); out: the same placements, so
             # every step keeps them sharded.
-            model._train_step = jax.jit(fsdp_step(step, ps, self._replicated),
-                                        out_shardings=(ps, ss, self._replicated), donate_argnums=(0, 1))
+            run = fsdp_step(step, ps, self._replicated)
+            model._train_step = jax.jit(run, out_shardings=(ps, ss, self._replicated), donate_argnums=(0, 1))
+            self._grads = jax.jit(lambda p, *b: run.grads(p, *b)[1], out_shardings=ps)
+            if mutation() == "sum":
+                self._grads = self._summed_grads(model, mesh)
             return
         model.params = jax.device_put(model.params, self._replicated)
         model.opt_state = jax.device_put(model.opt_state, self._replicated)
+        # the model's gradient program over the placed arrays: GSPMD all-reduces as in the step
+        self._grads = self._summed_grads(model, mesh) if mutation() == "sum" else model._grads
         if case.strategy == NO_SYNC:
             def per_device(p: Any, s: Any, *batch: Any) -> Any:
                 return step(p, s, *batch)
@@ -129,14 +146,41 @@ class DataParallel:
                 return sm(p, s, *batch)
             model._train_step = jax.jit(local, donate_argnums=(0, 1))
 
+    @staticmethod
+    def _summed_grads(model: Any, mesh: Mesh) -> Any:
+        """The "sum" mutation (workloads.parallel.MUTATIONS): each device's gradient of its rows'
+        mean loss, psum'd over the mesh under shard_map, where GSPMD's program means them."""
+        loss = getattr(model._loss, "__wrapped__", model._loss)
+
+        def per_device(p: Any, *batch: Any) -> Any:
+            return jax.lax.psum(jax.grad(loss)(p, *batch), "data")
+
+        def summed(p: Any, *batch: Any) -> Any:
+            return jax.shard_map(per_device, mesh=mesh, in_specs=(PartitionSpec(),) + (PartitionSpec("data"),)
+                                 * len(batch), out_specs=PartitionSpec(), check_vma=False)(p, *batch)
+        return jax.jit(summed)
+
     def place_inputs(self, *arrays: Any) -> tuple[Any, ...]:
-        return tuple(jax.device_put(a, self._batch) for a in arrays)
+        return tuple(jax.device_put(placed_rows(a, self.n), self._batch) for a in arrays)
+
+    def grads(self, *inputs: Any) -> dict[str, Any]:
+        """The step's gradients of the global batch after GSPMD's reduction, before clipping."""
+        return self._grads(self.model.params, *inputs)
 
     def train_step(self, *inputs: Any) -> Any:
         return self.model.train_step(*inputs)
 
     def state(self) -> Any:
         return self.model.state()
+
+    def device_state(self) -> tuple[int, str]:
+        """(bytes, how counted) of the parameters and optimizer state on the mesh's first device."""
+        dev = self._batch.mesh.devices.flat[0]
+        n = sum(s.data.nbytes for leaf in jax.tree.leaves((self.model.params, self.model.opt_state))
+                if hasattr(leaf, "addressable_shards") for s in leaf.addressable_shards if s.device == dev)
+        return n, ("the parameters' and optax state's shards on device 0 (jax.Array.addressable_shards), summed: "
+                   "the state a device holds between steps, not an allocator peak (XLA's CPU client keeps none per "
+                   "simulated device)")
 
     def export_params(self) -> dict[str, np.ndarray]:
         return self.model.export_params()   # np.array of a sharded jax.Array gathers it whole

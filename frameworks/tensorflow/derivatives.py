@@ -300,12 +300,14 @@ class TFDerivatives(TransformModel):
     def per_sample_grad(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor,
                         x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
         D.check_examples(x)
+        self.seen.labels(y, w2.shape[-1])
         grads = self.fn("per_sample_grad", make_per_sample_grad, self.jit)([w1, b1, w2, b2], x, y)
         return dict(zip(D.MLP_KEYS, grads))
 
     def hvp(self, w1: tf.Tensor, b1: tf.Tensor, w2: tf.Tensor, b2: tf.Tensor, v1: tf.Tensor,
             vb1: tf.Tensor, v2: tf.Tensor, vb2: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> dict[str, tf.Tensor]:
         D.check_examples(x)
+        self.seen.labels(y, w2.shape[-1])
         if self.strategy_for("hvp") == "moments":
             raise Unsupported(MOMENTS_MLP)
         hv = self.fn("hvp", make_hvp, self.jit)([w1, b1, w2, b2], [v1, vb1, v2, vb2], x, y)
@@ -313,6 +315,7 @@ class TFDerivatives(TransformModel):
 
     def hessian(self, theta: tf.Tensor, x: tf.Tensor, y: tf.Tensor, hidden: int, classes: int) -> tf.Tensor:
         D.check_hessian(theta, x, hidden, classes)
+        self.seen.labels(y, classes)
         fn = self.fn("hessian", make_hessian, self.jit, D.MLP(int(x.shape[1]), hidden, classes))
         return fn(theta, x, y)
 
@@ -328,6 +331,7 @@ class TFDerivatives(TransformModel):
 
     def per_sample_grad_gpt(self, tokens: tf.Tensor, targets: tf.Tensor) -> dict[str, tf.Tensor]:
         D.check_gpt_batch(self.gpt.models[0].config, tokens, targets)
+        self.seen.gpt(self.gpt.models[0].config, tokens, targets)
         if self.strategy_for("per_sample_grad") == "batch_jacobian":
             raise Unsupported(BATCH_JACOBIAN_GPT)
         g = self.gpt
@@ -336,6 +340,7 @@ class TFDerivatives(TransformModel):
 
     def hvp_gpt(self, tokens: tf.Tensor, targets: tf.Tensor, *v: tf.Tensor) -> dict[str, tf.Tensor]:
         D.check_gpt_hvp(self.gpt.models[0].config, tokens, targets, v)
+        self.seen.gpt(self.gpt.models[0].config, tokens, targets)
         g = self.gpt
         # `moments`: the same HVP (fwd_rev) of a GPT whose LayerNorm is tf.nn.moments (member 0's
         # parameters in a module of its own); exact at first order only, so its check fails
@@ -346,6 +351,7 @@ class TFDerivatives(TransformModel):
 
     def ensemble_gpt(self, tokens: tf.Tensor, models: int) -> tf.Tensor:
         D.check_ensemble(self.gpt.models[0].config, tokens, models, len(self.gpt.models))
+        self.seen.gpt(self.gpt.models[0].config, tokens)
         return self.fn("ensemble", make_ensemble, self.jit, self.gpt, models)(tokens)
 
 

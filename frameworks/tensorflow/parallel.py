@@ -1,24 +1,31 @@
-"""TensorFlow data parallel (issue 21): tf.distribute.MirroredStrategy over the placement's
-devices, the custom-training-loop form (TensorFlow's "Custom training with
-tf.distribute.Strategy" guide).
+"""TensorFlow data parallel (issue 21, issue 32): tf.distribute.MirroredStrategy over the
+placement's devices, in the custom-training-loop form of TensorFlow's "Custom training with
+tf.distribute.Strategy" guide, with the update path Keras's optimizer.apply_gradients takes
+under MirroredStrategy.
 
 The model is the framework's own one-device build, made inside the strategy's scope, so its
-tf.Variables (parameters and AdamW moments) are MirroredVariables, one copy per device.
-Each replica computes the gradients of its rows, ReplicaContext.all_reduce(MEAN) sums
-them across replicas (one batched call), and every replica applies the same AdamW update:
-the variables are created with ONLY_FIRST_REPLICA aggregation, so an assignment in replica
-context writes the first replica's value to every copy (they are equal after the
-all-reduce). Simulated CPU devices are logical devices made before TensorFlow's runtime
-starts (frameworks.base.prepare_placement; the adapter applies them); on CPUs
-MirroredStrategy picks CollectiveAllReduce (NCCL needs GPUs), and the logical devices share
-the process's intra-op thread pool (not pinned per device).
+tf.Variables (parameters and AdamW moments and step) are MirroredVariables, one copy per
+device, with their default aggregation (none). Each replica computes the gradients of its
+rows; ReplicaContext.all_reduce(MEAN) averages them across replicas, one batched call
+(MirroredStrategy's cross-device ops pack the list into one all-reduce); then
+strategy.extended.update runs the workload's AdamW (frameworks/tensorflow/optim.py) once
+per device on that device's copies (its update context: every read and assignment is the
+local copy; no variable write is aggregated or broadcast across devices), as Keras's
+optimizer does per variable. Before issue 32 the variables were ONLY_FIRST_REPLICA, so each
+of the ~100 assignments of an AdamW step was a cross-replica sync plus a copy of replica 0's
+value to the other devices, none of it counted.
 
-Strategies (workloads.parallel.PARALLEL_STRATEGIES): "no-sync" is the same step without the
-ReplicaContext.all_reduce (each replica's AdamW gets its own rows' gradients; the
-ONLY_FIRST_REPLICA assignments still copy replica 0's result to every copy, as in the
-default step). The step's optimizer is fwbench's AdamWUpdate (frameworks/tensorflow/optim.py),
-not a Keras optimizer, so Keras's skip_gradients_aggregation does not apply: leaving out the
-step's own all_reduce is the same thing. "sharded" is Unsupported (SHARDED_REFUSED).
+Simulated CPU devices are logical devices made before TensorFlow's runtime starts
+(frameworks.base.prepare_placement; the adapter applies them); on CPUs MirroredStrategy
+picks CollectiveAllReduce (NCCL needs GPUs), and the logical devices share the process's
+intra-op thread pool (not pinned per device). collectives() counts the collective ops in the
+traced step's graph (what TensorFlow runs, not what the code asks for).
+
+Strategies (workloads.parallel.PARALLEL_DISTRIBUTIONS): "no-sync" is the same step without the
+ReplicaContext.all_reduce (each replica's AdamW gets its own rows' gradients and updates its
+own copies). The step's optimizer is fwbench's AdamWUpdate, not a Keras optimizer, so
+Keras's skip_gradients_aggregation does not apply: leaving out the step's own all_reduce is
+the same thing. "sharded" is Unsupported (SHARDED_REFUSED).
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import tensorflow as tf
 
 from workloads.base import Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy, shard, take_devices
+from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard, take_devices
 
 # Both forms of XLA under MirroredStrategy were tried on simulated CPU devices (TF 2.21): a
 # jit_compile=True function around strategy.run, and jit_compile=True on each replica's step.
@@ -44,27 +51,23 @@ SHARDED_REFUSED = ("TensorFlow's parameter sharding is DTensor (tf.experimental.
                    "path here, replicates every variable on every device")
 
 
-def _first_replica(next_creator: Any, **kwargs: Any) -> Any:
-    kwargs["aggregation"] = tf.VariableAggregation.ONLY_FIRST_REPLICA
-    return next_creator(**kwargs)
-
-
-def strategy_devices(case: Case) -> list[str]:
+def distribution_devices(case: Case) -> list[str]:
     kind = "GPU" if case.placement.kind in ("cuda", "gpu") else "CPU"
     return take_devices("TensorFlow", [d.name for d in tf.config.list_logical_devices(kind)], case.placement)
 
 
-_STRATEGIES: dict[tuple[str, ...], Any] = {}
+_DISTRIBUTIONS: dict[tuple[str, ...], Any] = {}
 
 
-def strategy(case: Case) -> Any:
-    """The process's MirroredStrategy over the case's devices, made once: a second one in the
+def distribution(case: Case) -> Any:
+    """The process's tf.distribute.MirroredStrategy over the case's devices (named a
+    distribution here: a case's `strategy` is fwbench's, workloads.parallel), made once: a second one in the
     same process reuses the first one's collective instance keys and its all-reduce aborts
     ("Shape mismatch in the collective instance 100"); a placement is fixed per process anyway."""
-    devs = tuple(strategy_devices(case))
-    if devs not in _STRATEGIES:
-        _STRATEGIES[devs] = tf.distribute.MirroredStrategy(devices=list(devs))
-    return _STRATEGIES[devs]
+    devs = tuple(distribution_devices(case))
+    if devs not in _DISTRIBUTIONS:
+        _DISTRIBUTIONS[devs] = tf.distribute.MirroredStrategy(devices=list(devs))
+    return _DISTRIBUTIONS[devs]
 
 
 class DataParallel:
@@ -80,54 +83,117 @@ class DataParallel:
             raise Unsupported(SHARDED_REFUSED)
         self.sync = case.strategy != NO_SYNC
         self.n = case.placement.devices
-        self.strategy = strategy(case)
-        with self.strategy.scope(), tf.variable_creator_scope(_first_replica):
+        self.distribution = distribution(case)
+        with self.distribution.scope():
             self.model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind),
                                                                  strategy=one_device_strategy(case.strategy)))
         self.config, self.mode, self.device = config, case.mode, self.model.device
-        ops = getattr(self.strategy.extended, "_cross_device_ops", None)   # what MirroredStrategy chose
+        ops = getattr(self.distribution.extended, "_cross_device_ops", None)   # what MirroredStrategy chose
         self.reduction = type(ops).__name__ if ops is not None else "its default cross-device ops"
-        self._bytes = 0
-        self._step = self._step_fn if case.mode == "eager" else adapter.function(self._step_fn)
+        self._reduce_op = tf.distribute.ReduceOp.SUM if mutation() == "sum" else tf.distribute.ReduceOp.MEAN
+        wrap = (lambda f: f) if case.mode == "eager" else adapter.function
+        self._step, self._grads = wrap(self._step_fn), wrap(self._grads_step)
+        self._counted: dict[str, Any] | None = None
+
+    def _reduced_grads(self, *inputs: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """This replica's loss and gradients, averaged over the replicas (one batched
+        all-reduce; the no-sync probe leaves each replica its own)."""
+        loss, grads = self.model._grads_fn(*inputs)
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        if self.sync:
+            grads = tf.distribute.get_replica_context().all_reduce(self._reduce_op, grads)
+        return loss, grads
 
     def _replica_step(self, *inputs: tf.Tensor) -> tf.Tensor:
         m = self.model
-        loss, grads = m._grads_fn(*inputs)
-        grads = [tf.convert_to_tensor(g) for g in grads]
-        self._bytes = sum(int(np.prod(g.shape)) * g.dtype.size for g in grads)
-        if self.sync:   # the no-sync probe leaves each replica its own gradients
-            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, grads)
-        m.optimizer(m._vars, grads)
+        loss, grads = self._reduced_grads(*inputs)
+        # AdamW on every device's own copies: extended.update (one merge_call) runs the update
+        # in each device's update context, anchored on the optimizer's step variable.
+        self.distribution.extended.update(m.optimizer.step, lambda _, *g: m.optimizer(m._vars, list(g)),
+                                          args=tuple(grads), group=False)
         return loss
 
     def _step_fn(self, *inputs: Any) -> tf.Tensor:
-        per_replica = self.strategy.run(self._replica_step, args=inputs)
-        return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+        per_replica = self.distribution.run(self._replica_step, args=inputs)
+        return self.distribution.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    def _grads_step(self, *inputs: Any) -> list[tf.Tensor]:
+        per_replica = self.distribution.run(lambda *a: self._reduced_grads(*a)[1], args=inputs)
+        return [self.distribution.experimental_local_results(g)[0] for g in per_replica]
 
     def place_inputs(self, *arrays: Any) -> tuple[Any, ...]:
         host = [np.asarray(a) for a in arrays]
 
         def rows(a: np.ndarray) -> Any:
-            return self.strategy.experimental_distribute_values_from_function(
+            return self.distribution.experimental_distribute_values_from_function(
                 lambda ctx: tf.constant(shard(a, self.n, ctx.replica_id_in_sync_group)))
         return tuple(rows(a) for a in host)
 
     def train_step(self, *inputs: Any) -> tf.Tensor:
         return self._step(*inputs)
 
+    def grads(self, *inputs: Any) -> dict[str, tf.Tensor]:
+        """Device 0's gradients after the step's reduction (before clipping), keyed like the
+        workload's parameters."""
+        return dict(zip(self.model.model.named, self._grads(*inputs)))
+
     def export_params(self) -> dict[str, np.ndarray]:
         return self.model.export_params()
 
+    def device_state(self) -> tuple[int, str]:
+        """(bytes, how counted) of the parameters and AdamW state on device 0: every
+        MirroredVariable keeps a whole copy there."""
+        opt = self.model.optimizer
+        n = sum(int(np.prod(v.shape)) * v.dtype.size for v in [*self.model._vars, *opt.m, *opt.v, opt.step])
+        return n, ("the parameters' and AdamW state's MirroredVariables, each a whole copy on every device, summed "
+                   "from their shapes: the state a device holds between steps, not an allocator peak (the logical "
+                   "CPU devices share one process's allocator)")
+
     def collectives(self, *inputs: Any) -> dict[str, Any]:
-        self.train_step(*inputs)
+        if self._counted is None:   # graph mode: the timed step's own trace; eager: the same step traced
+            traced = self._step if hasattr(self._step, "get_concrete_function") else tf.function(self._step_fn)
+            self._counted = graph_collectives(traced.get_concrete_function(*inputs).graph, self.n)
+        source = (f"the collective ops in the traced step's graph (tf.function(step).get_concrete_function(): "
+                  f"{self.reduction}'s ops, one per device, counted once; bytes of their input tensors)")
+        if self.mode == "eager":
+            source += "; eager mode runs the same cross-device ops op by op"
         if not self.sync:
-            return {"source": "the step's code: the no-sync step hands nothing to ReplicaContext.all_reduce (each "
-                              "replica applies its own gradients; the loss is averaged by strategy.reduce outside "
-                              "the replicas, and replica 0's updated variables are copied to the others, as in "
-                              "the default step)"}
-        return {"source": f"the gradients the step hands to ReplicaContext.all_reduce, one batched call "
-                          f"(TensorFlow counts no collective bytes; {self.reduction} performs it)",
-                "all-reduce": {"count": 1, "bytes": int(self._bytes)}}
+            source += "; the no-sync step hands nothing to ReplicaContext.all_reduce"
+        return {"source": source, **self._counted}
+
+
+# TensorFlow's collective op types, by the name fwbench's collectives table uses.
+_COLLECTIVE_OPS = {"CollectiveReduce": "all-reduce", "CollectiveReduceV2": "all-reduce",
+                   "CollectiveReduceV3": "all-reduce", "NcclAllReduce": "all-reduce",
+                   "CollectiveGather": "all-gather", "CollectiveGatherV2": "all-gather",
+                   "CollectiveAllToAllV2": "all-to-all", "CollectiveAllToAllV3": "all-to-all",
+                   "CollectiveBcastSend": "broadcast", "CollectiveBcastSendV2": "broadcast",
+                   "NcclBroadcast": "broadcast", "NcclReduce": "reduce"}
+
+
+def graph_collectives(graph: Any, n: int) -> dict[str, dict[str, int]]:
+    """{op: {"count", "bytes"}} per device of the collective ops in a traced graph and the
+    functions it calls: every op of a _COLLECTIVE_OPS type, its first input's bytes, divided
+    by the n devices that each issue it (a collective runs as one op per participant)."""
+    out: dict[str, dict[str, int]] = {}
+    graphs, seen = [graph], set()
+    while graphs:
+        g = graphs.pop()
+        for op in g.get_operations():
+            for f in op.node_def.attr["f"].func.name, *(a.func.name for a in op.node_def.attr.values()
+                                                        if a.HasField("func")):
+                if f and f not in seen and hasattr(g, "_functions") and f in g._functions:
+                    seen.add(f)
+                    graphs.append(g._functions[f].graph)
+            kind = _COLLECTIVE_OPS.get(op.type)
+            if kind is None:
+                continue
+            t = op.inputs[0]
+            size = int(np.prod(t.shape.as_list())) * t.dtype.size if t.shape.is_fully_defined() else 0
+            e = out.setdefault(kind, {"count": 0, "bytes": 0})
+            e["count"] += 1
+            e["bytes"] += size
+    return {k: {"count": v["count"] // n, "bytes": v["bytes"] // n} for k, v in out.items()}
 
 
 def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> DataParallel:

@@ -43,7 +43,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from workloads.base import FwbenchError, Unsupported
 from workloads.case import Case, Placement
-from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy, shard
+from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard
 
 TIMEOUT = datetime.timedelta(seconds=180)
 
@@ -72,17 +72,21 @@ def _init(rank: int, n: int, port: int, kind: str) -> None:
 
 
 class _Count:
-    """What the communication hook saw: all-reduce calls and bytes."""
+    """What the communication hook saw: all-reduce calls and bytes; `summed` under the "sum"
+    mutation (workloads.parallel.MUTATIONS)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.bytes = 0
+        self.summed = mutation() == "sum"
 
 
 def _counting_allreduce(state, bucket):   # no annotations: DDP checks them against its own types
     buf = bucket.buffer()
     state.calls += 1
     state.bytes += buf.numel() * buf.element_size()
+    if state.summed:    # the mutation: all-reduce without default_hooks' division by the world size
+        return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
     return default_hooks.allreduce_hook(None, bucket)   # None: the default group; averages
 
 
@@ -115,6 +119,13 @@ class _Local:
             return self.model.train_step(*inputs)
         with self.no_sync():
             return self.model.train_step(*inputs)
+
+    def grads(self, *inputs: torch.Tensor) -> dict[str, np.ndarray]:
+        """The model's gradients after the reduction (DDP's all-reduce in the backward; FSDP2's
+        reduce-scatter, each sharded gradient then all-gathered whole on every rank, in the
+        same order), before clipping, as numpy in the workload's layout."""
+        g = self.model.grads(*inputs)
+        return {k: (v.full_tensor() if self.sharded else v).detach().cpu().numpy() for k, v in g.items()}
 
     def full_params(self) -> dict[str, np.ndarray]:
         """The model's export (the workload's names and layout) of its full parameters: every
@@ -172,7 +183,10 @@ def _comm_count() -> _CommCount:
             return ag(output_tensor, input_tensor, *a, **k)
 
         def reduce_scatter_single(*a, **k):   # noqa: ANN002, ANN003, ANN202
-            count.add("reduce-scatter", k["input"] if "input" in k else a[1])
+            grads = k["input"] if "input" in k else a[1]
+            count.add("reduce-scatter", grads)
+            if mutation() == "sum":   # the mutation: x N undoes FSDP2's division by the world size (gloo has
+                grads.mul_(dist.get_world_size())   # no PREMUL_SUM for set_gradient_divide_factor(1))
             return rs(*a, **k)
 
         def all_reduce(tensor, *a, **k):   # noqa: ANN001, ANN202
@@ -257,6 +271,9 @@ def _worker(rank: int, n: int, port: int, threads: int, kind: str, conn: Any) ->
                 reply = None
             elif msg[0] == "step":
                 local.step(*batches[msg[1]])
+                reply = None
+            elif msg[0] == "grads":
+                local.grads(*batches[msg[1]])
                 reply = None
             elif msg[0] == "export":
                 local.full_params()
@@ -355,6 +372,24 @@ class DataParallel:
         loss = self.local.step(*inputs)
         self.group.wait()
         return loss
+
+    def grads(self, *inputs: torch.Tensor) -> dict[str, np.ndarray]:
+        """Rank 0's reduced gradients of the global batch (every rank computes its own)."""
+        self.group.send("grads", self._keys[inputs[0].data_ptr()])
+        out = self.local.grads(*inputs)
+        self.group.wait()
+        return out
+
+    def device_state(self) -> tuple[int, str]:
+        """(bytes, how counted) of the parameters and optimizer state rank 0 holds between steps."""
+        def local(t: torch.Tensor) -> int:
+            t = t.to_local() if hasattr(t, "to_local") else t
+            return t.numel() * t.element_size()
+        opt = self.model.trainer.optimizer
+        n = sum(local(p) for p in self.model._params.values()) + sum(
+            local(v) for st in opt.state.values() for v in st.values() if torch.is_tensor(v))
+        return n, ("rank 0's parameters and torch.optim state (a DTensor's local shard when sharded), summed from "
+                   "its tensors: the state each device's own process holds between steps, not an allocator peak")
 
     def export_params(self) -> dict[str, np.ndarray]:
         if not self.local.sharded:

@@ -60,7 +60,8 @@ SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
-MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id")
+MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id",
+           "cpus_available", "cores")
 TIMED = ("ok", "fallback")
 
 
@@ -280,12 +281,6 @@ def machine_groups(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         sub.attrs["runs"] = Shared([r for r in runs if of(r) == k])
         out[str(k)] = sub
     return out
-
-
-def case_id(row: pd.Series | dict[str, Any]) -> str:
-    """The case's identity across runs (record.CASE_KEYS), e.g. gpt/forward/torch/eager/-/tiny/cpu
-    (fp32), gpt/forward/torch/eager/-/bf16/tiny/cpu."""
-    return _case_text(row.get(k) for k in CASE_KEYS)
 
 
 _PRECISION_AT = CASE_KEYS.index("precision")

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import precision, replicates, stats, verdicts
+from reports.analysis import replicates, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from reports.analysis.verdicts import versus
 from workloads.base import FwbenchError
@@ -138,11 +138,10 @@ def family_of(df: pd.DataFrame) -> stats.Family:
 
 def _statements(df: pd.DataFrame, fam: stats.Family) -> None:
     _findings(df, fam)
-    precision.table(df, fam)
     lacking = lacking_modes(df)
     for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
-        if not d.empty:
+        d = s.cases(df)
+        if not s.own_family and not d.empty:
             s.findings(d, fam, lacking)
 
 
@@ -163,7 +162,7 @@ def findings(df: pd.DataFrame) -> dict[str, list[str]]:
 def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
-    own = [s.workload for s in sections.SECTIONS if not s.generic_findings]     # their sections state their own
+    own = [s.workload for s in sections.SECTIONS if s.workload and not s.generic_findings]   # they state their own
     t = t[~t["workload"].isin(own)]
     for wl, w in t.groupby("workload", sort=True):
         lines: list[str] = []
@@ -375,13 +374,13 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     fws = framework_order(df["framework"])
     t = df[df["status"].isin(TIMED) & df["throughput"].notna()]
     own = (t["workload"].isin(sections.WORKLOADS) | t["strategy"].notna()     # variants: see SLOT
-           | (t["precision"].fillna("fp32") != "fp32" if "precision" in t.columns else False))
+           | ~sections.at_baseline(t))                                          # a case axis' variants
     out = pd.DataFrame(index=pd.Index(fws, name="framework"), columns=list(CONCERNS), dtype=float)
     for f, v in _throughput_score(t[~own], fws).items():
         out.at[f, "throughput"] = v
     lacking = lacking_modes(df)
     for s in sections.SECTIONS:
-        for f, x in s.score(df[df["workload"] == s.workload], fws, lacking).items():
+        for f, x in (s.score(s.cases(df), fws, lacking) if s.score is not None else {}).items():
             out.at[f, s.concern] = x
     # compile: the first call of each framework's fastest accelerated mode and strategy per slot
     c = _shared_slots(t[~own & (t["mode"] != "eager") & (t["first_call_s"] > 0)])
@@ -395,7 +394,7 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
         out.at[f, "compile"] = stats.geomean(v)
     # coverage over (slot, eager | accelerated) of the model workloads: the best status of the
     # framework's strategies in the class; modes a framework does not have are n/a, not 0
-    m = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()])
+    m = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS) & df["strategy"].isna()])
     m = m[[(f, mo) not in lacking for f, mo in zip(m["framework"], m["mode"])]] if len(m) else m
     m = m[~m["reason"].fillna("").str.match(NOT_REACHED)] if len(m) else m   # its process ended first: unknown
     d = m.assign(cls=[mode_class(x) for x in m["mode"]], score=m["status"].map(SLOT_SCORE).fillna(0.0))

@@ -93,7 +93,9 @@ CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "f
            "compile_s_source", "placement", "global_batch", "device_batch", "threads_per_device", "oversubscribed",
            "pinning",
            "collectives", "collectives_source", "allreduce_bytes", "allreduce_count", "analytic_allreduce_bytes",
-           "dp_check_rel", "dp_check_rtol", "dp_check_note", "wire_bytes", "analytic_wire_bytes")
+           "dp_check_rel", "dp_check_rtol", "dp_check_note", "wire_bytes", "analytic_wire_bytes",
+           "dp_check_grad_rel", "dp_check_grad_rtol", "device_state_bytes", "device_state_source", "cpus_available",
+           "cores")
 AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "median_lo_s", "median_hi_s",
              "interval_note", "warm_spread", "warm_sd", "cold_over_warm", "cold_over_warm_lo", "cold_over_warm_hi",
              "first_call_cold_s", "first_call_cold_lo_s", "first_call_cold_hi_s", "n_first_cold",

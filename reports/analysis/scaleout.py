@@ -174,6 +174,52 @@ def communication(df: pd.DataFrame) -> pd.DataFrame:
     return _ordered(pd.DataFrame(rows), "task")
 
 
+def slowdown_split(df: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel step that has a one-device twin and its no-sync probe in the same
+    processes: the slowdown t(N)/t(1) as the product of the non-communication factor
+    t(no-sync)/t(1) (what N devices cost without any gradient synchronisation: core, thread
+    pool or memory-bandwidth sharing, the step's own overheads) and the communication factor
+    t(data parallel)/t(no-sync) (what the synchronisation adds). Each is paired as the
+    weak-scaling ratio and the exposed-communication share are: t(N) and t(no-sync) over the
+    one-device process of the same round, t(data parallel)/t(no-sync) within the same
+    process [95% t interval over them]. `cores` says how the devices sat on the CPUs."""
+    one, many = split(_timed(df))
+    twins = {_twin_key(r): r for _, r in one.iterrows()}
+    by = {_twin_key(r): r for _, r in many.iterrows()}
+    rows = []
+    for _, dp in many.iterrows():
+        if _value(dp, "strategy") is not None:
+            continue
+        base, probe = twins.get(_twin_key(dp)), by.get(_twin_key(dp, NO_SYNC))
+        if base is None or probe is None:
+            continue
+        t1, tn, t0 = base["median_s"], dp["median_s"], probe["median_s"]
+        rows.append({"framework": dp["framework"], "task": f"{dp['workload']} {dp['task']}", "mode": dp["mode"],
+                     "devices": int(dp["n_devices"]),
+                     "slowdown t(N) / t(1)": f"{tn / t1:.2f}" + _interval(_paired(dp, base)),
+                     "non-communication t(no-sync) / t(1)": f"{t0 / t1:.2f}" + _interval(_paired(probe, base)),
+                     "communication t(N) / t(no-sync)": f"{tn / t0:.2f}" + _interval(_paired(dp, probe, key=str)),
+                     "cores": cores(dp)})
+    return _ordered(pd.DataFrame(rows), "task")
+
+
+def cores(r: pd.Series) -> str:
+    """In words, how a data-parallel case's devices sat on the machine's CPUs: devices x
+    threads per device against the CPUs the record's machine had (cpus_available, else
+    cores), and whether the devices shared one process's thread pool (its pinning)."""
+    n, t = int(r["n_devices"]), int(r.get("threads_per_device") or 1)
+    cpus = next((int(v) for v in (_value(r, "cpus_available"), _value(r, "cores")) if _finite(v)), None)
+    pool = "share" in str(_value(r, "pinning") or "")
+    have = f"{n} devices x {t} thread(s) on {cpus} CPUs" if cpus else f"{n} devices x {t} thread(s), CPUs unknown"
+    if cpus and n * t > cpus:
+        return f"devices share cores: {have}"
+    if pool:
+        return f"devices share one process's thread pool (not pinned): {have}"
+    if cpus and n * t == cpus:
+        return f"one core per device, none spare for the timing process's other threads: {have}"
+    return f"own cores: {have}"
+
+
 def _interval(est: stats.Est | None, share: bool = False) -> str:
     """A ratio's interval over processes; with share=True that of 1 - the ratio (1 - [hi, lo])."""
     if est is None or est.n < 2:
@@ -251,8 +297,32 @@ def checks(df: pd.DataFrame) -> pd.DataFrame:
                                           "not compared (no-sync probe)" if _value(r, "strategy") == NO_SYNC
                                           else "n/a"),
              "bound": (f"{r['dp_check_rtol']:.0e}" if _finite(r.get("dp_check_rtol")) else "n/a"),
+             "first-step gradients, max |diff| / max |grad| (bound)": (
+                 f"{r['dp_check_grad_rel']:.1e} ({r['dp_check_grad_rtol']:.0e})" if _finite(r.get("dp_check_grad_rel"))
+                 else "not compared (no-sync probe)" if _value(r, "strategy") == NO_SYNC else "n/a"),
              "placement on CPUs, or why not run": _short(r.get("pinning"), 100) or _short(r.get("reason"), 100)}
             for _, r in mine.iterrows()]
+    return _ordered(pd.DataFrame(rows), "task")
+
+
+def memory(df: pd.DataFrame) -> pd.DataFrame:
+    """Per data-parallel step that has its sharded form in the results: the parameters and
+    optimizer state one device holds between steps (record device_state_bytes: counted from
+    the framework's own arrays, see device_state_source), data parallel against sharded."""
+    _, many = split(df)
+    by = {_twin_key(r): r for _, r in many.iterrows()}
+    rows = []
+    for _, dp in many.iterrows():
+        sharded = by.get(_twin_key(dp, SHARDED))
+        if _value(dp, "strategy") is not None or sharded is None or sharded["status"] not in TIMED:
+            continue
+        a, b = dp.get("device_state_bytes"), sharded.get("device_state_bytes")
+        rows.append({"framework": dp["framework"], "task": f"{dp['workload']} {dp['task']}", "mode": dp["mode"],
+                     "devices": int(dp["n_devices"]), "data parallel, per device": _mib(a),
+                     "sharded, per device": _mib(b),
+                     "sharded / data parallel": f"{float(b) / float(a):.2f}" if _finite(a) and _finite(b) and float(a)
+                     else "n/a",
+                     "instrument": _short(_value(dp, "device_state_source"), 120) or "not recorded"})
     return _ordered(pd.DataFrame(rows), "task")
 
 
@@ -314,6 +384,14 @@ def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     if shares:
         out.append("Exposed communication share of the data-parallel step, 1 - t(no-sync)/t(data parallel) "
                    f"[95% interval over processes]: {'; '.join(shares)}.")
+    sp = slowdown_split(df)
+    if len(sp):
+        parts = [f"{r['framework']} {r['task']} {r['mode']} {r['slowdown t(N) / t(1)'].split(' ')[0]} = "
+                 f"{r['non-communication t(no-sync) / t(1)'].split(' ')[0]} x "
+                 f"{r['communication t(N) / t(no-sync)'].split(' ')[0]} ({r['cores']})" for _, r in sp.iterrows()]
+        out.append("The N-device slowdown t(N)/t(1) splits into the step without synchronisation over one device "
+                   "(not communication: devices sharing cores or a thread pool) times the synchronisation's own "
+                   f"factor: {'; '.join(parts)}.")
     return out
 
 

@@ -32,7 +32,7 @@ def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
     fp32 only, unless every_precision."""
     t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
     t = t[~t["workload"].isin(sections.WORKLOADS)]
-    return t if every_precision else precision.default_only(t)
+    return t if every_precision else sections.baseline(t)
 
 
 def _pass_rate(cases: pd.DataFrame) -> str:
@@ -96,21 +96,27 @@ def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         out += _speed_sentences(df, t, fam)
         out += _first_call_sentences(t)
         out += _claim_sentence(df, t, fam)
-    out += precision.sentence(df, fam)
     out += section_sentences(df, fam)
     return out[:8]
 
 
-def section_sentences(df: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """Each section's Summary sentences (reports.sections: Section.summary), where its
-    workload ran."""
+def section_sentences(df: pd.DataFrame, fam: stats.Family, own_family: bool = False) -> list[str]:
+    """Each section's Summary sentences (reports.sections: Section.summary), where it has
+    cases, in sections.summary_order: those judged in the report's family (own_family False:
+    from the report's cases), or those judged in a family of their own (True: from every
+    case, such as scale-out's, which a Summary adds after its key findings)."""
     out = []
     lacking = lacking_modes(df)
-    for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
+    for s in sections.summary_order() if not own_family else [s for s in sections.SECTIONS if s.own_family]:
+        d = s.cases(df)
         if not d.empty:
             out += s.summary(d, fam, lacking)
     return out
+
+
+def section_scopes(every: pd.DataFrame) -> list[str]:
+    """The sections' own words for the Summary's scope (Section.scope), from every case."""
+    return [t for s in sections.SECTIONS if s.scope is not None and (t := s.scope(every))]
 
 
 def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> tuple[dict[str, list[str]], int, int]:

@@ -130,12 +130,12 @@ def simulate(c: Components, warm: int, rounds: int, comparisons: int = 48, effec
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import reports
+    from reports.analysis.data import load  # not reports.load: analysis imports nothing above it
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         print(__doc__.split("\n\n")[1])
         return 2
-    c = components(reports.load(args))
+    c = components(load(args))
     print(f"{c.cases} cases with two warm processes or more: within {100 * c.within:.1f}% per round, between "
           f"{100 * c.between:.1f}%, cold/warm {math.exp(c.cold):.3f}x, shared process effect r = {c.shared:.2f}")
     print("warm x rounds: any false faster/slower among 48 comparisons of equal frameworks; a 20% difference "

@@ -1,39 +1,56 @@
-"""The report document: one list of blocks rendered three ways.
+"""The report document: one list of blocks, in the order a reader meets them, rendered three
+ways (reports.rendering.formats).
 
     report.md     Markdown, figures linked from figures/*.png (PDF beside each)
     report.html   self-contained: CSS inline, figures embedded as base64 PNG
     tables.tex    every table as a booktabs `table` environment, ready for \\input
+    paper.tex     the article (reports.rendering.latex)
     data.csv      the tidy frame (without the per-round times): same JSON in, same bytes out
     cases.csv     one row per case, its processes pooled (reports.analysis.replicates.cases)
+
+The blocks come from the registered sections (reports.rendering.sections, each drawing half
+beside its judging half in reports.sections), the report's generic parts
+(reports.rendering.parts) and, here, the method and the appendices (set-up, every case,
+first calls and compilations, capability, full reasons).
 
 Nothing rendered depends on the time of rendering, so `fwbench report` on committed JSON
 reproduces committed outputs.
 """
 from __future__ import annotations
 
-import base64
 import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from reports import sections
 from reports.analysis import data as rdata
-from reports.analysis import findings, precision, replicates, scaleout, stats, summary
+from reports.analysis import findings, replicates, stats, summary
 from reports.analysis.data import TIMED, finite
-from reports.rendering import escape, figures, latex
+from reports.rendering import figures, latex
+from reports.rendering import sections as drawings
+from reports.rendering.formats import html_doc, latex_tables, markdown, write_csv
+from reports.rendering.parts import (
+    COMPILATION,
+    RESULTS,
+    _uniq,
+    choice_blocks,
+    findings_blocks,
+    intro_blocks,
+    missing_blocks,
+    model_blocks,
+    short_reasons,
+    stability_blocks,
+    summary_blocks,
+    threats,
+)
+from reports.rendering.sections.common import Block
 from reports.running import atomic
-from reports.sections.common import has, missing_note
 from workloads.framework_facts import FACTS
-
-# ("h", level, text) | ("p", text) | ("ul", [text]) | ("table", df, caption, label) | ("fig", name, png, caption)
-Block = tuple
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {name: f.counter for name, f in FACTS.items()}
-SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 # The report's method text: facts of fwbench's code that make the frameworks' work differ,
 # said once here (the set-up table adds each run's recorded settings).
@@ -58,11 +75,6 @@ METHOD = {
 
 
 # ----------------------------------------------------------------------------- tables
-
-def _uniq(values: Any) -> str:
-    v = sorted({str(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))
-                and str(x) != "nan"})
-    return ", ".join(v) if v else "n/a"
 
 
 def setup_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -239,149 +251,6 @@ def compile_table(d: pd.DataFrame) -> pd.DataFrame:
     } for _, r in t.iterrows()])
 
 
-def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[str]:
-    """Replication, the spread between warm processes, the cold processes, the machine's
-    state and what the flags found, as the reader needs them before trusting a verdict."""
-    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
-    if t.empty:
-        return []
-    margin = fam.margin if fam is not None else stats.MARGIN
-    one = int((t["n_processes"] == 1).sum())
-    lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state processes or more"
-             + (f"; {one} have one: nothing between processes is tested for them, and their intervals cover "
-                "round-to-round noise only (marked * in the results)." if one else ".")]
-    sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
-    if finite(sd):
-        p = int(t["n_processes"].median())
-        res = stats.resolution(sd, p)
-        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (SD of their median steps, median "
-                     f"over cases; the largest over the smallest of a case's {p} is {100 * spread:.1f}% in median, a "
-                     "range that grows with the number of processes). At that spread a ratio of two cases of "
-                     f"{p} processes each has a 95% interval of about +-{100 * res:.1f}% (wider at the verdicts' Holm "
-                     "levels)."
-                     + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
-                        "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
-                        "or with more processes." if res > margin else ""))
-    cold = d.attrs.get("cold_over_warm", math.nan)
-    if finite(cold):
-        lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
-                     "in the compile table. The cold processes measure first calls and this ratio only: every "
-                     "steady-state number, interval and verdict comes from warm processes.")
-    busy = t[t["busy"] == True]    # noqa: E712 (bools and None)
-    recorded = t["busy"].notna().sum() if "busy" in t.columns else 0
-    lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
-                 "CPU or the hypervisor stole time (flagged)." if recorded else
-                 "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
-    if fam is not None and fam.m:
-        lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
-                     f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
-    return lines
-
-
-def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
-    """What the flags imply for this run, in one sentence."""
-    keys = {k for c in fam.flags.values() for ks in c.values() for k in ks}
-    stated = {k for k, j in fam.judged.items() if j.decided or j.verdict == stats.EQUIVALENT}
-    t = d[d["status"].isin(TIMED)]
-    busy = int((t.get("busy", pd.Series(dtype=object)) == True).sum())   # noqa: E712
-    if not keys and not busy:
-        return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
-                "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
-    return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
-            "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
-            "as provisional" + (f"; {busy} case(s) ran while the machine was busy" if busy else "") + ".")
-
-
-def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
-    """One row per flag reason: how many cases and comparisons it touches, and what it means."""
-    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
-    rows = []
-    for why, meaning in findings.FLAG_MEANING.items():
-        n = int(sum(why in str(f) for f in t.get("flags", pd.Series(dtype=str)).fillna("")))
-        keys = {k for c in fam.flags.values() for k in c.get(why, ())}
-        if n:
-            rows.append({"flag": why, "cases": n, "verdicts it could change": len(keys) if keys else "-",
-                         "what it means": meaning})
-    return pd.DataFrame(rows)
-
-
-def _case_name(r: pd.Series) -> str:
-    return (f"{r['workload']} {r['task']} {r['framework']} {r['mode']}"
-            + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""))
-
-
-def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """One short line per case that did not run normally, and the appendix of full reasons."""
-    lines, appendix = [], []
-    lacking = rdata.lacking_modes(d)
-    na = rdata.not_applicable(d)
-    same: dict[tuple[str, str, str, str], list[str]] = {}      # one line for the modes that share a reason
-    for r in findings.reasons(d[~na]):
-        if (r["framework"], r["mode"]) not in lacking:
-            same.setdefault((r["framework"], r["case"], r["status"], r["reason"]), []).append(r["mode"])
-    for (fw, case, status, reason), modes in same.items():
-        head = " ".join(reason.split())
-        who = f"{fw} {'/'.join(modes)} {case}"
-        if len(head) > SHORT_REASON:
-            appendix.append(f"E{len(appendix) + 1}. {who}: {reason}")
-            head = head[:SHORT_REASON].rstrip() + f"... (full text: Appendix E, E{len(appendix)})"
-        lines.append(f"{who}: {status}: {head}")
-    if lacking:
-        lines.append("n/a (the framework has no such mode): " + ", ".join(f"{f} {m}" for f, m in sorted(lacking)))
-    other = d[na & ~np.array([(f, m) in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)]
-    if len(other):
-        per = other.groupby("framework")["strategy"].agg(lambda s: ", ".join(sorted({str(x) for x in s.dropna()})))
-        lines.append(f"n/a (another framework's API: a strategy this framework does not have, recorded so the "
-                     f"matrix is complete): {len(other)} cases; " + "; ".join(f"{f}: {v}" for f, v in per.items()))
-    return lines, appendix
-
-
-def section_blocks(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], fam: stats.Family) -> list[Block]:
-    """The registered sections (reports.sections), each only where its workload has records:
-    its title, tables, figures and findings; a table or figure without its fields is a
-    one-line note."""
-    b: list[Block] = []
-    lacking = rdata.lacking_modes(df)
-    for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
-        if d.empty:
-            continue
-        b.append(("h", 2, s.title))
-        for t in s.tables:
-            made = t.make(d, lacking)
-            if isinstance(made, str):
-                b.append(("p", made))
-            elif t.keep_empty or not made.empty:
-                b.append(("table", made, t.caption, t.label))
-        for plot in s.figures:
-            b += _figure(figs, plot.name)
-        b.append(("ul", s.findings(d, fam, lacking) or [s.no_findings]))
-    return b
-
-
-def section_figures(cases: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
-    """Each section's figures where its workload has records: (PNG, caption), or (None, a
-    one-line note) when the records lack its fields or it has nothing to draw."""
-    df = escape.mpl_frame(cases)
-    done: dict[str, tuple[Path | None, str]] = {}
-    for s in sections.SECTIONS:
-        d = df[df["workload"] == s.workload]
-        if d.empty:
-            continue
-        for plot in s.figures:
-            if not has(d, *plot.needs):
-                done[plot.name] = (None, missing_note(f"The {plot.name} figure", d, plot.needs))
-                continue
-            fig = plot.draw(d)
-            if fig is None:
-                done[plot.name] = (None, f"The {plot.name} figure: not drawn, no case has the values it plots.")
-                continue
-            png, _ = figures.save(fig, out_dir, plot.name)
-            done[plot.name] = (png, plot.caption)
-    return done
-
-
-
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
     """'848 [630, 950]', 'never', '' (no break-even: the steps do not differ by the verdicts)."""
     if n is None or pd.isna(n):
@@ -404,227 +273,23 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     of framework, what did not run, the method and the appendices."""
     df = replicates.cases(df)
     every = df
-    df = scaleout.split(df)[0]       # data-parallel cases: their own section (scaleout_blocks)
+    df = sections.judged_in_report(every)    # scale-out's data-parallel cases: its own family and section
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
-    # the model workloads at fp32: the generic tables (other precisions: precision_blocks)
-    model = precision.default_only(df[~df["workload"].isin(sections.WORKLOADS)])
+    # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
+    model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, fam, weights, scaleout.sentence(every, margin), scaleout.scope(every))
-    b += section_blocks(df, figs, fam)
-    b += precision_blocks(df, fam)
-    b += scaleout_blocks(every, margin)
-    b += model_blocks(model, figs, "Results", "Steady-state speed, speedup over eager, first call against step and "
-                      "utilisation per task; every case's numbers with their intervals and flags are in Appendix B "
-                      "(and cases.csv), first calls and compilations in Appendix C.",
-                      ("throughput", "speedup", "first_call", "utilisation"))
+    b += summary_blocks(df, every, fam, weights)
+    b += drawings.blocks(df, every, figs, fam)
+    b += model_blocks(model, figs, *RESULTS)
     b += stability_blocks(df, fam)
-    b += model_blocks(model, figs, "Compilation: cold and warm first calls", "First call with every compile cache "
-                      "empty for the case (cold processes) and with the run's cache filled by them (warm processes); "
-                      "per case, with intervals, compile latency, break-even and the frameworks' own compilation "
-                      "counters, in Appendix C.", ("cold_warm",))
+    b += model_blocks(model, figs, *COMPILATION)
     b += findings_blocks(df)
     b += choice_blocks(df, weights)
     short, appendix = short_reasons(df)
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
     return b + appendix_blocks(df, missing, appendix)
-
-
-def precision_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """bf16 against fp32 where a run has both (reports.analysis.precision)."""
-    t = precision.table(df, fam)
-    if t.empty:
-        return []
-    native = precision.native(df)
-    cpu = ("the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16), so the ratios are findings"
-           if native else precision.why_silent(df))
-    return [("h", 2, "Precision: bf16 against fp32"),
-            ("p", "bf16 is one explicit policy in every framework (workloads/precision.py): parameters, gradients "
-                  "and optimizer state in fp32, no loss scaling; the inputs of every matrix product and convolution "
-                  "in bf16, their results back to fp32; norms, softmax (the attention's included, written out "
-                  "where a fused attention would run it in bf16), activations and the loss in fp32. Each case's "
-                  "bf16 time is over the same case's fp32 time, paired over the processes that ran both; here "
-                  f"{cpu}. bf16 cases stay out of the framework comparisons and the choice, which read fp32."),
-            ("table", t, "bf16 over fp32 step time per framework and mode: geometric mean over the tasks "
-                         "[interval at the verdict's level] and the verdict (below 1: bf16 faster).", "precision"),
-            ("table", precision.per_task(df), "bf16 and fp32 step time of every case that ran both.",
-             "precision-tasks")]
-
-
-def scaleout_blocks(df: pd.DataFrame, margin: float) -> list[Block]:
-    """Data-parallel train steps against one device (reports.analysis.scaleout)."""
-    if not scaleout.has(df):
-        return []
-    weak = scaleout.judged(df, margin)
-    b: list[Block] = [
-        ("h", 2, "Scale-out: data parallel"),
-        ("p", "Each framework's idiomatic data parallel: torch DistributedDataParallel (one process per device, "
-              "gloo on CPUs, NCCL on CUDA), JAX's jitted step over a device mesh with the batch sharded and the "
-              "parameters replicated (GSPMD inserts the all-reduce), TensorFlow's MirroredStrategy (a custom "
-              "training loop with one batched all-reduce). Strategies beside it: 'sharded' (ZeRO-3 / FSDP: torch "
-              "FSDP2 fully_shard per block; JAX parameters and optimizer state sharded on the mesh, gathered "
-              "where the loss uses them; TensorFlow has none here: its parameter sharding is DTensor, not built) "
-              "and the 'no-sync' probe (the same step with its gradient synchronisation left out: torch no_sync, "
-              "JAX shard_map without the reduction, TensorFlow's step without its all-reduce). The idioms differ "
-              "in what they communicate: FSDP2 gathers every parameter twice (forward and backward), JAX's "
-              "compiled program keeps the first gather for the backward, and reduces gradients by all-reduce "
-              "where the CPU backend has no reduce-scatter (collectives table). Weak scaling: every device keeps "
-              "the preset's batch, "
-              "so the ideal N-device step takes as long as the one-device step with the same threads per device. "
-              "Before timing, every data-parallel case ran 3 AdamW steps beside a one-device model on the same "
-              "global batches and had to match its parameters (table below). The verdicts are on t(N)/t(1) "
-              "paired by round of the run, in a Holm family of this section's own. A case with more devices x "
-              "threads than CPUs measures sharing and gets no efficiency. " + scaleout.CAVEAT),
-        ("table", weak, "Weak scaling: one step on N devices against one device, the same per-device batch and "
-                        "threads per device.", "scaleout") if len(weak) else
-        ("p", "Weak scaling: no data-parallel case has a one-device twin in these results (run with --devices "
-              "1,N to time both)."),
-        ("table", scaleout.communication(df), "Exposed communication: the data-parallel step against the same "
-                                             "step without gradient synchronisation (no-sync probe) and against "
-                                             "the sharded form, paired within processes (95% t interval over "
-                                             "them). A share near 0 means the synchronisation is hidden or cheap; "
-                                             "the probe is no training step and is never compared with one "
-                                             "device.", "scaleout-communication"),
-        ("table", scaleout.collectives(df), "What one data-parallel step communicates, by each framework's own "
-                                           "account where it gives one, as bytes per device on a ring (an "
-                                           "all-reduce moves 2(N-1)/N of its tensor, an all-gather or a "
-                                           "reduce-scatter (N-1)/N), against the analytic: every gradient "
-                                           "all-reduced once for data parallel; for the sharded form the "
-                                           "parameters all-gathered in the forward and again in the backward "
-                                           "and the gradients reduce-scattered, 1.5x data parallel.",
-         "scaleout-collectives"),
-        ("table", scaleout.checks(df), "Equivalence with one device before timing, and how the devices were "
-                                      "placed on CPUs.", "scaleout-checks"),
-        ("table", scaleout.ANCHORS, "Published scale-out results, cited, not measured: orientation for what "
-                                    "the same frameworks reach on accelerator clusters.", "scaleout-anchors")]
-    return b
-
-
-def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
-    """The title and what the report holds and how to read its verdicts; whether it is
-    indicative only, what was not measured and which runs ended early."""
-    fws = rdata.framework_order(df["framework"])
-    m = f"{100 * margin:.0f}%"
-    b: list[Block] = [("h", 1, "fwbench report")]
-    b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
-                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} steady-state "
-                   "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
-                   "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
-                   "case) give the first calls. Each comparison reads faster or slower (by at least the "
-                   f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested (one process); "
-                   + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
-                      "(Holm), so each verdict's interval is shown at its own level." if fam.m else
-                      "no comparison of this report could be tested.")))
-    if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
-        b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
-                       "measures), so no comparison between processes is tested and no framework is found faster "
-                       "than another; the intervals cover round-to-round noise only. Run without --quick for "
-                       "findings."))
-    if missing:
-        b.append(("p", "Not measured (not installed or not loadable): " +
-                       "; ".join(f"{n}: {why}" for n, why in missing.items())))
-
-    ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
-    if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
-        b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
-    return b
-
-
-def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], title: str, text: str,
-                 names: tuple[str, ...]) -> list[Block]:
-    """A part on the model workloads (none where none ran): its heading, what it shows and
-    where the numbers are, and its figures."""
-    if model.empty:
-        return []
-    return [("h", 2, title), ("p", text), *(blk for name in names for blk in _figure(figs, name))]
-
-
-def stability_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """Replication and stability: processes, spread, the machine's state and the flags."""
-    b: list[Block] = [("h", 2, "Replication and stability")]
-    b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
-    ft = flag_table(df, fam)
-    if not ft.empty:
-        b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
-                  "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
-    b.append(("p", flag_sentence(df, fam)))
-    return b
-
-
-def findings_blocks(df: pd.DataFrame) -> list[Block]:
-    """Findings: the comparisons of step times per workload (findings.findings)."""
-    b: list[Block] = [("h", 2, "Findings")]
-    found = findings.findings(df)
-    if not found:
-        b.append(("p", "No timed cases, so no findings."))
-    for wl, lines in found.items():
-        b.append(("h", 3, f"Workload {wl}"))
-        b.append(("ul", lines))
-    return b
-
-
-def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
-    """Choosing a framework: how each concern is scored (a section's own in its words), the
-    scores, their sensitivity to the weights and what would change the choice."""
-    b: list[Block] = [("h", 2, "Choosing a framework")]
-    if df[df["status"].isin(TIMED)].empty:
-        b.append(("p", "No timed cases, so no ranking."))
-    else:
-        rank, rnotes = findings.ranking(df, weights)
-        sens = findings.sensitivity(rank)
-        b.append(("p", "Each framework is scored per concern on [0, 1], 1 being the best framework in this "
-                       "report, over the work two frameworks or more ran (a variant only one framework has, such "
-                       "as torch's train-step recipes, is left out of these means): throughput (geometric mean "
-                       "over tasks of its best mode's throughput relative to the best), compile (the cold first "
-                       "call of its fastest accelerated mode, the wait before the first result, relative to the "
-                       "lowest; no floor), coverage (share of eager and accelerated slots that ran; fallback counts "
-                       "half; a mode a framework does not have is n/a). No single weighting is the verdict: the second "
-                       "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
-                       "framework ranks first, and which concerns it leads on."
-                       + "".join(" " + s.scoring for s in sections.SECTIONS if s.concern in rank.columns)))
-        b.append(("table", rank.reset_index().assign(rank=lambda t: t["rank"].map(lambda v: f"{v:.0f}")),
-                  "Framework scores per concern, and overall for the weights given (higher is better).", "ranking"))
-        b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
-                  lambda v: f"{100 * v:.0f}% of weightings")}),
-                  "Sensitivity of the choice to the weights.", "sensitivity"))
-        b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
-                  + findings.ranking_sentences(rank, weights) + rnotes))
-    return b
-
-
-def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], notes: list[str]) -> list[Block]:
-    """Missing frameworks, failed and unsupported cases (one short line each), and the
-    input's problems."""
-    b: list[Block] = [("h", 2, "Missing frameworks, failed and unsupported cases")]
-    lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
-    b.append(("ul", lines) if lines else ("p", "Every case ran."))
-    if notes or df.attrs.get("problems"):
-        b.append(("h", 2, "Input problems"))
-        b.append(("ul", list(df.attrs.get("problems", [])) + notes))
-    return b
-
-
-def summary_blocks(df: pd.DataFrame, fam: stats.Family, weights: dict[str, float],
-                   more: list[str] | tuple[str, ...] = (), scope_more: str = "") -> list[Block]:
-    """The Summary: what the data support (analysis.summary, and `more` findings of sections
-    that read other cases, such as scale-out's), then the scope of the run."""
-    b: list[Block] = [("h", 2, "Summary")]
-    key = summary.key_findings(df, fam) + list(more)
-    b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
-    ft = summary.framework_table(df)
-    if not ft.empty:
-        b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
-                  "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
-                  "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
-                  "measures it on this device.", "summary"))
-    if not df[df["status"].isin(TIMED)].empty:
-        rank, _ = findings.ranking(df, weights)
-        b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
-                       + " Best per concern: " + "; ".join(summary.recommendations(rank))
-                       + " (the scores, weights and what drives them under Choosing a framework)."))
-    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *([scope_more] if scope_more else [])])))
-    return b
 
 
 def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str]) -> list[Block]:
@@ -703,116 +368,10 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
-        *[t for s in sections.SECTIONS if (df["workload"] == s.workload).any() for t in s.method],
+        *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
     ]
-
-
-def _figure(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:
-    """The figure's block; a note instead where figures.draw_all found it too large to read."""
-    if name not in figs:
-        return []
-    png, text = figs[name]
-    return [("fig", name, png, text)] if png is not None else [("p", text)]
-
-
-# ----------------------------------------------------------------------------- renderers
-
-def _text(x: Any) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return ""
-    return f"{x:.2f}" if isinstance(x, float) else str(x)
-
-
-def _md_cell(x: Any) -> str:
-    return escape.markdown(_text(x))
-
-
-def markdown(blocks: list[Block], out_dir: Path) -> str:
-    out = []
-    for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            out.append("#" * blk[1] + " " + _md_cell(blk[2]))
-        elif kind == "p":
-            out.append(_md_cell(blk[1]))
-        elif kind == "ul":
-            out.append("\n".join(f"- {_md_cell(x)}" for x in blk[1]))
-        elif kind == "table":
-            t = blk[1]
-            lines = ["| " + " | ".join(map(_md_cell, t.columns)) + " |", "|" + "---|" * len(t.columns)]
-            lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in t.itertuples(index=False)]
-            out.append("\n".join(lines) + f"\n\n*Table: {_md_cell(blk[2])}*")
-        elif kind == "fig":
-            png = Path(blk[2]).relative_to(out_dir).as_posix()
-            out.append(f"![{_md_cell(blk[1])}]({png})\n\n*Figure: {_md_cell(blk[3])}* ([PDF]({png[:-4]}.pdf))")
-    return "\n\n".join(out) + "\n"
-
-
-def _html_cell(x: Any) -> str:
-    return escape.html(_text(x))
-
-
-def html_doc(blocks: list[Block]) -> str:
-    css = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
-    title = next((b[2] for b in blocks if b[0] == "h"), "fwbench report")
-    h = _html_cell
-    body = []
-    for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            body.append(f"<h{blk[1]}>{h(blk[2])}</h{blk[1]}>")
-        elif kind == "p":
-            body.append(f"<p>{h(blk[1])}</p>")
-        elif kind == "ul":
-            body.append("<ul>\n" + "\n".join(f"<li>{h(x)}</li>" for x in blk[1]) + "\n</ul>")
-        elif kind == "table":
-            t = blk[1]
-            head = "".join(f"<th>{_html_cell(c)}</th>" for c in t.columns)
-            rows = "\n".join("<tr>" + "".join(f"<td>{_html_cell(v)}</td>" for v in row) + "</tr>"
-                             for row in t.itertuples(index=False))
-            body.append(f"<table>\n<caption>{h(blk[2])}</caption>\n<thead><tr>{head}</tr></thead>\n"
-                        f"<tbody>\n{rows}\n</tbody>\n</table>")
-        elif kind == "fig":
-            data = base64.b64encode(Path(blk[2]).read_bytes()).decode("ascii")
-            body.append(f'<figure><img alt="{h(blk[1])}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{h(blk[3])}</figcaption></figure>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{h(title)}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
-            + "\n".join(body) + "\n</body>\n</html>\n")
-
-
-def latex_tables(blocks: list[Block]) -> str:
-    """tables.tex: every table, fitted to the line width (reports.rendering.latex)."""
-    return latex.tables_file(blocks)
-
-
-def threats(df: pd.DataFrame) -> list[str]:
-    """Threats to validity of this run, for the article."""
-    out = []
-    if not df["device"].isin(["cuda", "gpu"]).any():
-        out.append("CPU only: nothing here is evidence about GPUs, where kernels, fusion and memory behave "
-                   "differently.")
-    th = sorted({int(x) for x in df["threads"].dropna()})
-    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread(s): per-step overheads (dispatch, Python "
-               "loops) weigh more than at training scale.")
-    sd = df.attrs.get("warm_sd", math.nan)
-    if finite(sd):
-        out.append(f"Processes of the same code differ by {100 * sd:.1f}% (SD of warm process medians): "
-                   "differences near the margin stay inconclusive, and equivalence within it needs more processes.")
-    out += ["Idioms differ by design: torch loops over a compiled step where JAX and TensorFlow compile the loop "
-            "(generate, sample); JAX's and TensorFlow's eager modes run op by op.",
-            "TensorFlow's persistent XLA cache keys programs by the tf.function's process-unique name, so its "
-            "warm first calls compile again: a property of TensorFlow, measured, not of the harness.",
-            "Equal work is checked at float32 tolerances (ten times the error achieved against float64 "
-            "references); a difference below them would go unseen."]
-    return out
-
-
-def write_csv(df: pd.DataFrame, path: Path) -> None:
-    """The tidy frame without the per-round times; fixed float format and line endings."""
-    escape.csv_frame(df.drop(columns=["times"])).to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
@@ -859,7 +418,7 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
                          f"{r0.get('cores') or '?'} CPUs; accelerator {r0.get('accelerator') or 'none'}; "
                          f"{', '.join(versions) or 'versions n/a'}; {len(runs)} result files. "
                          f"Its report: machine-{k}/report.md.")]
-        ft = summary.framework_table(replicates.cases(scaleout.split(sub)[0]))
+        ft = summary.framework_table(replicates.cases(sections.judged_in_report(sub)))
         if not ft.empty:
             blocks.append(("table", ft, f"Machine {k}, per framework and mode (speed relative to the fastest on "
                                         f"this machine).", f"machine-{k}"))
@@ -896,10 +455,10 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
             pdf: bool | None = None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
-    one = scaleout.split(cases)[0]               # the figures draw one-device cases
+    one = sections.judged_in_report(cases)       # the figures draw one-device cases
     findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
-    figs.update(section_figures(one, out_dir / "figures"))
+    figs.update(drawings.draw(one, out_dir / "figures"))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}

@@ -50,8 +50,6 @@ CB = sns.color_palette("colorblind").as_hex()
 # bluish green, not a second orange); a framework without one takes the next free colour
 FIXED_COLOURS = {name: CB[f.colour] for name, f in FACTS.items() if f.colour is not None}
 SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
-STATUS_COLOURS = {"ok": CB[2], "fallback": CB[8], "unsupported": CB[7], "failed": CB[3],
-                  "missing": "#e4e4e4", "not run": "#ffffff", "n/a": "#f4f4f4"}
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # "up to 40% faster" with torch.compile, as the claim is usually made

@@ -1,5 +1,6 @@
-"""reports.sections: the dynamic-shapes, interop and derivatives sections, their figures, findings
-and framework-choice concerns, on small synthetic result files."""
+"""reports.sections (judging halves) and reports.rendering.sections (drawing halves): the
+dynamic-shapes, interop and derivatives sections, their figures, findings and framework-choice
+concerns, and the registry every section is read from, on small synthetic result files."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,10 @@ import pytest
 import reports
 from reports.analysis import findings, replicates, summary
 from reports.rendering import document
+from reports.rendering import sections as drawings
+from reports.rendering.sections import derivatives as derivatives_draw
+from reports.rendering.sections import dynamic as dynamic_draw
+from reports.rendering.sections import interop as interop_draw
 from reports.sections import common, derivatives, dynamic, interop
 from tests.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
@@ -45,7 +50,7 @@ def test_dynamic_figures_drawn_from_their_fields(tmp_path):
     c = _cases(tmp_path, [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001),
                           _dyn("torch", "compiled", "bucketed", 1.0, 0.3, 0.001, waste=0.3, compilations=2),
                           _dyn("jax", "compiled", None, 4.0, 0.6, 0.001)])
-    figs = document.section_figures(c, tmp_path / "fig")
+    figs = drawings.draw(c, tmp_path / "fig")
     for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
         png, caption = figs[name]
         assert png is not None and png.read_bytes()[:4] == b"\x89PNG", name
@@ -56,12 +61,12 @@ def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
     # dynamic records from before the per-request series existed
     c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN,
                             "fields": {"stream_cold_s": 1.0, "distinct_shapes": 4}}, 0.01)])
-    figs = document.section_figures(c, tmp_path / "fig")
+    figs = drawings.draw(c, tmp_path / "fig")
     png, note = figs["dyn_compilations"]
     assert png is None and note == ("The dyn_compilations figure: not drawn, the records lack "
                                     "stream_cold_compilations.")
     assert not (tmp_path / "fig" / "dyn_compilations.png").exists()
-    blocks = document.section_blocks(c, figs, _fam(c))
+    blocks = drawings.blocks(c, c, figs, _fam(c))
     assert ("p", note) in blocks
     assert any(b[0] == "table" and b[3] == "dynamic" for b in blocks)
 
@@ -78,7 +83,7 @@ def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
     xla = _cases(tmp_path / "x", [(kw, med)])
     line = next(s for s in dynamic.findings(xla, _fam(xla)) if "input_signature" in s)
     assert "1 trace(s) and 6 XLA compile(s) for 6 distinct shapes" in line
-    row = dynamic.table(xla).iloc[0]
+    row = dynamic_draw.table(xla).iloc[0]
     assert row["compilations (cold pass)"] == "1 + 6 XLA" and row["cold-pass caches"] == "empty"
     same = _cases(tmp_path / "b", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.0097, 0.01,
                                         compilations=1)])
@@ -133,7 +138,7 @@ def test_interop_matrix_cells_come_from_the_records(tmp_path):
         ({"framework": "jax", "mode": "compiled", "workload": "interop", "task": "print", "status": "failed",
           "reason": "side effects ran 1 times in 8 calls", "fields": {"interop_outcome": "wrong"}}, None),
     ], processes=1)
-    m = interop.matrix(c, set()).set_index("program")
+    m = interop_draw.matrix(c, set()).set_index("program")
     assert re.fullmatch(r"graph_breaks \([\d.]+ ms\): Failed to trace builtin operator print",
                         m.at["print", "torch compiled"])
     assert re.fullmatch(r"compiled \([\d.]+ ms\)", m.at["item_branch", "torch compiled"])
@@ -170,9 +175,9 @@ def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp
         rec("print", "unsupported", "idiomatic", interop_outcome="refused", rewrite_uses="jax.debug.print",
             rewrite_lines=1),
     ], processes=1)
-    m = interop.matrix(c, set()).set_index("program")
+    m = interop_draw.matrix(c, set()).set_index("program")
     assert m.at["value_branch", "jax compiled"].startswith("refused")
-    rw = interop.rewrites(c, set()).set_index("program")
+    rw = interop_draw.rewrites(c, set()).set_index("program")
     assert re.fullmatch(r"compiled \([\d.]+ ms\) \[jax.lax.cond, 3 lines\]", rw.at["value_branch", "jax compiled"])
     assert rw.at["print", "jax compiled"].endswith("[jax.debug.print, 1 line]")
     # value_branch: max(0.5 refused, 0.75 x 1 compiled rewrite); print: max(0 wrong, 0.75 x 0.5 refused rewrite)
@@ -220,10 +225,10 @@ def test_derivatives_section_vmap_speedup_and_capability(tmp_path):
     assert mem.startswith("hvp_mlp peak memory, torch compiled (peak RSS delta in a fresh process): fwd_rev 4.0 MiB, "
                           "rev_rev 16.0 MiB: fwd_rev is smaller than rev_rev by at least the 10% margin (memory "
                           "ratio 0.25x")
-    cap = derivatives.capability(c, set()).set_index(["problem", "transform"])
+    cap = derivatives_draw.capability(c, set()).set_index(["problem", "transform"])
     assert cap.at[("nth_derivative", "autograd"), "torch compiled"] == "failed: RuntimeError: double backward"
     assert cap.at[("per_sample_grad_mlp", "vmap"), "jax compiled"] == "ok"
-    figs = document.section_figures(c, tmp_path / "fig")
+    figs = drawings.draw(c, tmp_path / "fig")
     for name in ("der_time", "der_vmap", "der_order", "der_memory"):
         assert figs[name][0] is not None, name
     # documented score: mean of speed (geomean over tasks two frameworks ran of best time ratios)
@@ -254,7 +259,7 @@ def test_cli_help_names_every_concern(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "concerns: " + ", ".join(findings.CONCERNS) + " (" in text
     assert findings.CONCERNS[3:] == sections.CONCERNS == ("dynamic", "interop", "derivatives")
-    for s in sections.SECTIONS:
+    for s in (s for s in sections.SECTIONS if s.concern):
         assert f"{s.concern}: {s.concern_label}" in text
 
 
@@ -317,7 +322,7 @@ def test_rendered_report_has_the_axes_sections_and_their_method(tmp_path):
 
 def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
     c = _cases(tmp_path, [({"framework": "torch", "mode": "compiled", **DYN}, 0.01)], processes=1)
-    blocks = document.section_blocks(c, {}, _fam(c))
+    blocks = drawings.blocks(c, c, {}, _fam(c))
     assert ("p", "The dynamic-shapes table: not shown, the records lack stream_cold_s, distinct_shapes.") in blocks
     assert not any(b[0] == "table" for b in blocks)
 
@@ -334,9 +339,11 @@ def test_a_per_process_value_needs_two_processes_for_an_interval():
 
 def test_a_fourth_section_is_one_registration_read_everywhere(tmp_path, monkeypatch):
     """The document, the family of comparisons, the Summary and the Method read the
-    registry (reports.sections.SECTIONS): a new workload's Section shows up in each."""
+    registry (reports.sections.SECTIONS, the judging halves) and its drawing halves
+    (reports.rendering.sections.DRAWINGS, by name): a new workload's Section shows up in each."""
     from reports import sections
-    from reports.sections.common import Section, Table
+    from reports.rendering.sections.common import Drawing, Table
+    from reports.sections.common import Section
     c = _cases(tmp_path, [({"framework": fw, "mode": "compiled", "workload": "toy", "task": "t"}, 0.01)
                           for fw in ("torch", "jax")], processes=2)
     stated = []
@@ -344,15 +351,22 @@ def test_a_fourth_section_is_one_registration_read_everywhere(tmp_path, monkeypa
     def toy_findings(d, fam, lacking):
         stated.append(len(d))
         return [f"{len(d)} toy cases"]
-    toy = Section(workload="toy", title="Toy axis", tables=(Table(lambda d, lacking: d[["framework"]], "Toy.", "toy"),),
-                  figures=(), findings=toy_findings, no_findings="none", concern="toy", concern_label="toy axis",
-                  score=lambda d, fws, lacking: {}, scoring="Toy.", summary=lambda d, fam, lacking: ["Toy summary."],
-                  method=("toy: how it is measured.",))
+    toy = Section(name="toy", workload="toy", findings=toy_findings, no_findings="none", concern="toy",
+                  concern_label="toy axis", score=lambda d, fws, lacking: {}, scoring="Toy.",
+                  summary=lambda d, fam, lacking: ["Toy summary."])
     monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, toy))
     monkeypatch.setattr(sections, "WORKLOADS", (*sections.WORKLOADS, "toy"))
+    with pytest.raises(KeyError, match="no drawing half"):
+        drawings.blocks(c, c, {}, _fam(c))
+    monkeypatch.setitem(drawings.DRAWINGS, "toy", Drawing(
+        name="toy", title="Toy axis", tables=(Table(lambda d, lacking: d[["framework"]], "Toy.", "toy"),),
+        method=("toy: how it is measured.",)))
+    c = _cases(tmp_path, [({"framework": fw, "mode": "compiled", "workload": "toy", "task": "t"}, 0.01)
+                          for fw in ("torch", "jax")], processes=2)
+    stated.clear()
     fam = _fam(c)
     assert stated == [2, 2]                     # both passes of the family ran its findings
-    blocks = document.section_blocks(c, {}, fam)
+    blocks = drawings.blocks(c, c, {}, fam)
     assert blocks[0] == ("h", 2, "Toy axis") and blocks[1][0] == "table" and blocks[-1] == ("ul", ["2 toy cases"])
     assert summary.section_sentences(c, fam) == ["Toy summary."]
     assert "toy: how it is measured." in document.method_lines(c, fam)

@@ -1,0 +1,279 @@
+"""The report's generic parts, the ones no section owns: the introduction, the Summary, the
+model workloads' figures, replication and stability (with the flags), the Findings, choosing
+a framework, what did not run, and the article's threats to validity. Each returns the
+document's blocks (reports.rendering.sections.common.Block) or their sentences; the
+document (reports.rendering.document) puts them in the reader's order with the sections'.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reports import sections
+from reports.analysis import data as rdata
+from reports.analysis import findings, stats, summary
+from reports.analysis.data import TIMED, finite
+from reports.rendering.sections.common import Block, figure_block
+
+SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
+
+
+def _uniq(values: Any) -> str:
+    v = sorted({str(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))
+                and str(x) != "nan"})
+    return ", ".join(v) if v else "n/a"
+
+
+def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[str]:
+    """Replication, the spread between warm processes, the cold processes, the machine's
+    state and what the flags found, as the reader needs them before trusting a verdict."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    if t.empty:
+        return []
+    margin = fam.margin if fam is not None else stats.MARGIN
+    one = int((t["n_processes"] == 1).sum())
+    lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state processes or more"
+             + (f"; {one} have one: nothing between processes is tested for them, and their intervals cover "
+                "round-to-round noise only (marked * in the results)." if one else ".")]
+    sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
+    if finite(sd):
+        p = int(t["n_processes"].median())
+        res = stats.resolution(sd, p)
+        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (SD of their median steps, median "
+                     f"over cases; the largest over the smallest of a case's {p} is {100 * spread:.1f}% in median, a "
+                     "range that grows with the number of processes). At that spread a ratio of two cases of "
+                     f"{p} processes each has a 95% interval of about +-{100 * res:.1f}% (wider at the verdicts' Holm "
+                     "levels)."
+                     + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
+                        "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
+                        "or with more processes." if res > margin else ""))
+    cold = d.attrs.get("cold_over_warm", math.nan)
+    if finite(cold):
+        lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
+                     "in the compile table. The cold processes measure first calls and this ratio only: every "
+                     "steady-state number, interval and verdict comes from warm processes.")
+    busy = t[t["busy"] == True]    # noqa: E712 (bools and None)
+    recorded = t["busy"].notna().sum() if "busy" in t.columns else 0
+    lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
+                 "CPU or the hypervisor stole time (flagged)." if recorded else
+                 "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
+    if fam is not None and fam.m:
+        lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
+                     f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
+    return lines
+
+
+def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
+    """What the flags imply for this run, in one sentence."""
+    keys = {k for c in fam.flags.values() for ks in c.values() for k in ks}
+    stated = {k for k, j in fam.judged.items() if j.decided or j.verdict == stats.EQUIVALENT}
+    t = d[d["status"].isin(TIMED)]
+    busy = int((t.get("busy", pd.Series(dtype=object)) == True).sum())   # noqa: E712
+    if not keys and not busy:
+        return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
+                "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
+    return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
+            "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
+            "as provisional" + (f"; {busy} case(s) ran while the machine was busy" if busy else "") + ".")
+
+
+def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
+    """One row per flag reason: how many cases and comparisons it touches, and what it means."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    rows = []
+    for why, meaning in findings.FLAG_MEANING.items():
+        n = int(sum(why in str(f) for f in t.get("flags", pd.Series(dtype=str)).fillna("")))
+        keys = {k for c in fam.flags.values() for k in c.get(why, ())}
+        if n:
+            rows.append({"flag": why, "cases": n, "verdicts it could change": len(keys) if keys else "-",
+                         "what it means": meaning})
+    return pd.DataFrame(rows)
+
+
+def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """One short line per case that did not run normally, and the appendix of full reasons."""
+    lines, appendix = [], []
+    lacking = rdata.lacking_modes(d)
+    na = rdata.not_applicable(d)
+    same: dict[tuple[str, str, str, str], list[str]] = {}      # one line for the modes that share a reason
+    for r in findings.reasons(d[~na]):
+        if (r["framework"], r["mode"]) not in lacking:
+            same.setdefault((r["framework"], r["case"], r["status"], r["reason"]), []).append(r["mode"])
+    for (fw, case, status, reason), modes in same.items():
+        head = " ".join(reason.split())
+        who = f"{fw} {'/'.join(modes)} {case}"
+        if len(head) > SHORT_REASON:
+            appendix.append(f"E{len(appendix) + 1}. {who}: {reason}")
+            head = head[:SHORT_REASON].rstrip() + f"... (full text: Appendix E, E{len(appendix)})"
+        lines.append(f"{who}: {status}: {head}")
+    if lacking:
+        lines.append("n/a (the framework has no such mode): " + ", ".join(f"{f} {m}" for f, m in sorted(lacking)))
+    other = d[na & ~np.array([(f, m) in lacking for f, m in zip(d["framework"], d["mode"])], dtype=bool)]
+    if len(other):
+        per = other.groupby("framework")["strategy"].agg(lambda s: ", ".join(sorted({str(x) for x in s.dropna()})))
+        lines.append(f"n/a (another framework's API: a strategy this framework does not have, recorded so the "
+                     f"matrix is complete): {len(other)} cases; " + "; ".join(f"{f}: {v}" for f, v in per.items()))
+    return lines, appendix
+
+
+def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
+    """The title and what the report holds and how to read its verdicts; whether it is
+    indicative only, what was not measured and which runs ended early."""
+    fws = rdata.framework_order(df["framework"])
+    m = f"{100 * margin:.0f}%"
+    b: list[Block] = [("h", 1, "fwbench report")]
+    b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
+                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} steady-state "
+                   "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
+                   "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
+                   "case) give the first calls. Each comparison reads faster or slower (by at least the "
+                   f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested (one process); "
+                   + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
+                      "(Holm), so each verdict's interval is shown at its own level." if fam.m else
+                      "no comparison of this report could be tested.")))
+    if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
+        b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
+                       "measures), so no comparison between processes is tested and no framework is found faster "
+                       "than another; the intervals cover round-to-round noise only. Run without --quick for "
+                       "findings."))
+    if missing:
+        b.append(("p", "Not measured (not installed or not loadable): " +
+                       "; ".join(f"{n}: {why}" for n, why in missing.items())))
+
+    ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
+    if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
+        b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+    return b
+
+
+# The model workloads' parts: heading, what it shows and where the numbers are, its figures.
+RESULTS = ("Results", "Steady-state speed, speedup over eager, first call against step and utilisation per task; "
+           "every case's numbers with their intervals and flags are in Appendix B (and cases.csv), first calls and "
+           "compilations in Appendix C.", ("throughput", "speedup", "first_call", "utilisation"))
+COMPILATION = ("Compilation: cold and warm first calls", "First call with every compile cache empty for the case "
+               "(cold processes) and with the run's cache filled by them (warm processes); per case, with intervals, "
+               "compile latency, break-even and the frameworks' own compilation counters, in Appendix C.",
+               ("cold_warm",))
+
+
+def model_blocks(model: pd.DataFrame, figs: dict[str, tuple[Path | None, str]], title: str, text: str,
+                 names: tuple[str, ...]) -> list[Block]:
+    """A part on the model workloads (none where none ran): its heading, what it shows and
+    where the numbers are, and its figures."""
+    if model.empty:
+        return []
+    return [("h", 2, title), ("p", text), *(blk for name in names for blk in figure_block(figs, name))]
+
+
+def stability_blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
+    """Replication and stability: processes, spread, the machine's state and the flags."""
+    b: list[Block] = [("h", 2, "Replication and stability")]
+    b.append(("ul", stability_lines(df, fam) or ["No timed cases."]))
+    ft = flag_table(df, fam)
+    if not ft.empty:
+        b.append(("table", ft, "Flags, by reason: a case is flagged only where its instability could change a "
+                  "verdict (or the machine was busy, or it recompiled while timed).", "flags"))
+    b.append(("p", flag_sentence(df, fam)))
+    return b
+
+
+def findings_blocks(df: pd.DataFrame) -> list[Block]:
+    """Findings: the comparisons of step times per workload (findings.findings)."""
+    b: list[Block] = [("h", 2, "Findings")]
+    found = findings.findings(df)
+    if not found:
+        b.append(("p", "No timed cases, so no findings."))
+    for wl, lines in found.items():
+        b.append(("h", 3, f"Workload {wl}"))
+        b.append(("ul", lines))
+    return b
+
+
+def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
+    """Choosing a framework: how each concern is scored (a section's own in its words), the
+    scores, their sensitivity to the weights and what would change the choice."""
+    b: list[Block] = [("h", 2, "Choosing a framework")]
+    if df[df["status"].isin(TIMED)].empty:
+        b.append(("p", "No timed cases, so no ranking."))
+    else:
+        rank, rnotes = findings.ranking(df, weights)
+        sens = findings.sensitivity(rank)
+        b.append(("p", "Each framework is scored per concern on [0, 1], 1 being the best framework in this "
+                       "report, over the work two frameworks or more ran (a variant only one framework has, such "
+                       "as torch's train-step recipes, is left out of these means): throughput (geometric mean "
+                       "over tasks of its best mode's throughput relative to the best), compile (the cold first "
+                       "call of its fastest accelerated mode, the wait before the first result, relative to the "
+                       "lowest; no floor), coverage (share of eager and accelerated slots that ran; fallback counts "
+                       "half; a mode a framework does not have is n/a). No single weighting is the verdict: the second "
+                       "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
+                       "framework ranks first, and which concerns it leads on."
+                       + "".join(" " + s.scoring for s in sections.SECTIONS if s.concern in rank.columns)))
+        b.append(("table", rank.reset_index().assign(rank=lambda t: t["rank"].map(lambda v: f"{v:.0f}")),
+                  "Framework scores per concern, and overall for the weights given (higher is better).", "ranking"))
+        b.append(("table", sens.reset_index().assign(**{"ranks first under": lambda t: t["ranks first under"].map(
+                  lambda v: f"{100 * v:.0f}% of weightings")}),
+                  "Sensitivity of the choice to the weights.", "sensitivity"))
+        b.append(("ul", findings.deciding_sentences(sens) + findings.flip_sentences(rank, weights)
+                  + findings.ranking_sentences(rank, weights) + rnotes))
+    return b
+
+
+def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], notes: list[str]) -> list[Block]:
+    """Missing frameworks, failed and unsupported cases (one short line each), and the
+    input's problems."""
+    b: list[Block] = [("h", 2, "Missing frameworks, failed and unsupported cases")]
+    lines = [f"{n} missing: {why}" for n, why in missing.items()] + short
+    b.append(("ul", lines) if lines else ("p", "Every case ran."))
+    if notes or df.attrs.get("problems"):
+        b.append(("h", 2, "Input problems"))
+        b.append(("ul", list(df.attrs.get("problems", [])) + notes))
+    return b
+
+
+def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family,
+                   weights: dict[str, float]) -> list[Block]:
+    """The Summary: what the data support (analysis.summary, then the sentences of sections
+    judged from every case in a family of their own, such as scale-out's), then the scope of
+    the run."""
+    b: list[Block] = [("h", 2, "Summary")]
+    key = summary.key_findings(df, fam) + summary.section_sentences(every, fam, own_family=True)
+    b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
+    ft = summary.framework_table(df)
+    if not ft.empty:
+        b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
+                  "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
+                  "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
+                  "measures it on this device.", "summary"))
+    if not df[df["status"].isin(TIMED)].empty:
+        rank, _ = findings.ranking(df, weights)
+        b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
+                       + " Best per concern: " + "; ".join(summary.recommendations(rank))
+                       + " (the scores, weights and what drives them under Choosing a framework)."))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
+    return b
+
+
+def threats(df: pd.DataFrame) -> list[str]:
+    """Threats to validity of this run, for the article."""
+    out = []
+    if not df["device"].isin(["cuda", "gpu"]).any():
+        out.append("CPU only: nothing here is evidence about GPUs, where kernels, fusion and memory behave "
+                   "differently.")
+    th = sorted({int(x) for x in df["threads"].dropna()})
+    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread(s): per-step overheads (dispatch, Python "
+               "loops) weigh more than at training scale.")
+    sd = df.attrs.get("warm_sd", math.nan)
+    if finite(sd):
+        out.append(f"Processes of the same code differ by {100 * sd:.1f}% (SD of warm process medians): "
+                   "differences near the margin stay inconclusive, and equivalence within it needs more processes.")
+    out += ["Idioms differ by design: torch loops over a compiled step where JAX and TensorFlow compile the loop "
+            "(generate, sample); JAX's and TensorFlow's eager modes run op by op.",
+            "TensorFlow's persistent XLA cache keys programs by the tf.function's process-unique name, so its "
+            "warm first calls compile again: a property of TensorFlow, measured, not of the harness.",
+            "Equal work is checked at float32 tolerances (ten times the error achieved against float64 "
+            "references); a difference below them would go unseen."]
+    return out

@@ -1,0 +1,231 @@
+"""The dynamic-shapes section's drawing half (its judging half: reports.sections.dynamic).
+
+    tables   table: framework x mode x strategy x stream (shapes, compilations, the cold pass
+             over processes, a warm pass, new- and seen-shape requests, padding, recompile
+             limit); costs (the judging half's): each framework's cost of serving N
+             requests, eager apart
+    figures  dyn_compilations (cumulative compilations vs requests seen, from
+             stream_cold_compilations), dyn_stream_time (cumulative cold stream time from
+             stream_cold_request_s, the warm pass as its end point), dyn_new_vs_seen
+             (new_shape_latency_s vs seen_shape_latency_s), dyn_padding (padding_waste vs
+             compilations_cold)
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from reports.analysis import stats
+from reports.analysis.data import TIMED, finite, framework_order
+from reports.analysis.verdicts import procs
+from reports.rendering import figures as F
+from reports.rendering.sections.common import Drawing, Plot, Table, strategy_styles
+from reports.sections.common import Lacking, has, missing_note, strategy_label
+from reports.sections.dynamic import _stream, costs, hit_limit
+
+
+def _times(r: pd.Series) -> str:
+    return stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]) if finite(r.get("median_s")) else ""
+
+
+def _range(vals: dict[str, float]) -> str:
+    """The geometric mean over processes with its 95% t interval ('one process' below two)."""
+    e = stats.Est.of(vals)
+    if not e.n:
+        return ""
+    if e.n < 2:
+        return stats.fmt_seconds(e.value) + " (one process)"
+    return stats.fmt_time_ci(e.value, *e.interval())
+
+
+def table(d: pd.DataFrame) -> pd.DataFrame:
+    """A row per stream case that ran or failed (unsupported strategies are listed with their
+    reasons among the report's unsupported cases)."""
+    rows = []
+    streams = {t: s for t, s in zip(d["task"], d["stream"]) if isinstance(s, str)} if "stream" in d else {}
+    for _, r in d[d["status"] != "unsupported"].iterrows():
+        timed = r["status"] in TIMED
+        rows.append({
+            "stream": r.get("stream") if isinstance(r.get("stream"), str) else streams.get(r["task"], r["task"]),
+            "framework": r["framework"], "mode": r["mode"],
+            "strategy": r["strategy"] if isinstance(r["strategy"], str) else "default",
+            "status": r["status"],
+            "shapes": f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "",
+            "compilations (cold pass)": (f"{r['compilations_cold']:.0f}"
+                                         if timed and finite(r.get("compilations_cold")) else "")
+                                        + (f" + {r['xla_compilations_cold']:.0f} XLA"
+                                           if timed and finite(r.get("xla_compilations_cold")) else ""),
+            "cold-pass caches": r.get("stream_cold_cache") if isinstance(r.get("stream_cold_cache"), str) else "",
+            "cold stream [95% CI]": _range(procs(r, "stream_cold_s")) if timed else "",
+            "warm stream [95% CI]": _times(r) if timed else "",
+            "new-shape request": stats.fmt_seconds(r.get("new_shape_latency_s")) if timed else "",
+            "seen-shape request": stats.fmt_seconds(r.get("seen_shape_latency_s")) if timed else "",
+            "padding waste": f"{100 * r['padding_waste']:.0f}%" if finite(r.get("padding_waste")) else "",
+            "recompile limit hit": {True: "YES", False: "no"}.get(r.get("recompile_limit_hit"), "") if timed else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def _series(text: Any) -> np.ndarray | None:
+    try:
+        return np.array([float(x) for x in str(text).split(",")]) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Series, tuple[str, str], np.ndarray],
+                                                                       None], ylabel: str, title: str) -> Figure | None:
+    d = d[d["status"].isin(TIMED) & d[col].notna()] if col in d.columns else d.iloc[0:0]
+    if d.empty:
+        return None
+    d = d.assign(_s=d.apply(_stream, axis=1))
+    keys = sorted({(s, f) for s, f in zip(d["_s"], d["framework"])},
+                  key=lambda k: (k[0], framework_order(d["framework"]).index(k[1])))
+    with F._style():
+        fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(panels):
+            s, f = keys[i]
+            panel = d[(d["_s"] == s) & (d["framework"] == f)]
+            style = strategy_styles([strategy_label(r) for _, r in panel.iterrows()])   # per panel: 10 colours
+            for _, r in panel.iterrows():
+                y = _series(r[col])
+                if y is not None:
+                    draw(ax, r, style[strategy_label(r)], y)
+            ax.set_title(f"{s}: {f}")
+            ax.set_xlabel("requests seen")
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=6, frameon=False)
+        fig.suptitle(title)
+    return fig
+
+
+def fig_compilations(d: pd.DataFrame) -> Figure | None:
+    def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
+        x = np.arange(1, len(y) + 1)
+        ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
+                label=strategy_label(r) + (" (limit hit)" if hit_limit(r) else ""))
+    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative)",
+                                 "compilations vs requests seen (cold pass)")
+
+
+def fig_stream_time(d: pd.DataFrame) -> Figure | None:
+    def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
+        x = np.arange(1, len(y) + 1)
+        ax.plot(x, np.cumsum(y), color=st[0], marker=st[1], markersize=2.5, linewidth=1, label=strategy_label(r))
+        if finite(r.get("median_s")):
+            ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
+        ax.set_yscale("log")
+    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s)",
+                                 "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
+
+
+def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool) -> Figure | None:
+    """One panel per stream: a point per case, colour = framework, marker = mode and
+    strategy (one legend for the figure): no text on the points, which overlapped."""
+    d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
+    if d.empty:
+        return None
+    d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
+    streams = sorted(d["_s"].unique())
+    col, fws = F.colours(d["framework"]), framework_order(d["framework"])
+    marks = "osD^v<>PXh*pH8d"
+    labels = sorted(d["_l"].unique())
+    mk = {lab: marks[i % len(marks)] for i, lab in enumerate(labels)}
+    with F._style():
+        fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        for i, ax in enumerate(panels):
+            g = d[d["_s"] == streams[i]]
+            for _, r in g.iterrows():
+                ax.scatter(r[x], r[y], color=col[r["framework"]], marker=mk[r["_l"]], s=34, edgecolor="black",
+                           linewidth=0.4, zorder=3)
+            if logx:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+            if diag:
+                lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
+                ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
+            ax.set_title(streams[i])
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+        handles = [Line2D([], [], marker=mk[lab], color="grey", markeredgecolor="black", linestyle="", label=lab)
+                   for lab in labels]
+        F._framework_legend(fig, fws, col, handles)
+    return fig
+
+
+def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
+    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
+                    "new-shape request (s, median)", True, True)
+
+
+def fig_padding(d: pd.DataFrame) -> Figure | None:
+    return _scatter(d, "compilations_cold", "padding_waste", "compilations (cold pass)",
+                    "padding waste (1 - needed / computed)", False, False)
+
+
+def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
+    if has(d, "stream_cold_s") or has(d, "distinct_shapes"):
+        return table(d)
+    return missing_note("The dynamic-shapes table", d, ("stream_cold_s", "distinct_shapes"), "not shown")
+
+
+TABLES = (
+    Table(_table_or_note, "Per stream, framework, mode and strategy: distinct shapes, compilations during the cold "
+          "pass (each framework's own counter), the cold pass's total time (geometric mean over processes [95% t "
+          "interval]), one warm pass (median, 95% interval), the median request whose shape was new / seen, padding "
+          "waste, and whether a recompile limit was hit.", "dynamic", keep_empty=True),
+    Table(lambda d, lacking: costs(d),
+          "The cost of serving N requests of each stream (the cold pass over its requests, then the rest at the warm "
+          "per-request rate), each framework's best strategy that ran correctly without hitting a recompile limit; "
+          "eager apart from accelerated modes (compiled, TensorFlow graph). The dynamic-shapes concern of the "
+          "framework choice reads the accelerated rows.", "dynamic-costs"),
+)
+
+
+FIGURES = (
+    Plot("dyn_compilations", fig_compilations, ("stream_cold_compilations",),
+         "Compilations (each framework's own counter) after each request of the cold pass, per "
+         "strategy; one panel per stream and framework."),
+    Plot("dyn_stream_time", fig_stream_time, ("stream_cold_request_s",),
+         "Cumulative time of the cold pass over the stream (fresh model, every shape new once), and "
+         "the median time of a warm pass (every shape seen) as the marker at the end."),
+    Plot("dyn_new_vs_seen", fig_new_vs_seen, ("new_shape_latency_s", "seen_shape_latency_s"),
+         "Median latency of a request whose shape is new against one whose shape was seen (colour "
+         "framework, marker mode and strategy; dotted: equal). Above the line: the strategy compiles "
+         "(or traces) per shape."),
+    Plot("dyn_padding", fig_padding, ("padding_waste", "compilations_cold"),
+         "Padding waste (share of computed tokens or pixels that are padding) against the compilations "
+         "of the cold pass; colour framework, marker mode and strategy (bucketed pads, the others do not)."),
+)
+
+
+METHOD = (
+    "dynamic shapes, cold pass: a fresh model (torch: torch._dynamo.reset(); JAX: a new jit; TensorFlow: new "
+    "tf.functions) takes every request of the stream once, in arrival order, each timed alone, so each shape's "
+    "first request pays its trace and compile. The cold-pass caches column (stream_cold_cache) says whether "
+    "every cache, persistent ones included, started empty (TensorFlow with its XLA cache on: programs "
+    "compiled earlier may load); records without it had empty in-memory caches and the run's persistent "
+    "cache empty only in the first process of each framework. The warm pass repeats the stream with every "
+    "shape seen: its median over rounds is the case's step time.",
+    "dynamic shapes, compilations count each framework's own events (torch: Dynamo graphs; JAX: XLA backend "
+    "compiles; TensorFlow: tf.function traces, and XLA's compiles apart (+ N XLA, from the entries XLA writes "
+    "to its cache folder) where recorded; without them an XLA compile per concrete shape under one trace "
+    "shows only as a new-shape request slower than a seen one).",
+    "dynamic shapes, torch's static strategy recompiles up to Dynamo's recompile limit and then runs eagerly "
+    "with only a warning; recompile limit hit comes from that warning. Such a case is not the framework's best "
+    "strategy in the dynamic-shapes concern.",
+    "dynamic shapes, bucketed: requests are padded to a fixed bucket list (powers of two); padding_waste is "
+    "the share of computed tokens or pixels that are padding (the DDPM stream pads the batch only, with zero "
+    "images, never pixels); outputs on the real positions are checked against the unpadded float64 "
+    "reference before anything is timed, and a wrong one is failed, never timed.",
+    "dynamic shapes, loops: in a stream that decodes or samples, torch loops in Python around its compiled "
+    "graphs while JAX and TensorFlow compile the loop where they can (see generate and sample); each request "
+    "is timed as a user of that framework runs it, so a stream compares those choices, not identical programs.",
+)
+
+
+DRAWING = Drawing(name="dynamic", title="Dynamic shapes", tables=TABLES, figures=FIGURES, method=METHOD)
