@@ -108,7 +108,7 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     ids = _job_ids(r.stderr)
     assert len(ids) == 2 and "launcher: submitit on Slurm" in r.stderr
     assert "--time=11 (minutes" in r.stderr                          # 300 s + 10% + 5 min
-    assert "RUNNING on" in r.stderr and "COMPLETED" in r.stderr      # progress from squeue
+    assert f"slurm job {ids[0]}: RUNNING on " in r.stderr and f"torch#0: slurm job {ids[0]} done" in r.stderr
     assert "[torch#0 1/1] gpt forward eager: median" in r.stderr     # and the running job's cases
     assert "submitit WARNING" not in r.stderr and "sacct" not in r.stderr
     out = tmp_path / "run"
@@ -133,7 +133,10 @@ def test_scancel_of_the_running_job_keeps_the_finished_case(slurm, tmp_path):
     subprocess.run(["scancel", jid], check=True, timeout=60)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert f"slurm job {jid}: CANCELLED" in err and "Traceback" not in err
+    # Slurm sends SIGTERM, then SIGKILL after KillWait: the job ends CANCELLED, or its runner
+    # first keeps the results itself, blaming the SIGTERM that ended its benchmark process
+    assert (f"slurm job {jid}: CANCELLED" in err or f"slurm job {jid} ended early: process killed by SIGTERM" in err)
+    assert "Traceback" not in err
     df = reports.load(tmp_path / "out" / "torch.json")
     st = {(t, m): (s, r) for t, m, s, r in zip(df["task"], df["mode"], df["status"], df["reason"])}
     assert st[("forward", "eager")][0] == "ok"                       # finished before the cancel: kept

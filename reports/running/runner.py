@@ -662,7 +662,8 @@ def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch
         try:
             if why is None:
                 done[item] = Path(j.result())
-                progress.line(f"{who}: {kind} job {j.job_id} done")
+                ended = ((_read_json(done[item]) or {}).get("machine_info") or {}).get("fwbench", {}).get("ended_by")
+                progress.line(f"{who}: {kind} job {j.job_id} " + (f"ended early: {ended}" if ended else "done"))
         except Exception as e:   # submitit's FailedJobError / UncompletedJobError: killed, cancelled, timed out
             last = (str(e).strip().splitlines() or [""])[-1][:300]
             why = f"{kind} job {j.job_id} ended without a result ({type(e).__name__}: {last})"
