@@ -214,6 +214,10 @@ def make_parser() -> Parser:
                      help="output folder (default: ./fwbench-out/report)")
     rep.add_argument("--weights", help=WEIGHTS_HELP)
     rep.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
+    rep.add_argument("--job", action="append", metavar="TASK:N",
+                     help="a job of your own for the choice per job, TASK:N or WORKLOAD/TASK:N (train_step:5000: "
+                          "5,000 train steps; dynamic/prefill:1000: 1,000 requests; derivatives tasks count "
+                          "examples); repeat for several; default: 100 and 100,000 per task, 1,000 per stream")
 
     c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
                        description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "
@@ -259,18 +263,21 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
-            margin: float | None = None) -> int:
-    from reports.analysis import data, findings
+            margin: float | None = None, job_texts: list[str] | None = None) -> int:
+    from reports.analysis import data, findings, jobs, replicates
     from reports.rendering import document
     from reports.running.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
+    job_list = [jobs.parse_job(j) for j in job_texts or []] or None
     df = data.load(results)
     if df.empty and not any(r["missing"] for r in df.attrs["runs"]):
         raise FwbenchError("nothing to report: " + ("; ".join(df.attrs["problems"]) or
                                                      "no fwbench records in " + ", ".join(map(str, results))))
     _warn(cmd, df.attrs["problems"])
+    if job_list:
+        jobs.check_jobs(replicates.cases(df), job_list)
     with safe_write(out, "the report into"):
-        paths = document.render(df, out, weights, margin)
+        paths = document.render(df, out, weights, margin, jobs=job_list)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
     paper = paths.get('pdf', paths['paper'])
     print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paper}  "
@@ -279,7 +286,7 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _render(args.results, args.out, args.weights, "report", args.margin)
+    return _render(args.results, args.out, args.weights, "report", args.margin, args.job)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -382,8 +382,9 @@ def scores(df: pd.DataFrame) -> pd.DataFrame:
     for s in sections.SECTIONS:
         for f, x in (s.score(s.cases(df), fws, lacking) if s.score is not None else {}).items():
             out.at[f, s.concern] = x
-    # compile: the first call of each framework's fastest accelerated mode and strategy per slot
-    c = _shared_slots(t[~own & (t["mode"] != "eager") & (t["first_call_s"] > 0)])
+    # compile: the first call of the configuration throughput scores (each framework's fastest
+    # mode and strategy per slot, eager included): one configuration for both concerns
+    c = _shared_slots(t[~own & (t["first_call_s"] > 0)])
     lat: dict[str, list[float]] = {f: [] for f in fws}
     for _, g in c.groupby(SLOT, dropna=False):
         pick = g.sort_values("median_s").drop_duplicates("framework")
@@ -479,7 +480,9 @@ def sensitivity(s: pd.DataFrame) -> pd.DataFrame:
     sc = s[concerns].fillna(0.0).to_numpy(dtype=float)                  # (frameworks, concerns)
     overall = grid @ sc.T / grid.sum(axis=1, keepdims=True)              # (vectors, frameworks)
     first = np.isclose(overall, overall.max(axis=1, keepdims=True), rtol=0, atol=1e-12)
-    lead = {c: s[c].idxmax() for c in concerns}
+    # a concern's leader only where it alone has the top score (a tie is a tie, not the first listed)
+    top = {c: [f for f in s.index if np.isclose(s.at[f, c], s[c].max(), rtol=0, atol=0.005)] for c in concerns}
+    lead = {c: top[c][0] if len(top[c]) == 1 else None for c in concerns}
     out = pd.DataFrame({"ranks first under": first.mean(axis=0) if len(grid) else np.nan,
                         "leads on": [", ".join(sections.concern_label(c) for c in concerns if lead[c] == f) or "-"
                                      for f in s.index]}, index=s.index).rename_axis("framework")

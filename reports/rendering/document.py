@@ -25,10 +25,11 @@ from typing import Any
 import pandas as pd
 
 from reports import sections
+from reports.analysis import claims, findings, replicates, stats, summary
 from reports.analysis import data as rdata
-from reports.analysis import findings, replicates, stats, summary
 from reports.analysis.data import TIMED, finite
-from reports.rendering import figures, latex
+from reports.analysis.jobs import Job
+from reports.rendering import choice, figures, latex
 from reports.rendering import sections as drawings
 from reports.rendering.formats import html_doc, latex_tables, markdown, write_csv
 from reports.rendering.parts import (
@@ -264,13 +265,14 @@ def _steps(n: float | None, lo: float | None = None, hi: float | None = None) ->
 # ----------------------------------------------------------------------------- blocks
 
 def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str, float],
-          notes: list[str], margin: float = stats.MARGIN) -> list[Block]:
+          notes: list[str], margin: float = stats.MARGIN, jobs: list[Job] | None = None) -> list[Block]:
     """The document's blocks from replicates.cases (records are aggregated first). The
     report's comparisons are judged first, as one family (findings.report_family); the
     verdict-dependent columns (break-even, flags) are added to the frame in place. Its
     parts in the order a reader meets them: the introduction, the Summary, each section's
     workload, the model workloads' results, replication, compilation, findings, the choice
-    of framework, what did not run, the method and the appendices."""
+    per job, what did not run, the method and the appendices (the weighted concerns last).
+    jobs: the reader's own (--job), else analysis.jobs' defaults."""
     df = replicates.cases(df)
     every = df
     df = sections.judged_in_report(every)    # scale-out's data-parallel cases: its own family and section
@@ -279,17 +281,17 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
     model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, every, fam, weights)
+    b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs))
     b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, *RESULTS)
     b += stability_blocks(df, fam)
     b += model_blocks(model, figs, *COMPILATION)
     b += findings_blocks(df)
-    b += choice_blocks(df, weights)
+    b += choice.section(df, figs, jobs)
     short, appendix = short_reasons(df)
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
-    return b + appendix_blocks(df, missing, appendix)
+    return b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights)
 
 
 def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str]) -> list[Block]:
@@ -368,6 +370,14 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
+        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost is "
+        "first call + N x steady step (M examples: M / examples per call calls; a stream: its cold pass, then "
+        "the other requests at the warm per-request rate), its interval the sum of the terms' interval "
+        "endpoints (a term's 95% t interval from three processes, its processes' range from two, none from one), "
+        "which covers at least as often as both terms' intervals do together. A framework is named cheapest only "
+        "where its interval lies below every other framework's; overlapping intervals are a tie; a term from one "
+        "process makes the answer indicative.",
+        *claims.rules(),
         *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
@@ -375,7 +385,7 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
-           margin: float | None = None, pdf: bool | None = None) -> dict[str, Path]:
+           margin: float | None = None, pdf: bool | None = None, jobs: list[Job] | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
     first into a hidden staging folder there, then moved into place together (running.atomic),
     so an interrupted render leaves the previous report whole."""
@@ -384,14 +394,15 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
     with atomic.staged(final) as staging:
         groups = rdata.machine_groups(df)
         if len(groups) > 1:
-            paths = _render_machines(df, groups, staging, weights, margin, pdf)
+            paths = _render_machines(df, groups, staging, weights, margin, pdf, jobs)
         else:
-            paths = _render(df, staging, weights, margin, pdf)
+            paths = _render(df, staging, weights, margin, pdf, jobs)
         return {k: final / p.relative_to(staging) if isinstance(p, Path) else p for k, p in paths.items()}
 
 
 def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir: Path,
-                     weights: dict[str, float] | None, margin: float, pdf: bool | None) -> dict[str, Path]:
+                     weights: dict[str, float] | None, margin: float, pdf: bool | None,
+                     jobs: list[Job] | None = None) -> dict[str, Path]:
     """Results from several machines (issue 21): a whole report per machine in machine-<k>/,
     and an index that lists the machines with each one's summary table, side by side but
     never divided: a ratio between numbers of different machines is not stated anywhere."""
@@ -406,7 +417,7 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
     for k, (mid, sub) in enumerate(groups.items(), start=1):
         folder = out_dir / f"machine-{k}"
         folder.mkdir(parents=True, exist_ok=True)
-        sub_paths = _render(sub, folder, weights, margin, pdf)
+        sub_paths = _render(sub, folder, weights, margin, pdf, jobs)
         paths.update({f"machine-{k}:{n}": p for n, p in sub_paths.items()})
         runs = sub.attrs.get("runs", [])
         r0 = runs[0] if runs else {}
@@ -452,14 +463,15 @@ def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | N
 
 
 def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, margin: float,
-            pdf: bool | None = None) -> dict[str, Path]:
+            pdf: bool | None = None, jobs: list[Job] | None = None) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     one = sections.judged_in_report(cases)       # the figures draw one-device cases
     findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
     figs.update(drawings.draw(one, out_dir / "figures"))
-    blocks = build(cases, figs, weights, cases.attrs["notes"], margin)
+    figs.update(choice.draw(one, out_dir / "figures"))
+    blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")

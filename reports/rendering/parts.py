@@ -194,9 +194,12 @@ def findings_blocks(df: pd.DataFrame) -> list[Block]:
 
 
 def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
-    """Choosing a framework: how each concern is scored (a section's own in its words), the
-    scores, their sensitivity to the weights and what would change the choice."""
-    b: list[Block] = [("h", 2, "Choosing a framework")]
+    """The weighted concerns, an appendix (the recommendation is the choice per job): how each
+    concern is scored (a section's own in its words), the scores, their sensitivity to the
+    weights and what would change the ranking."""
+    b: list[Block] = [("h", 2, "Appendix F: weighted concerns"),
+                      ("p", "Not the recommendation (that is the choice per job, from deployable configurations): "
+                            "kept for readers who weigh concerns themselves (--weights).")]
     if df[df["status"].isin(TIMED)].empty:
         b.append(("p", "No timed cases, so no ranking."))
     else:
@@ -206,8 +209,9 @@ def choice_blocks(df: pd.DataFrame, weights: dict[str, float]) -> list[Block]:
                        "report, over the work two frameworks or more ran (a variant only one framework has, such "
                        "as torch's train-step recipes, is left out of these means): throughput (geometric mean "
                        "over tasks of its best mode's throughput relative to the best), compile (the cold first "
-                       "call of its fastest accelerated mode, the wait before the first result, relative to the "
-                       "lowest; no floor), coverage (share of eager and accelerated slots that ran; fallback counts "
+                       "call of its fastest configuration, the wait before the first result, relative to the "
+                       "lowest; no floor; the same configuration as throughput's, eager included), coverage (share of "
+                       "eager and accelerated slots that ran; fallback counts "
                        "half; a mode a framework does not have is n/a). No single weighting is the verdict: the second "
                        "table says under what share of a grid of weightings (each concern weighted 0 to 3) each "
                        "framework ranks first, and which concerns it leads on."
@@ -234,25 +238,21 @@ def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], 
     return b
 
 
-def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family,
-                   weights: dict[str, float]) -> list[Block]:
+def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, answer: list[Block]) -> list[Block]:
     """The Summary: what the data support (analysis.summary, then the sentences of sections
-    judged from every case in a family of their own, such as scale-out's), then the scope of
-    the run."""
+    judged from every case in a family of their own, such as scale-out's), the answer (the
+    choice per job and the claims: rendering.choice.page_one), the per-mode table, then the
+    scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
     key = summary.key_findings(df, fam) + summary.section_sentences(every, fam, own_family=True)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
+    b += answer
     ft = summary.framework_table(df)
     if not ft.empty:
         b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
                   "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
                   "measures it on this device.", "summary"))
-    if not df[df["status"].isin(TIMED)].empty:
-        rank, _ = findings.ranking(df, weights)
-        b.append(("p", summary.choice_sentence(rank, findings.sensitivity(rank), weights)
-                       + " Best per concern: " + "; ".join(summary.recommendations(rank))
-                       + " (the scores, weights and what drives them under Choosing a framework)."))
     b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
     return b
 
