@@ -161,7 +161,7 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             ("Python garbage collector", _uniq(r.get("gc") for r in runs)),
             ("compile cache folders", _uniq(f"{f}: {d}" for r in runs for f, d in sorted((r.get("compile_cache_dirs")
                                                                                           or {}).items()))),
-            ("jobs (result file: job id on host, start - end)", _jobs_text(runs))]
+            ("scheduler jobs (result file: job id on host, start - end)", _jobs_text(runs))]
     settings: dict[str, set[str]] = {}
     for r in runs:
         for fw, kv in sorted((r.get("settings") or {}).items()):
