@@ -46,7 +46,7 @@ from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
 from workloads.framework_facts import FACTS
-from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key
+from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key, upgraded
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = FRAMEWORKS
@@ -203,6 +203,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
     reserved = set(columns())
 
     def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
+        rec = upgraded(rec)                         # older files' field names (record.RENAMED)
         bad = validate.record_problems(rec)
         if bad:
             probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")

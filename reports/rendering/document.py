@@ -107,7 +107,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("workloads", _uniq(df["workload"])),
         ("presets", "; ".join(f"{w} {p}: {s}" for w, p, s in sorted(set(zip(df["workload"], df["preset"], df["shape"])))
                               if s != "n/a")),
-        ("dtype", _uniq(df["dtype"])),
+        ("dtype", _uniq(df["param_dtype"])),
         ("compile cache before first call", _uniq(df["compile_cache"])),
         *_run_rows(runs),
         ("date of runs", _uniq(r["date"] for r in runs)),

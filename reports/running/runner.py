@@ -577,7 +577,7 @@ class _Watch:
             records.append(empty(
                 framework=fw, framework_version=version_of(fw), workload=c.get("workload") or "unknown",
                 task=c.get("task", "unknown"), mode=c.get("mode", "unknown"), strategy=c.get("strategy"),
-                preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", dtype="float32",
+                preset=preset_for(c.get("workload") or "", opts.preset), shape="n/a", param_dtype="float32",
                 device=opts.device, threads=int(threads), n_devices=n_devices,
                 items=0, unit="", flops=0.0, status=status, reason=reason, repeat=repeat, compile_cache=role))
         missing = dict(self.missing)
