@@ -18,7 +18,7 @@ import pytest
 import reports
 from reports import cli
 from reports.running import runner
-from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
 

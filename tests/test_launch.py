@@ -13,7 +13,7 @@ import pytest
 
 import reports
 from reports.running import runner
-from tests import reports_fixtures as fx
+from tests.support import reports_fixtures as fx
 from tests.test_cli_fwbench import fake_suite  # noqa: F401,F811  (fixture)
 
 
