@@ -18,7 +18,7 @@ import pytest
 import reports
 from reports import cli
 from reports.running import runner
-from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
 
@@ -270,7 +270,7 @@ CASES = [("torch", "eager", "forward"), ("torch", "graph", "forward"), ("torch",
 @pytest.mark.parametrize("framework,mode,task", CASES, ids=["-".join(c) for c in CASES])
 def test_gpt(benchmark, fwbench_session, framework, mode, task, request):
     rec = empty(framework=framework, framework_version="0", workload=WORKLOAD, task=task, mode=mode, preset="tiny",
-                shape="B=1", dtype="float32", device="cpu", threads=1, items=10, unit="tokens", flops=1e6,
+                shape="B=1", param_dtype="float32", device="cpu", threads=1, items=10, unit="tokens", flops=1e6,
                 first_call_s=0.01, compilations=0, peak_memory_bytes=None, status="ok", reason=None)
     if mode == "graph":
         rec.update(status="unsupported", reason="torch has no 'graph' mode", first_call_s=None)

@@ -17,7 +17,7 @@ import pytest
 
 import frameworks
 import workloads
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 from workloads import interop
 from workloads.base import Unsupported
 from workloads.case import MODES, PRECISIONS, declared_cases
@@ -209,3 +209,145 @@ def test_fwbench_run_passes_its_harness_options_on(tmp_path):
     for flag in ("--framework torch", "--precision fp32,bf16", "--threads 2", "--repeat 1", "--cache-role warm"):
         assert flag in text, flag
     assert "--device" not in text and "--preset" not in text       # their defaults: the process's own
+
+
+# ----------------------------------------------------------------------------- precisions
+
+def _dtype_name(d) -> str:
+    """A framework's dtype by its numpy name: torch.bfloat16, jnp.bfloat16, tf.bfloat16 -> 'bfloat16'."""
+    return str(getattr(d, "name", None) or getattr(d, "__name__", None) or d).removeprefix("torch.")
+
+
+def _table(fw: str):
+    """frameworks/<fw>/precision.py, or, where a framework has none, a table of fp32 alone."""
+    import types
+    try:
+        return importlib.import_module(f"frameworks.{fw}.precision")
+    except ModuleNotFoundError as e:
+        if e.name != f"frameworks.{fw}.precision":
+            raise
+        return types.SimpleNamespace(COMPUTE={"fp32": "float32"}, LOSS_SCALING=False)
+
+
+def precision_problems(fw: str) -> list[str]:
+    """What a framework declares about precision and does not back: a workload's PRECISIONS
+    naming a policy the framework's dtype table (frameworks/<fw>/precision.py COMPUTE; fp32
+    alone where it has none) lacks, a table entry workloads/precision.py does not define or
+    whose dtype is not the policy's compute dtype, a policy with loss scaling in a framework
+    whose train steps do not apply it (LOSS_SCALING)."""
+    from workloads.precision import DEFAULT, POLICIES
+    table = _table(fw)
+    out = []
+    for name, dtype in table.COMPUTE.items():
+        if name not in POLICIES:
+            out.append(f"{fw}: its dtype table names {name!r}, which workloads/precision.py does not define")
+        elif _dtype_name(dtype) != POLICIES[name].compute:
+            out.append(f"{fw}: its dtype table gives {name} {_dtype_name(dtype)}, the policy computes in "
+                       f"{POLICIES[name].compute}")
+        elif POLICIES[name].loss_scale is not None and not table.LOSS_SCALING:
+            out.append(f"{fw}: {name} scales the loss, and its train steps apply no loss scale (LOSS_SCALING)")
+    if DEFAULT not in table.COMPUTE:
+        out.append(f"{fw}: its dtype table lacks {DEFAULT}, the default policy")
+    for w in workloads.available():
+        declared = getattr(importlib.import_module(f"frameworks.{fw}.{w}"), "PRECISIONS", ("fp32",))
+        for name in declared:
+            if name not in table.COMPUTE:
+                out.append(f"{fw}/{w}: declares {name}, which its dtype table (frameworks/{fw}/precision.py) lacks")
+    return out
+
+
+@pytest.mark.parametrize("framework", list(frameworks.names()))
+def test_every_declared_precision_is_in_the_frameworks_dtype_table(framework):
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    assert precision_problems(framework) == []
+
+
+def _rel(a, b) -> float:
+    import numpy as np
+    return float(np.linalg.norm(np.asarray(a, np.float64) - b) / np.linalg.norm(b))
+
+
+def role_errors(fw: str, precision: str) -> dict[str, float]:
+    """The relative error of each role of frameworks/<fw>/precision.py (matmul, attention, conv)
+    at the policy's compute dtype, against float64 numpy on the same float32 inputs."""
+    import numpy as np
+    a = frameworks.load(fw)
+    P = importlib.import_module(f"frameworks.{fw}.precision")
+    c = P.COMPUTE[precision]
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((32, 64), np.float32), rng.standard_normal((64, 48), np.float32)
+    q, k, v = (rng.standard_normal((2, 1, 16, 32), np.float32) for _ in range(3))     # (B, heads, T, hs)
+    img, ker = rng.standard_normal((2, 8, 8, 16), np.float32), rng.standard_normal((3, 3, 16, 24), np.float32)
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / np.sqrt(32)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    att_ref = (p / p.sum(-1, keepdims=True)) @ v
+    pad = np.pad(img.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    conv_ref = sum(np.einsum("bhwi,io->bhwo", pad[:, i:i + 8, j:j + 8], ker[i, j]) for i in range(3) for j in range(3))
+    arr = lambda z: a.asarray(z, "cpu")  # noqa: E731
+    out = {"matmul": _rel(a.to_numpy(P.matmul(arr(x), arr(w), c)), x.astype(np.float64) @ w)}
+    if fw == "torch":
+        import torch
+        out["attention"] = _rel(a.to_numpy(P.attention(*map(arr, (q, k, v)), 32 ** -0.5, c)), att_ref)
+        layer = P.Conv2d(16, 24, 3, padding=1, bias=True)
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(ker.transpose(3, 2, 0, 1).copy()))
+            layer.bias.zero_()
+            y = P.conv(layer, torch.from_numpy(img.transpose(0, 3, 1, 2).copy()), c)
+        out["conv"] = _rel(y.numpy().transpose(0, 2, 3, 1), conv_ref)
+    elif fw == "jax":
+        qt = lambda z: arr(z.transpose(0, 2, 1, 3))  # noqa: E731  (JAX's layout (B, T, heads, hs))
+        out["attention"] = _rel(a.to_numpy(P.attention(qt(q), qt(k), qt(v), 32 ** -0.5, c)).transpose(0, 2, 1, 3),
+                                att_ref)
+        out["conv"] = _rel(a.to_numpy(P.conv(arr(img), arr(ker), 1, 1, c)), conv_ref)
+    else:
+        out["attention"] = _rel(a.to_numpy(P.attention(*map(arr, (q, k, v)), 32 ** -0.5, c)), att_ref)
+        out["conv"] = _rel(a.to_numpy(P.conv(arr(img), arr(ker), c, strides=1, padding=[[0, 0], [1, 1], [1, 1],
+                                                                                           [0, 0]])), conv_ref)
+    return out
+
+
+@pytest.mark.parametrize("framework", list(frameworks.names()))
+def test_every_declared_precision_computes_at_its_dtype(framework):
+    """The dtype probe common to every framework: each role (the product, the attention, the
+    convolution) at each policy the framework's table declares has the error of that policy's
+    compute dtype against float64, between a tenth of its unit roundoff u and 10 u (measured:
+    float32 1.8-3.5 u, bfloat16 0.6-1.0 u); so a policy whose roles run float32 products (a
+    reduced table entry mapped to float32, a role that ignores its dtype) fails, as does one
+    whose roles round more than its dtype does."""
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    from workloads.precision import POLICIES
+    if not hasattr(_table(framework), "matmul"):
+        pytest.skip(f"{framework} has no precision.py: fp32 only")
+    table = _table(framework).COMPUTE
+    for precision in table:
+        u = POLICIES[precision].unit_roundoff
+        errs = role_errors(framework, precision)
+        assert all(u / 10 <= e <= 10 * u for e in errs.values()), (precision, u, errs)
+
+
+@pytest.mark.parametrize("framework", list(frameworks.names()))
+def test_every_declared_precision_reaches_the_models_layers(framework):
+    """The built models (tiny GPT and UNet, eager, the equivalence tests' O(1) weights) at each
+    declared policy: their forward error against the float64 reference is at least the
+    policy's unit roundoff u (measured: fp32 14-34 u, bf16 3-4 u), so a build that runs its
+    layers at float32 while declaring a reduced policy (its error ~1e-6, 1e-3 u of bf16) fails.
+    (Which op runs at which dtype is each framework's own probe's: tests/test_bf16_<fw>.py.)"""
+    if framework not in INSTALLED:
+        pytest.skip(f"needs {framework}")
+    from tests import test_diffusion_equivalence as TD
+    from tests import test_gpt_equivalence as TG
+    from workloads import diffusion, gpt
+    from workloads.case import Case, Placement
+    from workloads.precision import POLICIES
+    a = frameworks.load(framework)
+    for w, M, ref in (("gpt", TG, lambda: gpt.reference_logits(TG.CFG, TG.PARAMS, TG.TOKENS)),
+                      ("diffusion", TD, lambda: diffusion.reference_eps(TD.CFG, TD.PARAMS, TD.X_NOISY, TD.T))):
+        method, inputs = M.W.forward
+        expected = ref()
+        for precision in importlib.import_module(f"frameworks.{framework}.{w}").PRECISIONS:
+            m = a.build(Case(framework, w, None, "eager", precision=precision, placement=Placement("cpu")),
+                        M.CFG, M.PARAMS)
+            err = _rel(a.to_numpy(getattr(m, method)(*(a.asarray(x, "cpu") for x in inputs))), expected)
+            assert err >= POLICIES[precision].unit_roundoff, (w, precision, err)

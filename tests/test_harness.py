@@ -106,6 +106,7 @@ def test_ok_case_fills_every_record_field(benchmark, monkeypatch):
     assert rec["framework_version"] == "0.0-fake" and rec["threads"] >= 1
     assert (rec["precision"], rec["placement"], rec["n_devices"]) == ("fp32", "cpu", 1)      # the case's axes
     assert rec["precision_policy"].startswith("every tensor and operation float32")
+    assert (rec["param_dtype"], rec["compute_dtype"]) == ("float32", "float32")             # the policy's dtypes
     assert rec["items"] == 2 * 32 and rec["unit"] == "tokens" and rec["flops"] > 0
     assert rec["first_call_s"] >= STEP_S
     assert rec["compilations"] == 0           # counted over the timed case, after build

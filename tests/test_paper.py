@@ -13,7 +13,7 @@ import pytest
 
 import reports
 from reports.rendering import latex
-from tests.reports_fixtures import simulated_processes
+from tests.support.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 

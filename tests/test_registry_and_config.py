@@ -182,7 +182,7 @@ def test_rel_err_norm():
 
 def test_record_validation():
     rec = record_mod.empty(framework="torch", framework_version="2", workload="gpt", task="forward",
-                           mode="eager", preset="tiny", shape="B=2", dtype="float32", device="cpu",
+                           mode="eager", preset="tiny", shape="B=2", param_dtype="float32", device="cpu",
                            threads=2, items=64, unit="tokens", flops=1.0, status="ok")
     assert record_mod.problems(rec) == []
     bad = dict(rec, status="great", threads="2")
@@ -191,6 +191,20 @@ def test_record_validation():
     assert any("missing field(s) flops" in p for p in probs)
     assert any("status 'great'" in p for p in probs)
     assert any("'threads' has str" in p for p in probs)
+
+
+def test_older_records_name_the_parameter_dtype_dtype():
+    """Files of schema 3 and before wrote `dtype` for what is now param_dtype (record.RENAMED):
+    they stay valid and read as param_dtype; a new record states the compute dtype too."""
+    rec = record_mod.empty(framework="torch", framework_version="2", workload="gpt", task="forward",
+                           mode="eager", preset="tiny", shape="B=2", param_dtype="float32", device="cpu",
+                           threads=2, items=64, unit="tokens", flops=1.0, status="ok", precision="bf16",
+                           compute_dtype="bfloat16")
+    old = {("dtype" if k == "param_dtype" else k): v for k, v in rec.items() if k != "compute_dtype"}
+    assert record_mod.problems(old) == [] and record_mod.upgraded(old)["param_dtype"] == "float32"
+    assert "dtype" not in record_mod.upgraded(old) and record_mod.upgraded(rec) is rec
+    del old["dtype"]
+    assert any("missing field(s) param_dtype" in p for p in record_mod.problems(old))
 
 
 @pytest.mark.parametrize("args,expected", [

@@ -16,7 +16,7 @@ from reports.rendering.sections import derivatives as derivatives_draw
 from reports.rendering.sections import dynamic as dynamic_draw
 from reports.rendering.sections import interop as interop_draw
 from reports.sections import common, derivatives, dynamic, interop
-from tests.reports_fixtures import axis_folder, record, stream_fields
+from tests.support.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
 
 DYN = {"workload": "dynamic", "task": "prefill", "preset": "tiny"}

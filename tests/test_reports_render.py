@@ -7,7 +7,7 @@ import pytest
 import reports
 from reports.analysis import data, findings, replicates
 from reports.rendering import choice, document, figures, formats, parts
-from tests.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
+from tests.support.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError
 
 # caches off: every first call compiled from nothing, shown as cold (no warm bars)

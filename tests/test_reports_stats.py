@@ -1,5 +1,5 @@
 """The report's statistics, checked by simulation with the variance components measured on
-the development machine (tests.reports_fixtures: SB 4.3% between warm processes, SW 2.5%
+the development machine (tests.support.reports_fixtures: SB 4.3% between warm processes, SW 2.5%
 within a process per round, cases of one process sharing 70% of their process effect) at
 the default allocation of `fwbench run` (cold and warm processes, timed rounds):
 
@@ -23,7 +23,17 @@ import reports
 from reports import cli
 from reports.analysis import compare, findings, replicates, stats
 from reports.rendering import document, parts
-from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, write
+from tests.support.reports_fixtures import (
+    SB,
+    SHARED,
+    SW,
+    process_files,
+    record,
+    result_json,
+    simulated_processes,
+    times,
+    write,
+)
 
 COLD, WARM, ROUNDS = cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS
 DECIDED_WORDS = re.compile(r" is (faster|slower) than ")
@@ -381,7 +391,7 @@ def test_ranking_has_no_compile_floor(tmp_path):
 
 
 def test_sensitivity_names_who_ranks_first_under_which_weights(tmp_path):
-    from tests.reports_fixtures import plausible_run
+    from tests.support.reports_fixtures import plausible_run
     write(tmp_path / "torch.json", plausible_run("torch"))
     write(tmp_path / "jax.json", plausible_run("jax"))
     rank, _ = findings.ranking(reports.load(tmp_path), dict(findings.DEFAULT_WEIGHTS))

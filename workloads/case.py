@@ -16,12 +16,12 @@ from typing import Any, Iterable
 
 from workloads.base import choose
 from workloads.framework_facts import FACTS
+from workloads.precision import PRECISIONS  # the numeric policies (their names)
 from workloads.record import MODES
 
 # Every framework fwbench knows, in the order reports list them (the registry:
 # workloads/framework_facts.py; the reports read it, never `frameworks`).
 FRAMEWORKS = tuple(FACTS)
-PRECISIONS = ("fp32", "bf16")   # the numeric policies (workloads/precision.py defines them)
 DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
 

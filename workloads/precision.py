@@ -19,30 +19,65 @@ bf16   mixed precision, one explicit policy in every framework, because their de
        attention out for bf16 cases; the report says where a framework's bf16 path differs
        from its fp32 fast path.
 
-A framework implements a policy in its workload module (frameworks/<fw>/<workload>.py
-declares PRECISIONS, the policies its build honours; a case asking for another is refused
-with the reason, never run at the wrong precision) and tests it twice: a probe of the dtypes
-its programs actually use (dot inputs bf16; norms, softmax, loss and optimizer float32), and
-equivalence against the float64 reference at tolerances measured for bf16.
+Every policy is one entry of POLICIES below: its compute dtype (the dtype of the products' and
+convolutions' inputs, by its numpy/ml_dtypes name), its mantissa bits, its loss-scaling rule,
+the CPU instructions that multiply it natively, and its one-line statement. A framework maps
+each compute dtype to its own in one table (frameworks/<fw>/precision.py: COMPUTE), which its
+layers take as their `compute` parameter; its workload modules declare the policies their
+builds honour (PRECISIONS, derived from that table; a case asking for another is refused with
+the reason, never run at the wrong precision). tests/test_conformance.py fails a framework that
+declares a policy its table lacks or whose layers do not compute at it; tests/support/precision_checks.py
+holds each policy's tolerances and the checks every framework runs (a probe of the dtypes its
+programs actually use: products' inputs in the compute dtype; norms, softmax, loss and
+optimizer float32; and equivalence against the float64 reference at the policy's tolerances).
 
-On a CPU without AVX512-BF16 or AMX-BF16 (frameworks.harness.machine.BF16_FLAGS, in every run's
-machine_info.cpu_flags) a bf16 product is emulated and can run 44-499x slower than fp32
-(pytorch#146508): the report states no bf16 speed finding there.
+On a CPU without the policy's native instructions (bf16: AVX512-BF16 or AMX-BF16;
+frameworks.harness.machine.BF16_FLAGS, in every run's machine_info.cpu_flags) a reduced-precision product
+is emulated and can run 44-499x slower than fp32 (pytorch#146508): the report states no speed
+finding for that policy there.
 """
 from __future__ import annotations
 
-# Each policy in one line, as every record states it (precision_policy).
-POLICY = {
-    "fp32": "every tensor and operation float32, matmul precision highest",
-    "bf16": "products' and convolutions' inputs bfloat16, results float32; norms, softmax, activations, loss, "
-            "parameters, gradients and optimizer float32; no loss scaling",
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Policy:
+    compute: str                 # the dtype of products' and convolutions' inputs (numpy / ml_dtypes name)
+    mantissa_bits: int           # of `compute`: its unit roundoff is 2 ** -(mantissa_bits + 1)
+    loss_scale: float | None     # the loss-scaling rule: None (no scaling), or the static factor the loss
+                                 # is multiplied by before the backward pass and the gradients divided by
+    native: tuple[str, ...]      # CPU flags under which a `compute` product is native, any one of them
+                                 # (without one it is emulated: no speed finding); () for float32
+    statement: str               # the policy in one line, as every record states it (precision_policy)
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -(self.mantissa_bits + 1)
+
+
+# The numeric policies, the default first. A new one (fp16) is its line here, its dtype in each
+# framework's COMPUTE table and its tolerances in tests/support/precision_checks.py (CONTRIBUTING.md).
+POLICIES: dict[str, Policy] = {
+    "fp32": Policy("float32", 23, None, (), "every tensor and operation float32, matmul precision highest"),
+    "bf16": Policy("bfloat16", 7, None, ("avx512_bf16", "amx_bf16"),
+                   "products' and convolutions' inputs bfloat16, results float32; norms, softmax, activations, "
+                   "loss, parameters, gradients and optimizer float32; no loss scaling"),
 }
-# The CPU instructions without which bf16 is emulated (a speed finding needs one of them).
-BF16_NATIVE = ("avx512_bf16", "amx_bf16")
+PRECISIONS = tuple(POLICIES)        # their names (workloads.case.PRECISIONS)
+DEFAULT = PRECISIONS[0]
+POLICY = {name: p.statement for name, p in POLICIES.items()}   # each policy in one line
+PARAM_DTYPE = "float32"             # parameters, gradients, optimizer state, inputs and outputs: every policy
 
 
-def native_bf16(cpu_flags: list[str] | None) -> bool | None:
-    """Whether the CPU runs bf16 products natively (None: its flags were not read)."""
+def native(precision: str, cpu_flags: list[str] | None) -> bool | None:
+    """Whether the CPU runs `precision`'s products natively (None: its flags were not read)."""
     if cpu_flags is None:
         return None
-    return any(f in cpu_flags for f in BF16_NATIVE)
+    flags = POLICIES[precision].native
+    return not flags or any(f in cpu_flags for f in flags)
+
+
+def native_words(precision: str) -> str:
+    """The instructions of `precision` as the report names them: 'AVX512-BF16 or AMX-BF16'."""
+    return " or ".join(f.upper().replace("_", "-") for f in POLICIES[precision].native)

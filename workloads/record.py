@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-SCHEMA_VERSION = 3      # 2: repeat, compile_s, cache hits, counters split at the timed rounds, gc;
-                        # 3: first calls by design (first_call_cache, _compilations, _valid), host state
+SCHEMA_VERSION = 4      # 2: repeat, compile_s, cache hits, counters split at the timed rounds, gc;
+                        # 3: first calls by design (first_call_cache, _compilations, _valid), host state;
+                        # 4: dtype split into param_dtype and compute_dtype (RENAMED)
 
 STATUSES = ("ok", "fallback", "unsupported", "failed")
 
@@ -43,7 +44,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "mode": ((str,), True, "eager / graph / compiled"),
     "strategy": ((str, type(None)), False, "case variant declared by the workload (a compile recipe, a "
                  "dynamic-shape strategy, a derivative transform), or null for the default"),
-    "precision": ((str, type(None)), False, "the case's numeric policy (workloads/precision.py): fp32 or bf16; "
+    "precision": ((str, type(None)), False, "the case's numeric policy (workloads/precision.py POLICIES: fp32, bf16); "
                   "older files: null, which was fp32"),
     "precision_policy": ((str, type(None)), False, "that policy in one line (workloads/precision.py POLICY)"),
     "placement": ((str, type(None)), False, "where the case ran: device kind and count (workloads.case.Placement)"),
@@ -80,7 +81,10 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "order": ((int, type(None)), False, "position of the case in its process (cases run in a seeded random order)"),
     "preset": ((str,), True, "named configuration"),
     "shape": ((str,), True, "shape of one round's work, e.g. B=8,T=128"),
-    "dtype": ((str,), True, "float32"),
+    "param_dtype": ((str,), True, "dtype of the parameters, gradients, optimizer state, inputs and outputs: "
+                    "float32 under every policy (workloads/precision.py PARAM_DTYPE); older files: `dtype`"),
+    "compute_dtype": ((str, type(None)), False, "dtype of the products' and convolutions' inputs: the precision's "
+                      "(workloads/precision.py POLICIES: float32 at fp32, bfloat16 at bf16); older files: null"),
     "device": ((str,), True, "cpu, cuda, gpu"),
     "threads": ((int,), True, "intra-op threads the framework was set to"),
     "items": ((int, float), True, "work of one round, in unit"),
@@ -140,6 +144,18 @@ CASE_KEYS = ("workload", "task", "framework", "mode", "strategy", "precision", "
 BOOL_FIELDS = tuple(k for k, (types, _, _) in FIELDS.items() if bool in types)
 
 
+# Fields older files name otherwise: old name -> name (upgraded() renames them on reading).
+RENAMED = {"dtype": "param_dtype"}
+
+
+def upgraded(rec: Any) -> Any:
+    """A record with the old names of RENAMED fields replaced (the record itself when none is
+    there)."""
+    if not isinstance(rec, Mapping) or not any(k in rec and v not in rec for k, v in RENAMED.items()):
+        return rec
+    return {RENAMED.get(k, k) if RENAMED.get(k) not in rec else k: v for k, v in rec.items()}
+
+
 def empty(**known: Any) -> dict[str, Any]:
     """A record with every field present (None where unknown yet), updated with `known`."""
     rec: dict[str, Any] = {k: None for k in FIELDS}
@@ -152,6 +168,7 @@ def problems(rec: Any) -> list[str]:
     """What is wrong with a record, as short phrases; empty when it is valid."""
     if not isinstance(rec, Mapping):
         return [f"record is a {type(rec).__name__}, not an object"]
+    rec = upgraded(rec)
     out = []
     missing = [k for k in REQUIRED if k not in rec]
     if missing:

@@ -20,7 +20,7 @@ from frameworks.harness.timing import bare_loop, time_steady, time_stream
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, WrongResult, error_line
 from workloads.case import Case
-from workloads.precision import POLICY
+from workloads.precision import PARAM_DTYPE, POLICIES, POLICY
 
 
 def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     spec = W.task_spec(p.config, batch, case.task, seed=opts.seed, strategy=case.strategy)
     record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
                            global_batch=batch, device_batch=p.batch,
-                           shape=spec.shape, dtype="float32",
+                           shape=spec.shape, param_dtype=PARAM_DTYPE, compute_dtype=POLICIES[case.precision].compute,
                            items=spec.items, unit=spec.unit, flops=float(spec.flops),
                            status="ok", repeat=opts.repeat, order=session.cases_started)
     session.cases_started += 1

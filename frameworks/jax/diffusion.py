@@ -13,13 +13,13 @@ AdamW with gradient clipping is optax, built as frameworks/jax/gpt.py builds it.
 Attention is jax.nn.dot_product_attention with one head of width C, whose default scale
 1/sqrt(head width) is the spec's C**-0.5.
 
-Precision (workloads/precision.py): `precision` is a static argument of the model
-functions, "fp32" by default (unchanged) or "bf16", chosen once in JaxDiffusion. At bf16 the
-parameters, gradients and optax state stay float32; bf16 enters only at the inputs of the
-convolutions (`conv_bf16`), the dense layers and the attention's two products
-(frameworks/jax/gpt.py's einsum_bf16 and attention_bf16, the attention written out so its
-softmax is float32), each returning float32 accumulated in float32, with a backward of
-bf16 products too (custom_vjp: the float32 cotangent rounded to bf16). GroupNorm, SiLU, the
+Precision (workloads/precision.py): `compute`, the dtype of the products' inputs, is a static
+argument of the model functions, float32 by default (unchanged), chosen once in JaxDiffusion
+from JAX's dtype table (frameworks/jax/precision.py: COMPUTE). The convolutions, the dense
+layers and the attention go through that module's `conv`, `matmul` and `attention`: at bf16
+the parameters, gradients and optax state stay float32 and bf16 enters only at the products'
+inputs, forward and backward (custom_vjp: the float32 cotangent rounded to bf16), their
+results float32 (the attention written out, so its softmax is float32). GroupNorm, SiLU, the
 timestep embedding, the loss and the sampler's arithmetic are float32 in both.
 
 Modes: "eager" calls the functions as they are, so JAX dispatches every operation (of the
@@ -43,8 +43,9 @@ import numpy as np
 import optax
 from jax import lax
 
-from frameworks.jax.gpt import BF16, F32, attention_bf16, einsum_bf16
+from frameworks.jax import precision as P
 from frameworks.jax.optim import adamw
+from frameworks.jax.precision import F32, attention, matmul
 from workloads import diffusion as D
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -54,8 +55,7 @@ from workloads.case import Case
 from workloads.diffusion import GN_EPS, OPTIMIZER, sampler_coefficients
 
 Params = dict[str, jax.Array]
-PRECISIONS = ("fp32", "bf16")  # the policies build honours (workloads/precision.py)
-DN = ("NHWC", "HWIO", "NHWC")
+PRECISIONS = P.PRECISIONS  # the policies build honours: JAX's dtype table's (frameworks/jax/precision.py)
 
 
 # ----------------------------------------------------------------------------- layers
@@ -76,63 +76,15 @@ def norm(p: Params, name: str, x: jax.Array, groups: int) -> jax.Array:
     return group_norm(x, p[name + ".weight"], p[name + ".bias"], groups)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def conv_bf16(x: jax.Array, w: jax.Array, stride: int, pad: int) -> jax.Array:
-    """conv's cross-correlation of float32 x (NHWC), w (HWIO) with bf16 inputs, accumulated
-    and returned in float32; square kernel k, stride, zero padding `pad` on every side."""
-    return _conv_bf16_fwd(x, w, stride, pad)[0]
-
-
-def _conv_bf16_fwd(x: jax.Array, w: jax.Array, stride: int, pad: int
-                   ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    x16, w16 = x.astype(BF16), w.astype(BF16)
-    y = lax.conv_general_dilated(x16, w16, window_strides=(stride, stride), padding=((pad, pad), (pad, pad)),
-                                 dimension_numbers=DN, preferred_element_type=F32)
-    return y, (x16, w16)
-
-
-def _conv_bf16_bwd(stride: int, pad: int, res: tuple[jax.Array, jax.Array], g: jax.Array
-                   ) -> tuple[jax.Array, jax.Array]:
-    """Both transposes as bf16 convolutions with float32 results (g rounded to bf16):
-    dx = g (dilated by the stride) correlated with the flipped kernel, in and out swapped;
-    dw[kh, kw, i, o] = sum over b, y, x of x_pad[b, s y + kh, s x + kw, i] g[b, y, x, o], a
-    correlation of x (batch and channels swapped) with g dilated by the stride."""
-    x16, w16 = res
-    g16 = g.astype(BF16)
-    k, s = w16.shape[0], stride
-    (H, Wd), (Ho, Wo) = x16.shape[1:3], g16.shape[1:3]
-    lo = k - 1 - pad
-    dx = lax.conv_general_dilated(g16, jnp.flip(w16, (0, 1)), window_strides=(1, 1),
-                                  padding=((lo, H + k - 2 - (Ho - 1) * s - lo), (lo, Wd + k - 2 - (Wo - 1) * s - lo)),
-                                  lhs_dilation=(s, s), dimension_numbers=("NHWC", "HWOI", "NHWC"),
-                                  preferred_element_type=F32)
-    dw = lax.conv_general_dilated(x16, g16, window_strides=(1, 1),
-                                  padding=((pad, k + (Ho - 1) * s - H - pad), (pad, k + (Wo - 1) * s - Wd - pad)),
-                                  rhs_dilation=(s, s), dimension_numbers=("CHWN", "IHWO", "HWNC"),
-                                  preferred_element_type=F32)
-    return dx, dw
-
-
-conv_bf16.defvjp(_conv_bf16_fwd, _conv_bf16_bwd)
-
-
-def conv(p: Params, name: str, x: jax.Array, stride: int = 1, precision: str = "fp32") -> jax.Array:
+def conv(p: Params, name: str, x: jax.Array, stride: int = 1, compute: Any = F32) -> jax.Array:
     """Cross-correlation of NHWC x with the HWIO kernel `name.weight`, zero padding (k-1)/2
     on every side (1 for 3x3 convs, the stride-2 downsample too; 0 for 1x1), plus bias."""
     w = p[name + ".weight"]                                               # (k, k, Cin, Cout)
-    pad = w.shape[0] // 2
-    if precision == "bf16":
-        return conv_bf16(x, w, stride, pad) + p[name + ".bias"]
-    y = lax.conv_general_dilated(x, w, window_strides=(stride, stride),
-                                 padding=((pad, pad), (pad, pad)),
-                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    return y + p[name + ".bias"]                                          # (B, Ho, Wo, Cout)
+    return P.conv(x, w, stride, w.shape[0] // 2, compute) + p[name + ".bias"]  # (B, Ho, Wo, Cout)
 
 
-def dense(p: Params, name: str, x: jax.Array, precision: str = "fp32") -> jax.Array:
-    if precision == "bf16":
-        return einsum_bf16("nc,cd->nd", x, p[name + ".weight"]) + p[name + ".bias"]
-    return x @ p[name + ".weight"] + p[name + ".bias"]
+def dense(p: Params, name: str, x: jax.Array, compute: Any = F32) -> jax.Array:
+    return matmul(x, p[name + ".weight"], compute) + p[name + ".bias"]
 
 
 def timestep_embedding(t: jax.Array, freqs: Any) -> jax.Array:
@@ -147,88 +99,85 @@ def timestep_embedding(t: jax.Array, freqs: Any) -> jax.Array:
 # ----------------------------------------------------------------------------- blocks
 
 def resnet_block(p: Params, name: str, x: jax.Array, temb: jax.Array, groups: int,
-                 precision: str = "fp32") -> jax.Array:
+                 compute: Any = F32) -> jax.Array:
     """shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x))) + temb_proj(SiLU(temb)))))."""
-    h = conv(p, name + ".conv1", jax.nn.silu(norm(p, name + ".norm1", x, groups)), precision=precision)
-    h = h + dense(p, name + ".temb_proj", jax.nn.silu(temb), precision)[:, None, None, :]  # (B, 1, 1, Cout)
-    h = conv(p, name + ".conv2", jax.nn.silu(norm(p, name + ".norm2", h, groups)), precision=precision)
+    h = conv(p, name + ".conv1", jax.nn.silu(norm(p, name + ".norm1", x, groups)), compute=compute)
+    h = h + dense(p, name + ".temb_proj", jax.nn.silu(temb), compute)[:, None, None, :]  # (B, 1, 1, Cout)
+    h = conv(p, name + ".conv2", jax.nn.silu(norm(p, name + ".norm2", h, groups)), compute=compute)
     if name + ".nin_shortcut.weight" in p:  # widths differ: a 1x1 conv matches them
-        x = conv(p, name + ".nin_shortcut", x, precision=precision)
+        x = conv(p, name + ".nin_shortcut", x, compute=compute)
     return x + h
 
 
-def attn_block(p: Params, name: str, x: jax.Array, groups: int, precision: str = "fp32") -> jax.Array:
+def attn_block(p: Params, name: str, x: jax.Array, groups: int, compute: Any = F32) -> jax.Array:
     """x + proj_out(softmax(q k^T * C**-0.5) v): one head over all H*W positions."""
     B, H, W, C = x.shape
     h = norm(p, name + ".norm", x, groups)
-    q, k, v = (conv(p, f"{name}.{n}", h, precision=precision).reshape(B, H * W, 1, C)
+    q, k, v = (conv(p, f"{name}.{n}", h, compute=compute).reshape(B, H * W, 1, C)
                for n in ("q", "k", "v"))                                  # (B, N, 1, C)
-    if precision == "bf16":
-        h = attention_bf16(q, k, v, attn_scale(C))                        # (B, N, 1, C)
-    else:
-        h = jax.nn.dot_product_attention(q, k, v, scale=attn_scale(C))    # (B, N, 1, C)
-    return x + conv(p, name + ".proj_out", h.reshape(B, H, W, C), precision=precision)
+    h = attention(q, k, v, attn_scale(C), compute)                        # (B, N, 1, C)
+    return x + conv(p, name + ".proj_out", h.reshape(B, H, W, C), compute=compute)
 
 
-def upsample(p: Params, name: str, x: jax.Array, precision: str = "fp32") -> jax.Array:
+def upsample(p: Params, name: str, x: jax.Array, compute: Any = F32) -> jax.Array:
     """Nearest-neighbour x2, then a 3x3 conv."""
     x = jnp.repeat(jnp.repeat(x, 2, axis=1), 2, axis=2)                   # (B, 2H, 2W, C)
-    return conv(p, name + ".conv", x, precision=precision)
+    return conv(p, name + ".conv", x, compute=compute)
 
 
 # ----------------------------------------------------------------------------- the UNet
 
-def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig, precision: str = "fp32") -> jax.Array:
+def eps(p: Params, x: jax.Array, t: jax.Array, *, cfg: D.DiffusionConfig, compute: Any = F32) -> jax.Array:
     """eps_theta(x_t, t): x (B, S, S, in_channels) float32, t (B,) int32 -> like x."""
     G, L = cfg.num_groups, len(cfg.ch_mult)
     freqs = D.timestep_frequencies(cfg.ch).astype(np.float32)
-    temb = dense(p, "temb.dense.0", timestep_embedding(t, freqs), precision)             # (B, 4ch)
-    temb = dense(p, "temb.dense.1", jax.nn.silu(temb), precision)
-    hs = [conv(p, "conv_in", x, precision=precision)]                     # (B, S, S, ch): the skip stack
+    temb = dense(p, "temb.dense.0", timestep_embedding(t, freqs), compute)             # (B, 4ch)
+    temb = dense(p, "temb.dense.1", jax.nn.silu(temb), compute)
+    hs = [conv(p, "conv_in", x, compute=compute)]                     # (B, S, S, ch): the skip stack
     for i in range(L):  # unrolled: the level structure is static and XLA fuses across blocks
         for j in range(cfg.num_res_blocks):
-            h = resnet_block(p, f"down.{i}.block.{j}", hs[-1], temb, G, precision)
+            h = resnet_block(p, f"down.{i}.block.{j}", hs[-1], temb, G, compute)
             # attention where the parameters have it (the levels at attn_resolutions at the
             # config's size): the same model at any resolution (workloads.dynamic's ddpm stream)
             if f"down.{i}.attn.{j}.q.weight" in p:
-                h = attn_block(p, f"down.{i}.attn.{j}", h, G, precision)
+                h = attn_block(p, f"down.{i}.attn.{j}", h, G, compute)
             hs.append(h)
         if i != L - 1:
-            hs.append(conv(p, f"down.{i}.downsample.conv", hs[-1], stride=2, precision=precision))  # (B, H/2, W/2, C)
+            hs.append(conv(p, f"down.{i}.downsample.conv", hs[-1], stride=2, compute=compute))  # (B, H/2, W/2, C)
     h = hs[-1]
-    h = resnet_block(p, "mid.block_1", h, temb, G, precision)
-    h = attn_block(p, "mid.attn_1", h, G, precision)
-    h = resnet_block(p, "mid.block_2", h, temb, G, precision)
+    h = resnet_block(p, "mid.block_1", h, temb, G, compute)
+    h = attn_block(p, "mid.attn_1", h, G, compute)
+    h = resnet_block(p, "mid.block_2", h, temb, G, compute)
     for i in reversed(range(L)):
         for j in range(cfg.num_res_blocks + 1):
             h = jnp.concatenate([h, hs.pop()], axis=-1)                   # h first, then the skip
-            h = resnet_block(p, f"up.{i}.block.{j}", h, temb, G, precision)
+            h = resnet_block(p, f"up.{i}.block.{j}", h, temb, G, compute)
             if f"up.{i}.attn.{j}.q.weight" in p:
-                h = attn_block(p, f"up.{i}.attn.{j}", h, G, precision)
+                h = attn_block(p, f"up.{i}.attn.{j}", h, G, compute)
         if i != 0:
-            h = upsample(p, f"up.{i}.upsample", h, precision)
+            h = upsample(p, f"up.{i}.upsample", h, compute)
     assert not hs
     h = jax.nn.silu(norm(p, "norm_out", h, G))
-    return conv(p, "conv_out", h, precision=precision)                    # (B, S, S, in_channels)
+    return conv(p, "conv_out", h, compute=compute)                    # (B, S, S, in_channels)
 
 
 def loss(p: Params, x0: jax.Array, t: jax.Array, noise: jax.Array, *, cfg: D.DiffusionConfig,
-         sched: dict[str, jax.Array], precision: str = "fp32") -> jax.Array:
+         sched: dict[str, jax.Array], compute: Any = F32) -> jax.Array:
     """Algorithm 1: mean((noise - eps_theta(x_t, t))^2) over every element, with
     x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise (eq. 4), coefficients float32."""
     a = sched["sqrt_alphas_cumprod"][t][:, None, None, None]              # (B, 1, 1, 1)
     s = sched["sqrt_one_minus_alphas_cumprod"][t][:, None, None, None]
     x_t = a * x0 + s * noise
-    return jnp.mean(jnp.square(noise - eps(p, x_t, t, cfg=cfg, precision=precision)))
+    return jnp.mean(jnp.square(noise - eps(p, x_t, t, cfg=cfg, compute=compute)))
 
 
 # ----------------------------------------------------------------------------- training
 
 def train_step(p: Params, opt_state: Any, x0: jax.Array, t: jax.Array, noise: jax.Array, *,
                cfg: D.DiffusionConfig, sched: dict[str, jax.Array],
-               tx: optax.GradientTransformation, precision: str = "fp32") -> tuple[Params, Any, jax.Array]:
+               tx: optax.GradientTransformation, compute: Any = F32) -> tuple[Params, Any, jax.Array]:
     """One optimizer step; returns the new parameters and state, and the loss before the step."""
-    loss_value, grads = jax.value_and_grad(loss)(p, x0, t, noise, cfg=cfg, sched=sched, precision=precision)
+    loss_value, grads = jax.value_and_grad(loss)(p, x0, t, noise, cfg=cfg, sched=sched, compute=compute)
     updates, opt_state = tx.update(grads, opt_state, p)
     return optax.apply_updates(p, updates), opt_state, loss_value
 
@@ -244,7 +193,7 @@ def python_scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any
 
 
 def sample_loop(p: Params, x: jax.Array, coefs: dict[str, jax.Array], noise: jax.Array | None, *,
-                cfg: D.DiffusionConfig, scan: Callable, precision: str = "fp32") -> jax.Array:
+                cfg: D.DiffusionConfig, scan: Callable, compute: Any = F32) -> jax.Array:
     """The sampler as one linear update per step (workloads.diffusion.sampler_coefficients):
     x <- a[s] x + b[s] eps_theta(x, t[s]) + c[s] z[s], s = 0 .. S-1, from x = x_T (B, H, W, C).
     coefs: t (S,) int32, a, b, c (S,) float32; noise z (S, B, H, W, C) or None (DDIM, c = 0)."""
@@ -252,7 +201,7 @@ def sample_loop(p: Params, x: jax.Array, coefs: dict[str, jax.Array], noise: jax
 
     def step(x: jax.Array, s: tuple[jax.Array, ...]) -> tuple[jax.Array, None]:
         t_s, a, b, c, z = s
-        x = a * x + b * eps(p, x, jnp.full((B,), t_s, jnp.int32), cfg=cfg, precision=precision)
+        x = a * x + b * eps(p, x, jnp.full((B,), t_s, jnp.int32), cfg=cfg, compute=compute)
         if z is not None:  # a static choice: None is an empty pytree, so DDIM scans no noise
             x = x + c * z
         return x, None
@@ -273,8 +222,8 @@ class JaxDiffusion:
 
     def __init__(self, adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> None:
         D.check_params(config, params)
-        mode, device, prec = case.mode, case.device, case.precision
-        self.config, self.mode, self.device, self.precision = config, mode, device, prec
+        mode, device, compute = case.mode, case.device, P.COMPUTE[case.precision]
+        self.config, self.mode, self.device, self.precision = config, mode, device, case.precision
         self.adapter = adapter
         self.params = {k: adapter.asarray(params[k], device) for k in D.param_shapes(config)}
         self.tx = adamw(params, OPTIMIZER, D.decayed)
@@ -288,13 +237,13 @@ class JaxDiffusion:
         compiled = mode == "compiled"
         jit = jax.jit if compiled else (lambda f, **kw: f)
         scan = lax.scan if compiled else python_scan
-        self._eps = jit(partial(eps, cfg=config, precision=prec))
-        self._loss = jit(partial(loss, cfg=config, sched=sched, precision=prec))
-        self._grads = jit(jax.grad(partial(loss, cfg=config, sched=sched, precision=prec)))
+        self._eps = jit(partial(eps, cfg=config, compute=compute))
+        self._loss = jit(partial(loss, cfg=config, sched=sched, compute=compute))
+        self._grads = jit(jax.grad(partial(loss, cfg=config, sched=sched, compute=compute)))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._train_step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx, precision=prec),
+        self._train_step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx, compute=compute),
                                donate_argnums=(0, 1))
-        self._sample = jit(partial(sample_loop, cfg=config, scan=scan, precision=prec))
+        self._sample = jit(partial(sample_loop, cfg=config, scan=scan, compute=compute))
 
     def _sampler(self, method: str, steps: int) -> dict[str, jax.Array]:
         """sampler_coefficients cast to float32 on the device, made once per (method, steps)."""

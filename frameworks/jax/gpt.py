@@ -17,18 +17,14 @@ gradients over two axes and first copied each activation into a transposed layou
 with a recomputation of the LayerNorm backward: about 40 ms of copies per small-preset
 step. Flat rows removed them (value_and_grad at small, 2 threads: about 15% faster).
 
-Precision (workloads/precision.py): `precision` is a static argument of every model
-function, "fp32" by default (the path above, unchanged) or "bf16", chosen once in JaxGPT.
-At bf16 the parameters, gradients and optax state stay float32; bf16 enters only at the
-inputs of the matrix products (`dot`, `head` and the attention's q k^T and p v, all through
-`einsum_bf16`, whose result is float32, accumulated in float32) and leaves with their
-results. Its backward is written out (a custom_vjp) so that the backward products, too,
-take bf16 operands (the float32 cotangent rounded to bf16) and return float32: JAX's own
-transpose of a bf16 product with a float32 result multiplies the float32 cotangent by the
-bf16 operand and rounds the parameter's gradient to bf16. jax.nn.dot_product_attention
-rounds the softmax's probabilities to bf16 and returns p v in bf16, so the bf16 path writes
-the attention out (`attention_bf16`): scores float32, masked softmax float32. Embeddings,
-LayerNorm, GELU, the residual adds and the loss are float32 in both.
+Precision (workloads/precision.py): `compute`, the dtype of the products' inputs, is a static
+argument of every model function, float32 by default (the path above, unchanged), chosen
+once in JaxGPT from JAX's dtype table (frameworks/jax/precision.py: COMPUTE). Every product
+(`linear`, `head` and the attention's q k^T and p v) goes through that module's `matmul` and
+`attention`; at bf16 the parameters, gradients and optax state stay float32 and bf16 enters
+only at the products' inputs, forward and backward, their results float32 (the attention
+written out, so its softmax is float32). Embeddings, LayerNorm, GELU, the residual adds and
+the loss are float32 in both.
 
 Modes: "eager" calls the functions as they are, so JAX dispatches every operation (and
 every operation of the backward pass and the optimizer update) one at a time; nothing is
@@ -48,7 +44,9 @@ import numpy as np
 import optax
 from jax import lax
 
+from frameworks.jax import precision as P
 from frameworks.jax.optim import adamw
+from frameworks.jax.precision import F32, attention, matmul
 from workloads import gpt as W
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -58,77 +56,8 @@ from workloads.case import Case
 from workloads.gpt import LN_EPS, OPTIMIZER, decayed
 
 Params = dict[str, jax.Array]
-BF16, F32 = jnp.bfloat16, jnp.float32
-PRECISIONS = ("fp32", "bf16")  # the policies build honours (workloads/precision.py)
+PRECISIONS = P.PRECISIONS  # the policies build honours: JAX's dtype table's (frameworks/jax/precision.py)
 KV = list[tuple[jax.Array, jax.Array]]  # per layer: key and value caches, each (B, nh, S, hs)
-
-
-# ----------------------------------------------------------------------------- bf16 products
-
-def _product(out: str, x: tuple[str, jax.Array], y: tuple[str, jax.Array]) -> jax.Array:
-    """einsum(x_spec, y_spec -> out) of two bf16 operands, float32 result; a batched one as
-    one canonical lax.dot_general (batch, M, K) x (batch, K, N) between explicit transposes.
-    XLA:CPU (jaxlib 0.10) has no BF16 x BF16 = F32 kernel of its own: such a product runs
-    only where its XNNPACK fusion takes it, else fails at run time ("Unsupported element
-    type for DotThunk"). jnp.einsum's batched key and value gradients of the attention
-    failed under jit; the canonical form runs. For 2-D products it is the other way round
-    (the weight gradient written canonically, with its transpose, fails; einsum's runs)."""
-    (sx, a), (sy, b) = x, y
-    batch = [i for i in sx if i in sy and i in out]
-    if not batch:  # 2-D products (linear layers, the head) run as jnp.einsum writes them
-        return jnp.einsum(f"{sx},{sy}->{out}", a, b, preferred_element_type=F32)
-    contract = [i for i in sx if i in sy and i not in out]
-    fx, fy = [i for i in sx if i not in sy], [i for i in sy if i not in sx]
-    size = {**dict(zip(sx, a.shape)), **dict(zip(sy, b.shape))}
-    n = lambda idx: int(np.prod([size[i] for i in idx], dtype=np.int64))  # noqa: E731
-    a = a.transpose([sx.index(i) for i in batch + fx + contract]).reshape(n(batch), n(fx), n(contract))
-    b = b.transpose([sy.index(i) for i in batch + contract + fy]).reshape(n(batch), n(contract), n(fy))
-    r = lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=F32)  # (batch, M, N)
-    r = r.reshape([size[i] for i in batch + fx + fy])
-    return r.transpose([(batch + fx + fy).index(i) for i in out])
-
-
-@partial(jax.custom_vjp, nondiff_argnums=(0,))
-def einsum_bf16(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
-    """einsum(spec, a, b) of float32 a, b with bf16 inputs, accumulated and returned in
-    float32. `spec` is "ab,bc->ac"-like: two operands, no index repeated within one, every
-    index of an operand in the other operand or in the output (so both transposes are
-    products of the same kind)."""
-    return _einsum_bf16_fwd(spec, a, b)[0]
-
-
-def _einsum_bf16_fwd(spec: str, a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    (sa, sb), so = spec.split("->")[0].split(","), spec.split("->")[1]
-    a16, b16 = a.astype(BF16), b.astype(BF16)
-    return _product(so, (sa, a16), (sb, b16)), (a16, b16)
-
-
-def _einsum_bf16_bwd(spec: str, res: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """The two transposes, each a bf16 product with a float32 result: da = g b^T, db = a^T g."""
-    a16, b16 = res
-    (sa, sb), so = spec.split("->")[0].split(","), spec.split("->")[1]
-    g16 = g.astype(BF16)
-    return _product(sa, (so, g16), (sb, b16)), _product(sb, (sa, a16), (so, g16))
-
-
-einsum_bf16.defvjp(_einsum_bf16_fwd, _einsum_bf16_bwd)
-
-
-def dot(a: jax.Array, b: jax.Array, precision: str = "fp32") -> jax.Array:
-    """a @ b of rows a (N, in) and b (in, out) at the case's precision."""
-    return einsum_bf16("nc,cd->nd", a, b) if precision == "bf16" else a @ b
-
-
-def attention_bf16(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, mask: jax.Array | None = None,
-                   kv_layout: str = "bsnh") -> jax.Array:
-    """softmax(q k^T * scale, masked) v written out for the bf16 policy: both products bf16
-    in, float32 out; the scale, the mask and the softmax float32. q (B, T, nh, hs); k, v
-    (B, S, nh, hs) (kv_layout "bsnh") or (B, nh, S, hs) ("bnsh"); mask broadcastable to
-    (B, nh, T, S), True where a key is seen. Returns (B, T, nh, hs) float32."""
-    s = einsum_bf16(f"btnh,{kv_layout}->bnts", q, k) * scale              # (B, nh, T, S)
-    if mask is not None:
-        s = jnp.where(mask, s, jnp.finfo(F32).min)
-    return einsum_bf16(f"bnts,{kv_layout}->btnh", jax.nn.softmax(s, axis=-1), v)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -149,22 +78,19 @@ def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
 
 
-def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, precision: str = "fp32") -> jax.Array:
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, compute: Any = F32) -> jax.Array:
     """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, T, nh, hs) (JAX's layout)."""
-    if precision == "bf16":
-        T = q.shape[1]
-        return attention_bf16(q, k, v, attn_scale(q.shape[-1]), jnp.tril(jnp.ones((T, T), bool)))
-    return jax.nn.dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.shape[-1]))
+    return attention(q, k, v, attn_scale(q.shape[-1]), compute, causal=True)
 
 
-def linear(p: Params, name: str, x: jax.Array, precision: str = "fp32") -> jax.Array:
+def linear(p: Params, name: str, x: jax.Array, compute: Any = F32) -> jax.Array:
     """GPT-2's Conv1D: x @ W + b with W stored (in, out)."""
-    return dot(x, p[name + ".weight"], precision) + p[name + ".bias"]
+    return matmul(x, p[name + ".weight"], compute) + p[name + ".bias"]
 
 
 def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_head: int,
                           kv: tuple[jax.Array, jax.Array] | None = None, pos: Any = 0,
-                          precision: str = "fp32") -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+                          compute: Any = F32) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """softmax(q k^T / sqrt(hs) + causal mask) v over the heads, then c_proj.
 
     x is (B*T, C), the rows of B sequences of T tokens. Without a cache, each sequence
@@ -175,34 +101,27 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_hea
     cache the sequences' own keys and values (B, T, nh, hs), for a prefill to store.
     """
     C = x.shape[-1]
-    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x, precision), 3, axis=-1)  # (B*T, C) each
+    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x, compute), 3, axis=-1)  # (B*T, C) each
     q, k, v = (t.reshape(B, T, n_head, C // n_head) for t in (q, k, v))   # (B, T, nh, hs)
     if kv is None:
-        y = causal_attention(q, k, v, precision)                           # (B, T, nh, hs)
+        y = causal_attention(q, k, v, compute)                           # (B, T, nh, hs)
     else:
         # The caches are kept (B, nh, S, hs), the layout of the q k^T and att v products,
         # so the swapaxes below cancel against the attention's own transposes instead of
         # copying the whole cache on every step.
         k = lax.dynamic_update_slice_in_dim(kv[0], k.swapaxes(1, 2), pos, axis=2)  # (B, nh, S, hs)
         v = lax.dynamic_update_slice_in_dim(kv[1], v.swapaxes(1, 2), pos, axis=2)
-        if precision == "bf16":
-            seen = jnp.arange(k.shape[2]) <= pos                           # (S,): keys 0..pos
-            y = attention_bf16(q, k, v, attn_scale(C // n_head), seen, kv_layout="bnsh")
-        else:
-            seen = jnp.full((B,), pos + 1, jnp.int32)                      # keys 0..pos
-            y = jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
-                                             key_value_seq_lengths=seen,
-                                             scale=attn_scale(C // n_head))  # (B, 1, nh, hs)
+        y = attention(q, k, v, attn_scale(C // n_head), compute, pos=pos)  # (B, 1, nh, hs)
     y = y.reshape(B * T, C)  # re-assemble all head outputs side by side
-    return linear(p, h + "attn.c_proj", y, precision), (k, v)
+    return linear(p, h + "attn.c_proj", y, compute), (k, v)
 
 
-def mlp(p: Params, h: str, x: jax.Array, precision: str = "fp32") -> jax.Array:
-    return linear(p, h + "mlp.c_proj", gelu(linear(p, h + "mlp.c_fc", x, precision)), precision)
+def mlp(p: Params, h: str, x: jax.Array, compute: Any = F32) -> jax.Array:
+    return linear(p, h + "mlp.c_proj", gelu(linear(p, h + "mlp.c_fc", x, compute)), compute)
 
 
 def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = None, pos: Any = 0,
-           precision: str = "fp32") -> tuple[jax.Array, KV]:
+           compute: Any = F32) -> tuple[jax.Array, KV]:
     """Final-LayerNorm hidden states (B*T, C) of tokens (B, T) at positions pos..pos+T-1,
     one row per token, and every layer's keys and values (see causal_self_attention)."""
     B, T = tokens.shape
@@ -212,41 +131,39 @@ def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = No
     for i in range(cfg.n_layer):  # unrolled: n_layer is small and XLA fuses across layers
         h = f"h.{i}."
         y, kv_i = causal_self_attention(p, h, layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"]),
-                                        B, T, cfg.n_head, None if kv is None else kv[i], pos, precision)
+                                        B, T, cfg.n_head, None if kv is None else kv[i], pos, compute)
         x = x + y  # pre-LayerNorm residual blocks
-        x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"]), precision)
+        x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"]), compute)
         new_kv.append(kv_i)
     return layer_norm(x, p["ln_f.weight"], p["ln_f.bias"]), new_kv
 
 
-def head(p: Params, x: jax.Array, precision: str = "fp32") -> jax.Array:
+def head(p: Params, x: jax.Array, compute: Any = F32) -> jax.Array:
     """Hidden rows (N, C) -> logits (N, vocab_size): the output head is the token embedding
     (tied)."""
-    if precision == "bf16":
-        return einsum_bf16("nc,vc->nv", x, p["wte.weight"])
-    return x @ p["wte.weight"].T
+    return matmul(x, p["wte.weight"], compute, transpose_b=True)
 
 
-def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, precision: str = "fp32") -> jax.Array:
+def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, compute: Any = F32) -> jax.Array:
     """(B, T) int32 -> (B, T, vocab_size)."""
-    x, _ = hidden(p, tokens, cfg=cfg, precision=precision)
-    return head(p, x, precision).reshape(*tokens.shape, cfg.vocab_size)
+    x, _ = hidden(p, tokens, cfg=cfg, compute=compute)
+    return head(p, x, compute).reshape(*tokens.shape, cfg.vocab_size)
 
 
 def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig,
-         precision: str = "fp32") -> jax.Array:
+         compute: Any = F32) -> jax.Array:
     """Mean next-token cross-entropy."""
-    x, _ = hidden(p, tokens, cfg=cfg, precision=precision)
-    return cross_entropy(head(p, x, precision), targets.reshape(-1))
+    x, _ = hidden(p, tokens, cfg=cfg, compute=compute)
+    return cross_entropy(head(p, x, compute), targets.reshape(-1))
 
 
 # ----------------------------------------------------------------------------- training
 
 def train_step(p: Params, opt_state: Any, tokens: jax.Array, targets: jax.Array, *,
-               cfg: W.GPTConfig, tx: optax.GradientTransformation, precision: str = "fp32"
+               cfg: W.GPTConfig, tx: optax.GradientTransformation, compute: Any = F32
                ) -> tuple[Params, Any, jax.Array]:
     """One optimizer step; returns the new parameters and state, and the loss before the step."""
-    loss_value, grads = jax.value_and_grad(loss)(p, tokens, targets, cfg=cfg, precision=precision)
+    loss_value, grads = jax.value_and_grad(loss)(p, tokens, targets, cfg=cfg, compute=compute)
     updates, opt_state = tx.update(grads, opt_state, p)
     return optax.apply_updates(p, updates), opt_state, loss_value
 
@@ -261,30 +178,30 @@ def python_loop(lower: int, upper: int, body: Callable[[int, Any], Any], carry: 
     return carry
 
 
-def next_token(p: Params, x: jax.Array, dtype: Any, precision: str = "fp32") -> jax.Array:
+def next_token(p: Params, x: jax.Array, dtype: Any, compute: Any = F32) -> jax.Array:
     """Greedy choice from hidden states x (B, C): the head on one position only."""
-    return jnp.argmax(head(p, x, precision), axis=-1).astype(dtype)  # (B,)
+    return jnp.argmax(head(p, x, compute), axis=-1).astype(dtype)  # (B,)
 
 
 def generate_cached(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
-                    loop: Callable, precision: str = "fp32") -> jax.Array:
+                    loop: Callable, compute: Any = F32) -> jax.Array:
     """Greedy decoding with a key/value cache: a forward pass over the prompt (B, T0) fills
     the caches and yields the first new token; each further token is one decode step."""
     B, T0 = prompt.shape
     S = cfg.block_size
     buf = jnp.zeros((B, S), prompt.dtype).at[:, :T0].set(prompt)  # (B, S): padded, static shape
-    x, kv = hidden(p, prompt, cfg=cfg, precision=precision)        # prefill: (B*T0, C)
+    x, kv = hidden(p, prompt, cfg=cfg, compute=compute)        # prefill: (B*T0, C)
     pad = ((0, 0), (0, 0), (0, S - T0), (0, 0))
     kv = [(jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad))  # (B, nh, S, hs) each
           for k, v in kv]
-    buf = buf.at[:, T0].set(next_token(p, x.reshape(B, T0, -1)[:, -1], buf.dtype, precision))
+    buf = buf.at[:, T0].set(next_token(p, x.reshape(B, T0, -1)[:, -1], buf.dtype, compute))
 
     def step(t: Any, carry: tuple[jax.Array, KV]) -> tuple[jax.Array, KV]:
         """The token at position t, through the caches -> the token at t + 1."""
         buf, kv = carry
         x, kv = hidden(p, lax.dynamic_slice_in_dim(buf, t, 1, axis=1), cfg=cfg, kv=kv, pos=t,
-                       precision=precision)
-        nxt = next_token(p, x, buf.dtype, precision)                   # x: (B*1, C)
+                       compute=compute)
+        nxt = next_token(p, x, buf.dtype, compute)                   # x: (B*1, C)
         return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1), kv
 
     buf, _ = loop(T0, T0 + n_new - 1, step, (buf, kv))
@@ -292,7 +209,7 @@ def generate_cached(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfi
 
 
 def generate_full(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
-                  loop: Callable, precision: str = "fp32") -> jax.Array:
+                  loop: Callable, compute: Any = F32) -> jax.Array:
     """The reference: every token from the full forward pass over the buffer padded to
     block_size (causal attention keeps the padding out of the real positions)."""
     B, T0 = prompt.shape
@@ -300,9 +217,9 @@ def generate_full(p: Params, prompt: jax.Array, *, n_new: int, cfg: W.GPTConfig,
 
     def step(t: Any, buf: jax.Array) -> jax.Array:
         """Tokens up to position t -> the token at t + 1."""
-        x, _ = hidden(p, buf, cfg=cfg, precision=precision)            # (B*S, C)
+        x, _ = hidden(p, buf, cfg=cfg, compute=compute)            # (B*S, C)
         x = x.reshape(B, cfg.block_size, -1)                           # (B, S, C)
-        nxt = next_token(p, lax.dynamic_index_in_dim(x, t, axis=1, keepdims=False), buf.dtype, precision)
+        nxt = next_token(p, lax.dynamic_index_in_dim(x, t, axis=1, keepdims=False), buf.dtype, compute)
         return lax.dynamic_update_slice_in_dim(buf, nxt[:, None], t + 1, axis=1)
 
     return loop(T0 - 1, T0 + n_new - 1, step, buf)[:, :T0 + n_new]
@@ -320,8 +237,8 @@ class JaxGPT:
 
     def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         W.check_params(config, params)
-        mode, device, prec = case.mode, case.device, case.precision
-        self.config, self.mode, self.device, self.precision = config, mode, device, prec
+        mode, device, compute = case.mode, case.device, P.COMPUTE[case.precision]
+        self.config, self.mode, self.device, self.precision = config, mode, device, case.precision
         self.params = {k: adapter.asarray(params[k], device) for k in W.param_shapes(config)}
         self.tx = adamw(params, OPTIMIZER, decayed)
         # optax creates its zeros on the default device: put the state beside the params.
@@ -330,14 +247,14 @@ class JaxGPT:
         compiled = mode == "compiled"
         jit = jax.jit if compiled else (lambda f, **kw: f)
         loop = lax.fori_loop if compiled else python_loop
-        self._logits = jit(partial(logits, cfg=config, precision=prec))
-        self._loss = jit(partial(loss, cfg=config, precision=prec))
-        self._grads = jit(jax.grad(partial(loss, cfg=config, precision=prec)))
+        self._logits = jit(partial(logits, cfg=config, compute=compute))
+        self._loss = jit(partial(loss, cfg=config, compute=compute))
+        self._grads = jit(jax.grad(partial(loss, cfg=config, compute=compute)))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx, precision=prec), donate_argnums=(0, 1))
-        self._generate = jit(partial(generate_cached, cfg=config, loop=loop, precision=prec),
+        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx, compute=compute), donate_argnums=(0, 1))
+        self._generate = jit(partial(generate_cached, cfg=config, loop=loop, compute=compute),
                              static_argnames="n_new")
-        self._generate_full = jit(partial(generate_full, cfg=config, loop=loop, precision=prec),
+        self._generate_full = jit(partial(generate_full, cfg=config, loop=loop, compute=compute),
                                   static_argnames="n_new")
 
     def logits(self, tokens: jax.Array) -> jax.Array:

@@ -31,11 +31,12 @@ the gradient of its `beta` argument (a reduction nobody asks for): graph and XLA
 eager runs it (about 20% of an eager step at the tiny preset against x * sigmoid(x)).
 
 Precision (workloads/precision.py, as gpt.py): every layer holds `compute`, the dtype of its
-products' inputs (gpt.COMPUTE[precision]). With bfloat16 the convolutions (`conv2d`), the
-dense layers (gpt's Linear) and the attention's q k^T and p v (gpt's `matmul`) cast their
-inputs to bfloat16 and their results back to float32; the timestep embedding, GroupNorm,
-SiLU, softmax, the bias adds, the loss, AdamW and the samplers' updates stay float32, and
-so do the variables and their gradients. float32 leaves the fp32 graph as it was.
+products' inputs (frameworks/tensorflow/precision.py: COMPUTE[precision]). With bfloat16 the
+convolutions (precision.conv), the dense layers (gpt's Linear) and the attention's q k^T and
+p v (precision.attention) cast their inputs to bfloat16 and their results back to float32;
+the timestep embedding, GroupNorm, SiLU, softmax, the bias adds, the loss, AdamW and the
+samplers' updates stay float32, and so do the variables and their gradients. float32 leaves
+the fp32 graph as it was.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from frameworks.tensorflow.gpt import COMPUTE, Linear, dims, matmul, variable
+from frameworks.tensorflow import precision as P
+from frameworks.tensorflow.gpt import Linear, dims, variable
 from frameworks.tensorflow.optim import AdamWUpdate
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -63,18 +65,10 @@ from workloads.diffusion import (
     unet_blocks,
 )
 
-PRECISIONS = ("fp32", "bf16")   # the policies build honours (frameworks.base.Adapter.build)
+PRECISIONS = P.PRECISIONS   # the policies build honours: TensorFlow's dtype table's (precision.py)
 
 # y = x @ W + b with W (in, out), x (B, in): the GPT's linear layer is the same layer.
 Dense = Linear
-
-
-def conv2d(x, w, compute=tf.float32, **kwargs):
-    """tf.nn.conv2d(x, w, **kwargs) with its inputs in `compute` (gpt.matmul's rule): float32
-    is tf.nn.conv2d itself; bfloat16 casts x and w to bfloat16 and the result to float32."""
-    if compute == tf.float32:
-        return tf.nn.conv2d(x, w, **kwargs)
-    return tf.cast(tf.nn.conv2d(tf.cast(x, compute), tf.cast(w, compute), **kwargs), tf.float32)
 
 
 class Conv2d(tf.Module):
@@ -91,7 +85,7 @@ class Conv2d(tf.Module):
         self.padding = [[0, 0], [p, p], [p, p], [0, 0]] if p else "VALID"
 
     def __call__(self, x):
-        y = conv2d(x, self.weight, self.compute, strides=self.stride, padding=self.padding)
+        y = P.conv(x, self.weight, self.compute, strides=self.stride, padding=self.padding)
         return tf.nn.bias_add(y, self.bias)                              # (B, H/stride, W/stride, Cout)
 
 
@@ -158,9 +152,8 @@ class AttnBlock(tf.Module):
         _, H, W, C = dims(x)
         h = self.norm(x)
         q, k, v = (tf.reshape(f(h), (-1, H * W, C)) for f in (self.q, self.k, self.v))  # (B, N, C)
-        w = matmul(q, k, self.compute, transpose_b=True) * attn_scale(C)  # (B, N, N): query, key
-        w = tf.nn.softmax(w, axis=-1)                                    # over the keys
-        h = tf.reshape(matmul(w, v, self.compute), (-1, H, W, C))        # (B, H, W, C)
+        h = P.attention(q, k, v, attn_scale(C), self.compute)            # (B, N, C): softmax over the keys
+        h = tf.reshape(h, (-1, H, W, C))                                 # (B, H, W, C)
         return x + self.proj_out(h)
 
 
@@ -264,7 +257,7 @@ class TFDiffusion:
         self._device = adapter.tf_device(device)
         sched = config.schedule
         with tf.device(self._device):
-            self.model = UNet(config, params, COMPUTE[case.precision])
+            self.model = UNet(config, params, P.COMPUTE[case.precision])
             # gpt.py's AdamW (torch's update, nanoGPT's clipping); its decay rule (2-D and
             # up) is workloads.diffusion.decayed's, and weight_decay is 0 here anyway
             self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)

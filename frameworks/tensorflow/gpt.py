@@ -13,17 +13,14 @@ batched matmuls in all three modes.
 Weights keep GPT-2's Conv1D layout (in, out), which is already y = x @ W + b, so params
 load and export as plain copies (bit-exact round trip).
 
-Precision (workloads/precision.py): PRECISIONS lists the policies `build` honours. Every
-matrix product goes through `matmul` with the layer's `compute` dtype (COMPUTE[precision]):
-float32 is tf.matmul itself, the fp32 graph unchanged; bfloat16 casts the product's two
-inputs to bfloat16 and its result back to float32 before anything else reads it. The
-products are the linear layers, the attention's q k^T and p v, and the tied head; the
-variables, their gradients (the Cast's gradient returns them to float32), the embedding
-gather, LayerNorm, softmax, GELU, the loss and AdamW stay float32. Not a Keras policy
-(Keras' mixed_bfloat16 runs softmax and norms in bf16 where the layer does not opt out).
-On a CPU, TF's bf16 MatMul rounds its result to bf16 (oneDNN accumulates in float32);
-XLA on a CPU computes the dot in float32 from the bf16-rounded inputs and rounds the
-result to bf16 as the graph says.
+Precision (workloads/precision.py): every layer holds `compute`, the dtype of its products'
+inputs, from TensorFlow's dtype table (frameworks/tensorflow/precision.py: COMPUTE[precision]),
+and every product goes through that module's `matmul` and `attention`: float32 is tf.matmul
+itself, the fp32 graph unchanged; bfloat16 casts the product's two inputs to bfloat16 and its
+result back to float32 before anything else reads it. The products are the linear layers, the
+attention's q k^T and p v, and the tied head; the variables, their gradients (the Cast's
+gradient returns them to float32), the embedding gather, LayerNorm, softmax, GELU, the loss
+and AdamW stay float32.
 """
 from __future__ import annotations
 
@@ -32,7 +29,9 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from frameworks.tensorflow import precision as P
 from frameworks.tensorflow.optim import AdamWUpdate
+from frameworks.tensorflow.precision import attention, matmul
 from workloads.base import attn_scale
 from workloads.case import Case
 
@@ -40,8 +39,7 @@ from workloads.case import Case
 # model reads, so that a test can patch this framework's copy alone (tests/test_mutations.py).
 from workloads.gpt import LN_EPS, OPTIMIZER, GPTConfig, check_params, decayed
 
-PRECISIONS = ("fp32", "bf16")   # the policies build honours (frameworks.base.Adapter.build)
-COMPUTE = {"fp32": tf.float32, "bf16": tf.bfloat16}   # a policy's dtype of products' inputs
+PRECISIONS = P.PRECISIONS   # the policies build honours: TensorFlow's dtype table's (precision.py)
 
 
 def dims(x) -> list:
@@ -57,14 +55,6 @@ def variable(params: dict[str, np.ndarray], name: str, named: dict[str, tf.Varia
     """A tf.Variable from the numpy parameter `name`, recorded in `named` under that name."""
     named[name] = tf.Variable(params[name], name=name)
     return named[name]
-
-
-def matmul(a, b, compute=tf.float32, **kwargs):
-    """tf.matmul(a, b, **kwargs) with its inputs in `compute`: float32 is tf.matmul itself;
-    bfloat16 (the bf16 policy) casts a and b to bfloat16 and the product back to float32."""
-    if compute == tf.float32:
-        return tf.matmul(a, b, **kwargs)
-    return tf.cast(tf.matmul(tf.cast(a, compute), tf.cast(b, compute), **kwargs), tf.float32)
 
 
 def gelu(x):
@@ -102,19 +92,10 @@ def cross_entropy(logits, targets):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits))
 
 
-def attention(q, k, v, mask, compute=tf.float32):
-    """softmax(q k^T / sqrt(hs), keys masked where mask (T, Tk) is False) v; q (B, nh, T, hs),
-    k, v (B, nh, Tk, hs). TF has no fused attention op; XLA fuses scale, mask and softmax.
-    The two products' inputs in `compute`; scale, mask and softmax in float32."""
-    att = matmul(q, k, compute, transpose_b=True) * attn_scale(q.shape[-1])    # (B, nh, T, Tk)
-    att = tf.nn.softmax(tf.where(mask, att, float("-inf")), axis=-1)
-    return matmul(att, v, compute)                                       # (B, nh, T, hs)
-
-
 def causal_attention(q, k, v, compute=tf.float32):
     """`attention` with the causal mask; q, k, v (B, nh, T, hs)."""
     pos = tf.range(tf.shape(q)[2])
-    return attention(q, k, v, pos[:, None] >= pos[None, :], compute)
+    return attention(q, k, v, attn_scale(q.shape[-1]), compute, pos[:, None] >= pos[None, :])
 
 
 class LayerNorm(tf.Module):
@@ -174,7 +155,7 @@ class CausalSelfAttention(tf.Module):
             k_cache, v_cache, at = cache
             k = tf.where(at, k, k_cache)                                       # (B, nh, block, hs)
             v = tf.where(at, v, v_cache)
-        y = attention(q, k, v, mask, self.compute)                             # (B, nh, T, hs)
+        y = attention(q, k, v, attn_scale(hs), self.compute, mask)             # (B, nh, T, hs)
         y = tf.reshape(tf.transpose(y, (0, 2, 1, 3)), (B * T, C))              # heads side by side
         return self.c_proj(y), (k, v)
 
@@ -211,7 +192,7 @@ class GPT(tf.Module):
     output head tied to the token embedding. `named` maps each GPT-2 parameter name to
     its tf.Variable, in the checkpoint's order. `norm`: the LayerNorm function (None: the
     module-level layer_norm, exact at every derivative order). `compute`: the dtype of every
-    product's inputs (COMPUTE[precision]; float32 or bfloat16)."""
+    product's inputs (precision.COMPUTE[precision]; float32 or bfloat16)."""
 
     def __init__(self, config: GPTConfig, params: dict[str, np.ndarray], norm=None, compute=tf.float32):
         super().__init__(name="gpt")
@@ -333,7 +314,7 @@ class TFGPT:
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
         with tf.device(self._device):
-            self.model = GPT(config, params, compute=COMPUTE[case.precision])
+            self.model = GPT(config, params, compute=P.COMPUTE[case.precision])
             self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
         self._vars = list(self.model.named.values())
 

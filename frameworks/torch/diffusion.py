@@ -35,13 +35,13 @@ torch.compile (Inductor), compiled lazily on first use, as frameworks/torch/gpt.
     prototypes that warn of miscompiles, and the Python between steps costs microseconds
     against a step's tens of milliseconds (sample takes ~10x eps in the benchmarks).
 
-Precision (workloads/precision.py), as frameworks/torch/gpt.py does it: fp32 runs the modules
-as they are; bf16 sets `dot_dtype = torch.bfloat16` on every Conv2d, Linear and AttnBlock
-(gpt.set_precision): a convolution or dense layer casts its input and weight to bfloat16,
-casts the product back to float32 and adds its float32 bias; the attention is written out
-(q k^T and p v with bf16 inputs, float32 scores and softmax) instead of the fused SDPA.
-GroupNorm, SiLU, the timestep embedding, the loss, the sampler's a x + b eps, parameters,
-gradients and AdamW stay float32.
+Precision (workloads/precision.py), as frameworks/torch/gpt.py does it: every Conv2d, Linear and
+AttnBlock holds `compute` (frameworks/torch/precision.py: COMPUTE[precision], set_compute), the
+dtype of its products' inputs: float32 runs the modules as they are; bfloat16 casts each
+convolution's or dense layer's input and weight, casts the product back to float32 and adds
+its float32 bias, and writes the attention out (q k^T and p v with bf16 inputs, float32 scores
+and softmax) instead of the fused SDPA. GroupNorm, SiLU, the timestep embedding, the loss, the
+sampler's a x + b eps, parameters, gradients and AdamW stay float32.
 """
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from frameworks.torch import compile_for
-from frameworks.torch.gpt import Linear, set_precision, written_attention
+from frameworks.torch import precision as P
 from frameworks.torch.optim import Trainer
+from frameworks.torch.precision import Conv2d, Linear, attention, set_compute
 from workloads import diffusion as D
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -67,19 +68,7 @@ IMAGE_LAYOUT = "NCHW"   # of the primitives below and the modules (the interface
 
 MEMORY_FORMAT = torch.channels_last
 
-PRECISIONS = ("fp32", "bf16")   # the policies build honours (workloads/precision.py)
-
-
-class Conv2d(nn.Conv2d):
-    """nn.Conv2d; with dot_dtype set (bf16), the convolution of input and weight cast to it,
-    cast back to float32 before the float32 bias is added."""
-    dot_dtype: torch.dtype | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.dot_dtype is None:
-            return super().forward(x)
-        y = self._conv_forward(x.to(self.dot_dtype), self.weight.to(self.dot_dtype), None).float()
-        return y + self.bias[:, None, None]
+PRECISIONS = P.PRECISIONS      # the policies build honours: torch's dtype table's (frameworks/torch/precision.py)
 
 
 def conv3x3(cin: int, cout: int, stride: int = 1) -> Conv2d:
@@ -151,7 +140,7 @@ class ResnetBlock(nn.Module):
 
 class AttnBlock(nn.Module):
     """x + proj_out(softmax(q k^T * C**-0.5) v): one head over all H*W positions."""
-    dot_dtype: torch.dtype | None = None   # set: the attention written out (written_attention)
+    compute: torch.dtype = P.F32   # the dtype of the attention's products' inputs (precision.attention)
 
     def __init__(self, cfg: D.DiffusionConfig, c: int) -> None:
         super().__init__()
@@ -167,10 +156,7 @@ class AttnBlock(nn.Module):
         # (B, C, H, W) -> (B, 1, N, C): one head whose sequence is the N = H*W positions.
         # In channels_last order this is a view, no copy.
         q, k, v = (m(h).flatten(2).transpose(1, 2)[:, None] for m in (self.q, self.k, self.v))
-        if self.dot_dtype is not None:
-            h = written_attention(q, k, v, None, self.dot_dtype)           # (B, 1, N, C)
-        else:
-            h = F.scaled_dot_product_attention(q, k, v, scale=attn_scale(C))  # (B, 1, N, C)
+        h = attention(q, k, v, attn_scale(C), self.compute)                 # (B, 1, N, C)
         h = h[:, 0].transpose(1, 2).reshape(B, C, H, W)
         return x + self.proj_out(h)
 
@@ -249,7 +235,7 @@ class UNet(nn.Module):
         self.up = nn.ModuleList([Level(**lv, kind="upsample") for lv in levels["up"]])
         self.norm_out = GroupNorm(cfg, cfg.widths[0])
         self.conv_out = conv3x3(cfg.widths[0], cfg.in_channels)
-        set_precision(self, precision)
+        set_compute(self, precision)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """x (B, C, H, W) float32, t (B,) integer -> eps (B, C, H, W)."""

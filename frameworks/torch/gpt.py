@@ -13,16 +13,12 @@ update is the case's strategy (frameworks.torch.optim.TRAIN_RECIPES; by default 
 runs eagerly after the compiled loss, nanoGPT's recipe). Attention is
 F.scaled_dot_product_attention, PyTorch's fused kernel.
 
-Precision (workloads/precision.py): fp32 runs the modules above as they are. bf16 sets
-`dot_dtype = torch.bfloat16` on every Linear (the tied head included) and attention module
-(set_precision): a Linear casts its input and weight to bfloat16, multiplies, casts the
-product back to float32 and adds its float32 bias; the attention is written out (q k^T with
-bf16 inputs -> float32 scores, scale, causal or cache mask, float32 softmax, p v with bf16
-inputs -> float32), since the fused SDPA would run its softmax on bf16. Torch's CPU matmul
-returns bf16 for bf16 inputs (it accumulates in float32; no float32 out_dtype on the CPU), so
-the product is rounded to bf16 once before the cast back. Embeddings, LayerNorm, GELU, the
-loss, parameters, gradients and AdamW stay float32; torch.autocast is not used (on the CPU
-it runs layer_norm and softmax in bf16).
+Precision (workloads/precision.py): the compute dtype is a parameter of the layers
+(frameworks/torch/precision.py: COMPUTE, set_compute): every Linear (the tied head included)
+and the attention hold `compute`, the dtype of their products' inputs; float32 runs the
+modules as nanoGPT writes them, bfloat16 casts each product's inputs and returns float32, and
+writes the attention out (float32 scores and softmax) instead of the fused SDPA. Embeddings,
+LayerNorm, GELU, the loss, parameters, gradients and AdamW stay float32.
 """
 from __future__ import annotations
 
@@ -34,7 +30,9 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from frameworks.torch import compile_for
+from frameworks.torch import precision as P
 from frameworks.torch.optim import Trainer
+from frameworks.torch.precision import Linear, attention, set_compute
 from workloads import gpt as W
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -43,8 +41,7 @@ from workloads.case import Case
 # framework's copy alone (tests/test_mutations.py) while the numpy reference keeps its own.
 from workloads.gpt import LN_EPS, OPTIMIZER, decayed
 
-PRECISIONS = ("fp32", "bf16")   # the policies build honours (workloads/precision.py)
-DOT_DTYPES = {"fp32": None, "bf16": torch.bfloat16}   # the dtype of products' inputs (None: as stored)
+PRECISIONS = P.PRECISIONS      # the policies build honours: torch's dtype table's (frameworks/torch/precision.py)
 
 # ----------------------------------------------------------------------------- primitives
 
@@ -61,46 +58,9 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, targets.long())
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compute: torch.dtype = P.F32) -> torch.Tensor:
     """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, nh, T, hs)."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn_scale(q.size(-1)))
-
-
-def dot(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """a @ b with both inputs cast to `dtype` (bf16), the product cast back to float32."""
-    return torch.matmul(a.to(dtype), b.to(dtype)).float()
-
-
-def written_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                      dtype: torch.dtype) -> torch.Tensor:
-    """softmax(q k^T * scale, masked) v written out, the products' inputs in `dtype` and
-    everything else in float32 (the bf16 policy); q (B, nh, T, hs), k and v (B, nh, L, hs),
-    mask None or broadcastable to (B, nh, T, L), True = attend."""
-    att = dot(q, k.transpose(-2, -1), dtype) * attn_scale(q.size(-1))   # (B, nh, T, L) float32
-    if mask is not None:
-        att = att.masked_fill(~mask, float("-inf"))
-    att = torch.softmax(att, dim=-1)
-    return dot(att, v, dtype)                                          # (B, nh, T, hs) float32
-
-
-class Linear(nn.Linear):
-    """nn.Linear; with dot_dtype set (bf16), x W^T on inputs cast to it, the product cast back
-    to float32 before the float32 bias is added."""
-    dot_dtype: torch.dtype | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.dot_dtype is None:
-            return super().forward(x)
-        y = F.linear(x.to(self.dot_dtype), self.weight.to(self.dot_dtype)).float()
-        return y if self.bias is None else y + self.bias
-
-
-def set_precision(net: nn.Module, precision: str) -> None:
-    """Give every module with a `dot_dtype` (Linear, the attention modules) the dtype of the
-    policy's product inputs: None for fp32 (the modules as they are), bfloat16 for bf16."""
-    for m in net.modules():
-        if hasattr(m, "dot_dtype"):
-            m.dot_dtype = DOT_DTYPES[precision]
+    return attention(q, k, v, attn_scale(q.size(-1)), compute, causal=True)
 
 
 class LayerNorm(nn.Module):
@@ -116,7 +76,7 @@ class LayerNorm(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    dot_dtype: torch.dtype | None = None   # set: the attention written out (written_attention)
+    compute: torch.dtype = P.F32   # the dtype of the attention's products' inputs (precision.attention)
 
     def __init__(self, config: W.GPTConfig) -> None:
         super().__init__()
@@ -147,16 +107,9 @@ class CausalSelfAttention(nn.Module):
         if kv is not None and T == 1:
             k_all, v_all = kv                                               # (B, nh, L, hs)
             mask = torch.arange(k_all.size(2), device=x.device) <= pos     # (L,) True = attend
-            if self.dot_dtype is not None:
-                y = written_attention(q, k_all, v_all, mask.view(1, 1, 1, -1), self.dot_dtype)
-            else:
-                y = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask.view(1, 1, 1, -1),
-                                                   scale=attn_scale(C // self.n_head))
-        elif self.dot_dtype is not None:
-            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()    # True = attend
-            y = written_attention(q, k, v, causal, self.dot_dtype)
+            y = attention(q, k_all, v_all, attn_scale(C // self.n_head), self.compute, mask.view(1, 1, 1, -1))
         else:
-            y = causal_attention(q, k, v)                                   # (B, nh, T, hs)
+            y = causal_attention(q, k, v, self.compute)                     # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble all head outputs side by side
         return self.c_proj(y)
 
@@ -201,7 +154,7 @@ class GPT(nn.Module):
         # Weight tying: the output head is the token embedding. named_parameters() lists the
         # shared tensor once, under its first name, wte.weight.
         self.lm_head.weight = self.wte.weight
-        set_precision(self, precision)
+        set_compute(self, precision)
 
     def hidden(self, idx: torch.Tensor, pos: torch.Tensor,
                caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:

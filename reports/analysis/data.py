@@ -46,7 +46,7 @@ from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
 from workloads.framework_facts import FACTS
-from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key
+from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key, upgraded
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
 FRAMEWORK_ORDER = FRAMEWORKS
@@ -178,7 +178,7 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
-                                  "driver", "gpu_model")},
+                                  "driver", "gpu_model", "job")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
@@ -203,6 +203,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
     reserved = set(columns())
 
     def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
+        rec = upgraded(rec)                         # older files' field names (record.RENAMED)
         bad = validate.record_problems(rec)
         if bad:
             probs.append(f"{path}: {where}: {'; '.join(bad)}; record skipped")

@@ -1,13 +1,15 @@
-"""bf16 against fp32 (issue 20): per framework and mode, the step time of the bf16 policy
-(workloads/precision.py) over the same case's fp32 time, paired over the processes both
-ran in (every process runs both), as a geometric mean over the tasks with its interval and
-verdict under the report's one error rate, and per task.
+"""Reduced precision against fp32 (issue 20): per framework and mode, the step time of each
+policy other than the default (workloads/precision.py POLICIES; bf16 so far) over the same
+case's fp32 time, paired over the processes both ran in (every process runs both), as a
+geometric mean over the tasks with its interval and verdict under the report's one error
+rate, and per task.
 
 A bf16 number means something only where the CPU multiplies bf16 natively (AVX512-BF16 or
-AMX-BF16, from each run's machine_info.cpu_flags): elsewhere the products are emulated
-(44-499x slower, pytorch#146508) and no bf16 speed finding is stated, only the times.
-bf16 cases are variants: the framework-comparison findings, the summary table and the
-framework choice read fp32 cases only (findings.GROUP and the scores keep precisions apart).
+AMX-BF16, from each run's machine_info.cpu_flags; each policy's flags are its `native`):
+elsewhere the products are emulated (44-499x slower, pytorch#146508) and no speed finding
+for that policy is stated, only the times. Such cases are variants: the framework-comparison
+findings, the summary table and the framework choice read fp32 cases only (findings.GROUP
+and the scores keep precisions apart).
 """
 from __future__ import annotations
 
@@ -19,9 +21,8 @@ import pandas as pd
 
 from reports.analysis import stats
 from reports.analysis.data import TIMED, framework_order
-from workloads.precision import native_bf16
-
-DEFAULT = "fp32"
+from workloads.precision import DEFAULT, PRECISIONS, native_words
+from workloads.precision import native as native_on
 
 
 def has_other(df: pd.DataFrame) -> bool:
@@ -36,27 +37,43 @@ def default_only(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["precision"].fillna(DEFAULT) == DEFAULT]
 
 
-def native(df: pd.DataFrame) -> bool | None:
-    """True when every run's CPU multiplies bf16 natively, False when one does not (or the
-    run is on an accelerator: not judged here), None when a run did not record its flags."""
+def others(df: pd.DataFrame) -> list[str]:
+    """The policies other than fp32 the cases ran at, in workloads/precision.py's order."""
+    if "precision" not in df.columns:
+        return []
+    seen = set(df["precision"].dropna()) - {DEFAULT}
+    return [p for p in PRECISIONS if p in seen] + sorted(seen - set(PRECISIONS))
+
+
+def _subject(df: pd.DataFrame, precision: str | None) -> str:
+    """`precision`, else the first policy besides fp32 the cases ran at (else the first defined)."""
+    return precision or (others(df) or [p for p in PRECISIONS if p != DEFAULT])[0]
+
+
+def native(df: pd.DataFrame, precision: str | None = None) -> bool | None:
+    """True when every run's CPU multiplies `precision` (default: _subject) natively, False
+    when one does not (or the run is on an accelerator: not judged here), None when a run did
+    not record its flags."""
     runs = df.attrs.get("runs", [])
     if not runs:
         return None
-    seen = [native_bf16(r.get("cpu_flags")) for r in runs]
+    seen = [native_on(_subject(df, precision), r.get("cpu_flags")) for r in runs]
     if any(s is False for s in seen):
         return False
     return None if any(s is None for s in seen) else True
 
 
-def pairs(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
-    """(bf16 case, the same case at fp32) for every timed bf16 case with a timed fp32 twin."""
+def pairs(df: pd.DataFrame, precision: str | None = None) -> list[tuple[pd.Series, pd.Series]]:
+    """(case, the same case at fp32) for every timed case at `precision` (default: at any
+    policy other than fp32) with a timed fp32 twin."""
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
     if "precision" not in t.columns:
         return []
     key = ["framework", "workload", "task", "mode", "strategy", "preset", "device"]
     fp = {tuple(r[k] for k in key): r for _, r in t[t["precision"].fillna(DEFAULT) == DEFAULT].iterrows()}
     out = []
-    for _, r in t[t["precision"] == "bf16"].iterrows():
+    variant = t["precision"].isin(others(t)) if precision is None else t["precision"] == precision
+    for _, r in t[variant].iterrows():
         b = fp.get(tuple(r[k] for k in key))
         if b is not None and isinstance(r.get("est"), stats.Est) and isinstance(b.get("est"), stats.Est):
             out.append((r, b))
@@ -74,54 +91,66 @@ def _pooled(ps: list[tuple[pd.Series, pd.Series]]) -> stats.Est | None:
 
 
 def table(df: pd.DataFrame, fam: stats.Family | None) -> pd.DataFrame:
-    """Per framework and mode: tasks compared, the geometric-mean bf16/fp32 step-time ratio
-    over them [interval at its level] and the verdict (bf16 faster or slower); no verdict
-    where the CPU emulates bf16 or did not record whether it does."""
-    ps = pairs(df)
-    if not ps:
-        return pd.DataFrame()
-    speak = native(df) is True and fam is not None
+    """Per policy, framework and mode: tasks compared, the geometric-mean step-time ratio over
+    fp32 over them [interval at its level] and the verdict (faster or slower); no verdict
+    where the CPU emulates the policy or did not record whether it does. With one policy
+    besides fp32 (bf16) its name heads the ratio column; with several, a precision column
+    says whose each row is."""
+    policies = [p for p in others(df) if pairs(df, p)]
     rows = []
-    for f in framework_order({a["framework"] for a, _ in ps}):
-        for mode in dict.fromkeys(a["mode"] for a, _ in ps if a["framework"] == f):
-            mine = [(a, b) for a, b in ps if a["framework"] == f and a["mode"] == mode]
-            est = _pooled(mine)
-            geo = float(np.exp(np.mean([math.log(a["median_s"] / b["median_s"]) for a, b in mine])))
-            row: dict[str, Any] = {"framework": f, "mode": mode, "tasks": len(mine),
-                                   "bf16 / fp32 step time (geo. mean)": f"{geo:.2f}"}
-            if speak and est is not None:
-                j = fam.judge(f"bf16 vs fp32|{f}|{mode}", est, None, tuple(a["case"] for a, _ in mine))
-                row["bf16 / fp32 step time (geo. mean)"] = j.interval_text(speed=False, label="ratio")
-                row["verdict"] = "bf16 " + stats.words(j.verdict, fam.margin)
-            else:
-                row["verdict"] = why_silent(df)
-            rows.append(row)
+    for p in policies:
+        ps = pairs(df, p)
+        speak = native(df, p) is True and fam is not None
+        ratio = f"{p} / fp32 step time (geo. mean)" if len(policies) == 1 else "step time / fp32 (geo. mean)"
+        for f in framework_order({a["framework"] for a, _ in ps}):
+            for mode in dict.fromkeys(a["mode"] for a, _ in ps if a["framework"] == f):
+                mine = [(a, b) for a, b in ps if a["framework"] == f and a["mode"] == mode]
+                est = _pooled(mine)
+                geo = float(np.exp(np.mean([math.log(a["median_s"] / b["median_s"]) for a, b in mine])))
+                row: dict[str, Any] = {**({"precision": p} if len(policies) > 1 else {}), "framework": f,
+                                       "mode": mode, "tasks": len(mine), ratio: f"{geo:.2f}"}
+                if speak and est is not None:
+                    j = fam.judge(f"{p} vs fp32|{f}|{mode}", est, None, tuple(a["case"] for a, _ in mine))
+                    row[ratio] = j.interval_text(speed=False, label="ratio")
+                    row["verdict"] = f"{p} " + stats.words(j.verdict, fam.margin)
+                else:
+                    row["verdict"] = why_silent(df, p)
+                rows.append(row)
     return pd.DataFrame(rows)
 
 
-def why_silent(df: pd.DataFrame) -> str:
-    n = native(df)
+def why_silent(df: pd.DataFrame, precision: str | None = None) -> str:
+    p = _subject(df, precision)
+    n = native(df, p)
     if n is False:
-        return "bf16 emulated on this CPU (no AVX512-BF16 or AMX-BF16): no bf16 speed finding"
+        return f"{p} emulated on this CPU (no {native_words(p)}): no {p} speed finding"
     if n is None:
-        return "not stated: the runs did not record the CPU's bf16 instructions"
+        return f"not stated: the runs did not record the CPU's {p} instructions"
     return "no verdict"
 
 
 def per_task(df: pd.DataFrame) -> pd.DataFrame:
-    """Every bf16 case against its fp32 twin: the two step times and their ratio."""
-    rows = [{"framework": a["framework"], "mode": a["mode"], "task": f"{a['workload']} {a['task']}",
-             "fp32 step": stats.fmt_seconds(b["median_s"]), "bf16 step": stats.fmt_seconds(a["median_s"]),
-             "bf16 / fp32": f"{a['median_s'] / b['median_s']:.2f}"} for a, b in pairs(df)]
+    """Every case at another policy against its fp32 twin: the two step times and their ratio
+    (the policy's name in the headers where one policy besides fp32 ran, else a precision column)."""
+    policies = others(df)
+    one = policies[0] if len(policies) == 1 else None
+    rows = [{**({} if one else {"precision": a["precision"]}), "framework": a["framework"], "mode": a["mode"],
+             "task": f"{a['workload']} {a['task']}", "fp32 step": stats.fmt_seconds(b["median_s"]),
+             f"{one or 'variant'} step": stats.fmt_seconds(a["median_s"]),
+             f"{one or 'variant'} / fp32": f"{a['median_s'] / b['median_s']:.2f}"} for a, b in pairs(df)]
     return pd.DataFrame(rows)
 
 
 def sentence(df: pd.DataFrame, fam: stats.Family | None) -> list[str]:
     """The Summary's line: each framework's bf16 over fp32 ratio, or why none is stated."""
     t = table(df, fam)
-    if t.empty:
-        return []
-    parts = [f"{r['framework']} {r['mode']} {r['bf16 / fp32 step time (geo. mean)']}" for _, r in t.iterrows()]
-    tail = "" if native(df) is True else f" ({why_silent(df)})"
-    return ["bf16 (workloads/precision.py's policy) over fp32 step time, geometric mean over the tasks: "
-            + "; ".join(parts) + tail + "."]
+    out = []
+    for p in (others(df) if not t.empty else []):
+        rows = t[t["precision"] == p] if "precision" in t.columns else t
+        ratio = [c for c in t.columns if c.endswith("(geo. mean)")][0]
+        parts = [f"{r['framework']} {r['mode']} {r[ratio]}" for _, r in rows.iterrows()]
+        tail = "" if native(df, p) is True else f" ({why_silent(df, p)})"
+        if parts:
+            out.append(f"{p} (workloads/precision.py's policy) over fp32 step time, geometric mean over the tasks: "
+                       + "; ".join(parts) + tail + ".")
+    return out

@@ -84,11 +84,12 @@ from reports.analysis.data import TIMED, _joined, _sort_key, finite
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
-CONFIG_KEYS = ("case", "threads", "shape", "dtype", "cpu", "accelerator", "matmul_precision")
+CONFIG_KEYS = ("case", "threads", "shape", "param_dtype", "cpu", "accelerator", "matmul_precision")
 BASELINE = ("framework", "workload", "task", "strategy", "precision", "preset", "device")
 COLD = ("cold", "empty")
 WARM = ("warm",)
-CARRIED = ("framework_version", "shape", "dtype", "threads", "items", "unit", "flops", "compile_counter",
+CARRIED = ("framework_version", "shape", "param_dtype", "compute_dtype", "threads", "items", "unit", "flops",
+           "compile_counter",
            "matmul_precision", "cpu", "accelerator", "memory_note", "peak_memory_bytes", "peak_memory_source",
            "compile_s_source", "placement", "global_batch", "device_batch", "threads_per_device", "oversubscribed",
            "pinning",

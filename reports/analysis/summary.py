@@ -285,7 +285,7 @@ def scope(df: pd.DataFrame) -> list[str]:
     lines = [f"Machine: {', '.join(cpu) or 'not recorded'}" + (f"; accelerator {', '.join(acc)}" if acc else
                                                                   "; CPU only: not evidence about GPUs")
              + f"; {', '.join(map(str, threads)) or '?'} intra-op thread(s) for every framework; dtype "
-             f"{', '.join(sorted(set(df['dtype'].dropna())))}"
+             f"{', '.join(sorted(set(df['param_dtype'].dropna())))}"
              + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} (bf16: workloads/precision.py's "
                 "policy; " + (precision.why_silent(df) if precision.native(df) is not True else
                               "the CPU multiplies bf16 natively") + ")" if precision.has_other(df) else "") + ".",

@@ -108,7 +108,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("workloads", _uniq(df["workload"])),
         ("presets", "; ".join(f"{w} {p}: {s}" for w, p, s in sorted(set(zip(df["workload"], df["preset"], df["shape"])))
                               if s != "n/a")),
-        ("dtype", _uniq(df["dtype"])),
+        ("dtype", _uniq(df["param_dtype"])),
         ("compile cache before first call", _uniq(df["compile_cache"])),
         *_run_rows(runs),
         ("date of runs", _uniq(r["date"] for r in runs)),
@@ -139,6 +139,16 @@ def _gemm_text(runs: list[dict[str, Any]], measured: list[float]) -> str:
     return text
 
 
+def _jobs_text(runs: list[dict[str, Any]]) -> str:
+    """Each result file's scheduler job (machine_info.fwbench.job: fwbench run --launcher slurm or
+    submitit), in time order: 'torch-0.json: job 12 on node3, 2025-01-01 10:00:01 - 10:03:12 UTC'."""
+    def when(t: Any) -> str:
+        return str(t or "?")[:19].replace("T", " ")
+    jobs = sorted(((r.get("job") or {}).get("start") or "", r["run_file"], r["job"]) for r in runs if r.get("job"))
+    return "; ".join(f"{f}: job {j.get('job_id') or '?'} on {j.get('host') or '?'}, {when(j.get('start'))} - "
+                     f"{when(j.get('end'))[11:]} UTC" for _, f, j in jobs) or "n/a"
+
+
 def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Set-up rows from machine_info.fwbench's run keys (record.RUN_INFO), where recorded."""
     pads = [r.get("env_pad_bytes") for r in runs if isinstance(r.get("env_pad_bytes"), int)]
@@ -151,7 +161,8 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             ("case order", _uniq(r.get("case_order") for r in runs)),
             ("Python garbage collector", _uniq(r.get("gc") for r in runs)),
             ("compile cache folders", _uniq(f"{f}: {d}" for r in runs for f, d in sorted((r.get("compile_cache_dirs")
-                                                                                          or {}).items())))]
+                                                                                          or {}).items()))),
+            ("scheduler jobs (result file: job id on host, start - end)", _jobs_text(runs))]
     settings: dict[str, set[str]] = {}
     for r in runs:
         for fw, kv in sorted((r.get("settings") or {}).items()):

@@ -29,7 +29,7 @@ def record(framework: str, task: str, mode: str, *, workload: str = "gpt", statu
     unit, items = UNITS.get(task, ("items", 8))
     rec = empty(framework=framework, framework_version=VERSIONS.get(framework, "1.0"),
                 workload=workload, task=task, mode=mode, strategy=None, preset=preset, shape="B=2,T=32",
-                dtype="float32", device="cpu", threads=2, items=items, unit=unit, flops=1.0e9,
+                param_dtype="float32", device="cpu", threads=2, items=items, unit=unit, flops=1.0e9,
                 first_call_s=first_call_s, compile_cache="off", compilations=1 if mode != "eager" else 0,
                 compile_counter="counter", peak_memory_bytes=None, matmul_precision="highest",
                 status=status, reason=reason)

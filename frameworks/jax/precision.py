@@ -1,0 +1,181 @@
+"""JAX's numeric policies (workloads/precision.py): its dtype table and the three roles a policy
+touches, each taking the compute dtype as a parameter (a static argument of the model
+functions, as a flax module's `dtype` is a parameter of the module, not a branch).
+
+COMPUTE maps each policy to the dtype of the products' and convolutions' inputs. float32 is
+the fp32 program unchanged (`a @ b`, lax.conv_general_dilated, jax.nn.dot_product_attention).
+A reduced dtype enters only at the inputs of the products and leaves with their results: the
+inputs are cast to it, the product accumulates and returns float32 (preferred_element_type),
+and its backward is written out (a custom_vjp) so that the backward products, too, take
+reduced operands (the float32 cotangent rounded to the dtype) and return float32: JAX's own
+transpose of a bf16 product with a float32 result multiplies the float32 cotangent by the bf16
+operand and rounds the parameter's gradient to bf16. jax.nn.dot_product_attention rounds the
+softmax's probabilities to bf16 and returns p v in bf16, so at a reduced dtype the attention is
+written out (written_attention): scores float32, masked softmax float32.
+
+The roles (the same names in frameworks/torch/precision.py and frameworks/tensorflow/precision.py):
+  matmul     the product a @ b (b transposed with transpose_b)
+  attention  softmax(q k^T * scale, masked) v
+  conv       the convolution of NHWC x with an HWIO kernel
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+F32 = jnp.float32
+COMPUTE = {"fp32": jnp.float32, "bf16": jnp.bfloat16}   # policy -> dtype of the products' inputs
+PRECISIONS = tuple(COMPUTE)                               # the policies every JAX build honours
+LOSS_SCALING = False                                      # no train step here applies a policy's loss_scale
+DN = ("NHWC", "HWIO", "NHWC")
+
+
+# ----------------------------------------------------------------------------- the product
+
+def _product(out: str, x: tuple[str, jax.Array], y: tuple[str, jax.Array]) -> jax.Array:
+    """einsum(x_spec, y_spec -> out) of two reduced-precision operands, float32 result; a
+    batched one as one canonical lax.dot_general (batch, M, K) x (batch, K, N) between explicit
+    transposes. XLA:CPU (jaxlib 0.10) has no BF16 x BF16 = F32 kernel of its own: such a product
+    runs only where its XNNPACK fusion takes it, else fails at run time ("Unsupported element
+    type for DotThunk"). jnp.einsum's batched key and value gradients of the attention failed
+    under jit; the canonical form runs. For 2-D products it is the other way round (the weight
+    gradient written canonically, with its transpose, fails; einsum's runs)."""
+    (sx, a), (sy, b) = x, y
+    batch = [i for i in sx if i in sy and i in out]
+    if not batch:  # 2-D products (linear layers, the head) run as jnp.einsum writes them
+        return jnp.einsum(f"{sx},{sy}->{out}", a, b, preferred_element_type=F32)
+    contract = [i for i in sx if i in sy and i not in out]
+    fx, fy = [i for i in sx if i not in sy], [i for i in sy if i not in sx]
+    size = {**dict(zip(sx, a.shape)), **dict(zip(sy, b.shape))}
+    n = lambda idx: int(np.prod([size[i] for i in idx], dtype=np.int64))  # noqa: E731
+    a = a.transpose([sx.index(i) for i in batch + fx + contract]).reshape(n(batch), n(fx), n(contract))
+    b = b.transpose([sy.index(i) for i in batch + contract + fy]).reshape(n(batch), n(contract), n(fy))
+    r = lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=F32)  # (batch, M, N)
+    r = r.reshape([size[i] for i in batch + fx + fy])
+    return r.transpose([(batch + fx + fy).index(i) for i in out])
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def einsum(spec: str, compute: Any, a: jax.Array, b: jax.Array) -> jax.Array:
+    """einsum(spec, a, b) of float32 a, b with inputs in the reduced dtype `compute`,
+    accumulated and returned in float32. `spec` is "ab,bc->ac"-like: two operands, no index
+    repeated within one, every index of an operand in the other operand or in the output (so
+    both transposes are products of the same kind)."""
+    return _einsum_fwd(spec, compute, a, b)[0]
+
+
+def _einsum_fwd(spec: str, compute: Any, a: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    (sa, sb), so = spec.split("->")[0].split(","), spec.split("->")[1]
+    a16, b16 = a.astype(compute), b.astype(compute)
+    return _product(so, (sa, a16), (sb, b16)), (a16, b16)
+
+
+def _einsum_bwd(spec: str, compute: Any, res: tuple[jax.Array, jax.Array], g: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
+    """The two transposes, each a reduced product with a float32 result: da = g b^T, db = a^T g."""
+    a16, b16 = res
+    (sa, sb), so = spec.split("->")[0].split(","), spec.split("->")[1]
+    g16 = g.astype(compute)
+    return _product(sa, (so, g16), (sb, b16)), _product(sb, (sa, a16), (so, g16))
+
+
+einsum.defvjp(_einsum_fwd, _einsum_bwd)
+
+
+def matmul(a: jax.Array, b: jax.Array, compute: Any = F32, transpose_b: bool = False) -> jax.Array:
+    """a @ b (a @ b^T with transpose_b) of rows a (N, in) and b (in, out) (b (out, in)), the
+    inputs in `compute`, the result float32."""
+    if compute == F32:
+        return a @ b.T if transpose_b else a @ b
+    return einsum("nc,vc->nv" if transpose_b else "nc,cd->nd", compute, a, b)
+
+
+# ----------------------------------------------------------------------------- the attention
+
+def written_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, compute: Any,
+                      mask: jax.Array | None = None, kv_layout: str = "bsnh") -> jax.Array:
+    """softmax(q k^T * scale, masked) v written out: both products' inputs in `compute`, float32
+    out; the scale, the mask and the softmax float32. q (B, T, nh, hs); k, v (B, S, nh, hs)
+    (kv_layout "bsnh") or (B, nh, S, hs) ("bnsh"); mask broadcastable to (B, nh, T, S), True
+    where a key is seen. Returns (B, T, nh, hs) float32."""
+    s = einsum(f"btnh,{kv_layout}->bnts", compute, q, k) * scale          # (B, nh, T, S)
+    if mask is not None:
+        s = jnp.where(mask, s, jnp.finfo(F32).min)
+    return einsum(f"bnts,{kv_layout}->btnh", compute, jax.nn.softmax(s, axis=-1), v)
+
+
+def attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, compute: Any = F32,
+              causal: bool = False, pos: Any = None) -> jax.Array:
+    """softmax(q k^T * scale, masked) v; q (B, T, nh, hs) (JAX's layout). k, v (B, S, nh, hs),
+    every key seen, or with `causal` the causal mask; or, with `pos`, the decoding caches
+    (B, nh, S, hs), keys 0..pos seen. float32: jax.nn.dot_product_attention; a reduced
+    `compute`: written_attention. The scale comes from the caller (its module's attn_scale,
+    which tests/test_mutations.py patches)."""
+    if compute == F32:
+        if pos is not None:
+            seen = jnp.full((q.shape[0],), pos + 1, jnp.int32)             # keys 0..pos
+            return jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
+                                                key_value_seq_lengths=seen, scale=scale)
+        return jax.nn.dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    if pos is not None:
+        seen = jnp.arange(k.shape[2]) <= pos                               # (S,): keys 0..pos
+        return written_attention(q, k, v, scale, compute, seen, kv_layout="bnsh")
+    mask = jnp.tril(jnp.ones((q.shape[1],) * 2, bool)) if causal else None
+    return written_attention(q, k, v, scale, compute, mask)
+
+
+# ----------------------------------------------------------------------------- the convolution
+
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _conv(x: jax.Array, w: jax.Array, stride: int, pad: int, compute: Any) -> jax.Array:
+    """conv's cross-correlation of float32 x (NHWC), w (HWIO) with inputs in the reduced dtype
+    `compute`, accumulated and returned in float32; square kernel k, stride, zero padding `pad`
+    on every side."""
+    return _conv_fwd(x, w, stride, pad, compute)[0]
+
+
+def _conv_fwd(x: jax.Array, w: jax.Array, stride: int, pad: int, compute: Any
+              ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    x16, w16 = x.astype(compute), w.astype(compute)
+    y = lax.conv_general_dilated(x16, w16, window_strides=(stride, stride), padding=((pad, pad), (pad, pad)),
+                                 dimension_numbers=DN, preferred_element_type=F32)
+    return y, (x16, w16)
+
+
+def _conv_bwd(stride: int, pad: int, compute: Any, res: tuple[jax.Array, jax.Array], g: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+    """Both transposes as reduced convolutions with float32 results (g rounded to `compute`):
+    dx = g (dilated by the stride) correlated with the flipped kernel, in and out swapped;
+    dw[kh, kw, i, o] = sum over b, y, x of x_pad[b, s y + kh, s x + kw, i] g[b, y, x, o], a
+    correlation of x (batch and channels swapped) with g dilated by the stride."""
+    x16, w16 = res
+    g16 = g.astype(compute)
+    k, s = w16.shape[0], stride
+    (H, Wd), (Ho, Wo) = x16.shape[1:3], g16.shape[1:3]
+    lo = k - 1 - pad
+    dx = lax.conv_general_dilated(g16, jnp.flip(w16, (0, 1)), window_strides=(1, 1),
+                                  padding=((lo, H + k - 2 - (Ho - 1) * s - lo), (lo, Wd + k - 2 - (Wo - 1) * s - lo)),
+                                  lhs_dilation=(s, s), dimension_numbers=("NHWC", "HWOI", "NHWC"),
+                                  preferred_element_type=F32)
+    dw = lax.conv_general_dilated(x16, g16, window_strides=(1, 1),
+                                  padding=((pad, k + (Ho - 1) * s - H - pad), (pad, k + (Wo - 1) * s - Wd - pad)),
+                                  rhs_dilation=(s, s), dimension_numbers=("CHWN", "IHWO", "HWNC"),
+                                  preferred_element_type=F32)
+    return dx, dw
+
+
+_conv.defvjp(_conv_fwd, _conv_bwd)
+
+
+def conv(x: jax.Array, w: jax.Array, stride: int, pad: int, compute: Any = F32) -> jax.Array:
+    """Cross-correlation of NHWC x with the HWIO kernel w, zero padding `pad` on every side,
+    the inputs in `compute`, the result float32."""
+    if compute == F32:
+        return lax.conv_general_dilated(x, w, window_strides=(stride, stride), padding=((pad, pad), (pad, pad)),
+                                        dimension_numbers=DN)
+    return _conv(x, w, stride, pad, compute)
