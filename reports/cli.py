@@ -279,7 +279,9 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     with safe_write(out, "the report into"):
         paths = document.render(df, out, weights, margin, jobs=job_list)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
-    paper = paths.get('pdf', paths['paper'])
+    pages = paths.get("paper_pages") or {}
+    paper = f"{paths.get('pdf', paths['paper'])}" + (f" ({pages['total']} pages, {pages['main']} of main text)"
+                                                    if {"total", "main"} <= set(pages) else "")
     print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paper}  "
           f"({len(df)} records)")
     return 0

@@ -158,6 +158,7 @@ LAYERS = (
                      "reports.analysis.claims")),
     ("drawing", ("reports.rendering", "reports.rendering.figures", "reports.rendering.latex",
                  "reports.rendering.formats", "reports.rendering.parts", "reports.rendering.choice",
+                 "reports.rendering.paper",
                  "reports.rendering.sections",
                  "reports.rendering.sections.*")),
     ("document", ("reports.rendering.document",)),
