@@ -277,6 +277,25 @@ class Adapter:
         """'highest': full float32 matmuls (TF32 off); 'tf32': allow TF32 on GPUs."""
         raise NotImplementedError
 
+    def global_precision(self) -> tuple[Any, ...]:
+        """The framework's process-wide float32 matmul settings as they are now (what
+        _apply_matmul_precision changes), for set_global_precision to put back."""
+        raise NotImplementedError
+
+    def set_global_precision(self, state: tuple[Any, ...]) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def global_precision_kept(self) -> Any:
+        """A block (one case through the harness) after which the process-wide float32 matmul
+        settings are as before it, whatever configure() set inside: code outside fwbench in the
+        same process sees its own (or the framework's default) settings."""
+        state = self.global_precision()
+        try:
+            yield
+        finally:
+            self.set_global_precision(state)
+
     def asarray(self, x: np.ndarray, device: str) -> Any:
         raise NotImplementedError
 
@@ -381,6 +400,12 @@ class Adapter:
         compile_cache(): cold, warm or off. Yields the record's `first_call_cache`. The base
         class: a case's model is new, the persistent cache is the process's folder as it is."""
         yield f"the process's cache folder ({role} at process start); a new model's in-memory state"
+
+    def attention_impl(self, device: str, precision: str) -> str:
+        """The attention this framework's layers run on `device` at `precision`: its precision
+        module's attention_impl (frameworks/<fw>/precision.py), a pure function of the two."""
+        import importlib
+        return importlib.import_module(f"frameworks.{self.name}.precision").attention_impl(device, precision)
 
     def settings(self) -> dict[str, str]:
         """Every non-default runtime setting fwbench applies to this framework, by name, for

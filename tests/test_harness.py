@@ -62,6 +62,8 @@ class FakeAdapter(Adapter):
     def device_name(self, device): return "cpu"
     def _apply_threads(self, n): pass
     def _apply_matmul_precision(self, p): pass
+    def global_precision(self): return ()
+    def set_global_precision(self, state): pass
     def asarray(self, x, device): return np.asarray(x)
     def to_numpy(self, x): return x
     def compilations(self): return self.counter

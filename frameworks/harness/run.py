@@ -55,14 +55,25 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
     """
     import pytest
 
-    opts = session.options
-    framework, mode = case.framework, case.mode
+    framework = case.framework
     p, spec, record = new_record(session, case)
     try:
         adapter = frameworks.load(framework)
     except FrameworkUnavailable as e:
         session.missing[framework] = str(e)
         pytest.skip(str(e))
+    with adapter.global_precision_kept():   # the process's float32 settings, as they were, after the case
+        return run_configured(benchmark, session, case, adapter, p, spec, record)
+
+
+def run_configured(benchmark: Any, session: Session, case: Case, adapter: frameworks.Adapter, p: Any, spec: Any,
+                   record: dict[str, Any]) -> dict[str, Any]:
+    """run_case's work once the framework is loaded: configure it, then build, check and time
+    the case into `record`."""
+    import pytest
+
+    opts = session.options
+    framework, mode = case.framework, case.mode
     n_dev = case.placement.devices
     cfg = adapter.configure(process_threads(opts.threads, n_dev), opts.matmul_precision)
     if opts.device == "cpu" and not session.gemm_samples:
@@ -83,6 +94,7 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
     try:
         case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
         record["device"] = case.device
+        record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
         if mode not in adapter.modes:
             raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
         # the process's folder (a cold case compiles into a folder of its own, merged into it)

@@ -123,6 +123,12 @@ class Adapter(base.Adapter):
         jax.config.update("jax_default_matmul_precision",
                           "tensorfloat32" if precision == "tf32" else "highest")
 
+    def global_precision(self) -> tuple[Any, ...]:
+        return (jax.config.jax_default_matmul_precision,)
+
+    def set_global_precision(self, state: tuple[Any, ...]) -> None:
+        jax.config.update("jax_default_matmul_precision", state[0])
+
     def asarray(self, x: np.ndarray, device: str) -> jax.Array:
         return jax.device_put(np.asarray(x), self.jax_device(device))
 

@@ -109,6 +109,20 @@ def written_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, co
     return einsum(f"bnts,{kv_layout}->btnh", compute, jax.nn.softmax(s, axis=-1), v)
 
 
+# The attention JAX's layers run, by policy (attention_impl): float32 is jax.nn.dot_product_attention
+# with implementation=None (XLA's; cuDNN's flash kernel takes no float32 inputs); a reduced
+# dtype is written out on every device. XLA's dot_product_attention at bf16 returns p v in bf16
+# and differentiates through JAX's own transposes (a float32 cotangent times a bf16 operand,
+# rounding a gradient to bf16), which the policy's custom_vjp products avoid. cuDNN's kernel
+# (implementation='cudnn') would keep the policy on a GPU; it is not wired into the models yet.
+XLA_ATTENTION, WRITTEN = "jax.nn.dot_product_attention (XLA)", "written"
+
+
+def attention_impl(device: str, precision: str) -> str:
+    """The attention JAX's layers run on `device` ('cpu', 'gpu', 'cuda') at `precision`."""
+    return XLA_ATTENTION if COMPUTE[precision] == F32 else WRITTEN
+
+
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, compute: Any = F32,
               causal: bool = False, pos: Any = None) -> jax.Array:
     """softmax(q k^T * scale, masked) v; q (B, T, nh, hs) (JAX's layout). k, v (B, S, nh, hs),

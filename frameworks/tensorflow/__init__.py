@@ -198,6 +198,12 @@ class Adapter(frameworks.base.Adapter):
         # TF enables TF32 on Ampere+ GPUs by default; 'highest' turns it off
         tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
 
+    def global_precision(self) -> tuple[Any, ...]:
+        return (tf.config.experimental.tensor_float_32_execution_enabled(),)
+
+    def set_global_precision(self, state: tuple[Any, ...]) -> None:
+        tf.config.experimental.enable_tensor_float_32_execution(state[0])
+
     # -- arrays --------------------------------------------------------------------
     def asarray(self, x: np.ndarray, device: str) -> tf.Tensor:
         with tf.device(self.tf_device(device)):

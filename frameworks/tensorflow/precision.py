@@ -34,6 +34,12 @@ def matmul(a, b, compute=F32, **kwargs):
     return tf.cast(tf.matmul(tf.cast(a, compute), tf.cast(b, compute), **kwargs), F32)
 
 
+def attention_impl(device: str, precision: str) -> str:
+    """The attention TensorFlow's layers run: written out on every device at every policy."""
+    COMPUTE[precision]   # a policy TensorFlow lacks is a KeyError, as in the other frameworks
+    return "written"
+
+
 def attention(q, k, v, scale, compute=F32, mask=None):
     """softmax(q k^T * scale, keys masked where mask (T, Tk) is False) v; q (..., T, hs), k, v
     (..., Tk, hs). The scale comes from the caller (its module's attn_scale, which

@@ -47,6 +47,14 @@ _CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 logging.getLogger("torch._dynamo.convert_frame").addHandler(_LIMIT_HITS)
 
 
+# torch's per-backend float32 precision settings (torch >= 2.9), the generic one first; () where absent.
+_FP32_PRECISION = tuple(obj for obj in (
+    torch.backends, torch.backends.cuda.matmul, torch.backends.cudnn, getattr(torch.backends.cudnn, "conv", None),
+    getattr(torch.backends.cudnn, "rnn", None), torch.backends.mkldnn, getattr(torch.backends.mkldnn, "matmul", None),
+    getattr(torch.backends.mkldnn, "conv", None), getattr(torch.backends.mkldnn, "rnn", None))
+    if hasattr(obj, "fp32_precision"))
+
+
 class Adapter(base.Adapter):
     name = "torch"
     modes = ("eager", "compiled")
@@ -91,6 +99,24 @@ class Adapter(base.Adapter):
         torch.set_float32_matmul_precision("highest")
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+
+    def global_precision(self) -> tuple[Any, ...]:
+        # torch >= 2.9 keeps the state in its fp32_precision attributes (the legacy getter refuses
+        # to read it once both APIs were used); older builds in the legacy flags.
+        if _FP32_PRECISION:
+            return tuple(getattr(obj, "fp32_precision") for obj in _FP32_PRECISION)
+        return (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                torch.backends.cudnn.allow_tf32)
+
+    def set_global_precision(self, state: tuple[Any, ...]) -> None:
+        if _FP32_PRECISION:
+            for obj, value in zip(_FP32_PRECISION, state):
+                obj.fp32_precision = value
+            return
+        precision, matmul_tf32, cudnn_tf32 = state
+        torch.set_float32_matmul_precision(precision)      # sets allow_tf32 too: the flags after it
+        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+        torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
     def asarray(self, x: np.ndarray, device: str) -> torch.Tensor:
         # A copy with the same dtype (int32 tokens stay int32), not a view of the numpy array.

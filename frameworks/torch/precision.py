@@ -11,9 +11,11 @@ cast back. torch.autocast is not used (on the CPU it runs layer_norm and softmax
 
 The roles (the same names in frameworks/jax/precision.py and frameworks/tensorflow/precision.py):
   matmul     the product a @ b
-  attention  softmax(q k^T * scale, masked) v: the fused SDPA at float32; written out at a
-             reduced dtype (scores and softmax float32), since the fused kernel would run its
-             softmax on the reduced dtype
+  attention  softmax(q k^T * scale, masked) v: the fused SDPA at float32, and at a reduced dtype
+             on CUDA (its flash, cuDNN and memory-efficient kernels take the reduced inputs and
+             keep float32 accumulation and softmax statistics); written out on the CPU at a
+             reduced dtype (scores and softmax float32), the one form the bf16 dtype probe can
+             check (attention_impl decides; the record's attention_impl names it)
   conv       the convolution of an nn.Conv2d layer (Conv2d calls it); Linear is the product's
              layer
 """
@@ -25,6 +27,7 @@ from torch.nn import functional as F
 
 F32 = torch.float32
 COMPUTE = {"fp32": F32, "bf16": torch.bfloat16}   # policy -> dtype of the products' inputs
+POLICY_OF = {dtype: name for name, dtype in COMPUTE.items()}   # dtype -> policy
 PRECISIONS = tuple(COMPUTE)                         # the policies every torch build honours
 LOSS_SCALING = False                                # no train step here applies a policy's loss_scale
 
@@ -48,6 +51,21 @@ def written_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
     return matmul(att, v, compute)                                          # (B, nh, T, hs) float32
 
 
+# (device type, precision) -> the attention a layer runs; ATTENTION_IMPL[...] and its reason.
+# On the CPU at bf16 the fused kernel (_scaled_dot_product_flash_attention_for_cpu) hides its
+# softmax from the dtype probe (tests/test_bf16_torch.py), so the written-out form stays there.
+SDPA, WRITTEN = "sdpa", "written"
+
+
+def attention_impl(device: str, precision: str) -> str:
+    """The attention torch's layers run on `device` ('cpu', 'cuda', 'cuda:0') at `precision`:
+    'sdpa' (F.scaled_dot_product_attention, with the policy's inputs) at float32 everywhere and
+    at a reduced dtype on CUDA; 'written' (written_attention) at a reduced dtype elsewhere."""
+    if COMPUTE[precision] == F32 or device.split(":")[0] == "cuda":
+        return SDPA
+    return WRITTEN
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, compute: torch.dtype = F32,
               mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
     """softmax(q k^T * scale + mask) v; q (B, nh, T, hs), k, v (B, nh, L, hs); mask None or
@@ -55,6 +73,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, c
     comes from the caller (its module's attn_scale, which tests/test_mutations.py patches)."""
     if compute == F32:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+    if attention_impl(q.device.type, POLICY_OF[compute]) == SDPA:   # bf16 in, float32 statistics inside
+        return F.scaled_dot_product_attention(q.to(compute), k.to(compute), v.to(compute), attn_mask=mask,
+                                              is_causal=causal, scale=scale).float()
     if causal:
         T = q.size(2)
         mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()    # True = attend

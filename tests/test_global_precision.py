@@ -1,0 +1,129 @@
+"""fwbench leaves no process-wide precision behind (issue 31, point 4): a case run through the
+harness sets its float32 matmul precision (highest: no TF32) for the case only; code outside
+fwbench in the same process finds JAX's, torch's and TensorFlow's global settings as it left
+them. And the attention each framework's layers run, by device and precision (point 3)."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import frameworks
+from frameworks import harness
+from workloads import record as record_mod
+from workloads.case import Case
+
+pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+
+
+def _torch():
+    import torch
+    backends = (torch.backends, torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.mkldnn.matmul)
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):   # torch < 2.9: the legacy flags
+        return (lambda: (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                         torch.backends.cudnn.allow_tf32),
+                lambda: torch.set_float32_matmul_precision("medium"))       # not fwbench's "highest"
+    return (lambda: tuple(b.fp32_precision for b in backends),
+            lambda: torch.set_float32_matmul_precision("medium"))
+
+
+def _jax():
+    import jax
+    return (lambda: jax.config.jax_default_matmul_precision,
+            lambda: jax.config.update("jax_default_matmul_precision", "bfloat16"))
+
+
+def _tensorflow():
+    import tensorflow as tf
+    return (lambda: tf.config.experimental.tensor_float_32_execution_enabled(),
+            lambda: tf.config.experimental.enable_tensor_float_32_execution(True))
+
+
+SETTINGS = {"torch": _torch, "jax": _jax, "tensorflow": _tensorflow}
+
+
+@pytest.mark.parametrize("framework", list(SETTINGS))
+def test_a_case_leaves_the_global_matmul_settings_as_it_found_them(framework, benchmark, monkeypatch):
+    pytest.importorskip(framework)
+    read, set_users_own = SETTINGS[framework]()
+    set_users_own()                         # a user's own setting, which fwbench's case must not keep
+    before = read()
+    adapter = frameworks.load(framework)
+    during = []
+    real = type(adapter).case_caches
+
+    def spy(self, role):                    # read inside the case, after configure()
+        during.append(read())
+        return real(self, role)
+
+    monkeypatch.setattr(type(adapter), "case_caches", spy)
+    s = harness.Session(harness.Options(frameworks=(framework,), workloads=("gpt",), preset="tiny", rounds=1),
+                        gemm_samples=[{"numpy": 1e9}])
+    rec = harness.run_case(benchmark, s, Case(framework, "gpt", "forward", "eager"))
+    after = read()
+    assert record_mod.problems(rec) == [] and rec["status"] == "ok", rec["reason"]
+    assert rec["matmul_precision"] == "highest"
+    assert during and during[0] != before, "the case did not run at fwbench's own precision"
+    assert after == before
+
+
+# ----------------------------------------------------------------------------- the attention per backend
+
+XLA = "jax.nn.dot_product_attention (XLA)"
+# framework -> (device, precision) -> the attention its layers run (the report's table, issue 31)
+ATTENTION = {
+    "torch": {("cpu", "fp32"): "sdpa", ("cuda", "fp32"): "sdpa", ("cuda:0", "fp32"): "sdpa",
+              ("cpu", "bf16"): "written", ("cuda", "bf16"): "sdpa", ("cuda:1", "bf16"): "sdpa"},
+    "jax": {("cpu", "fp32"): XLA, ("gpu", "fp32"): XLA, ("cpu", "bf16"): "written", ("gpu", "bf16"): "written"},
+    "tensorflow": {(d, p): "written" for d in ("cpu", "gpu") for p in ("fp32", "bf16")},
+}
+
+
+@pytest.mark.parametrize("framework", list(ATTENTION))
+def test_the_attention_choice_by_device_and_precision(framework):
+    pytest.importorskip(framework)
+    P = importlib.import_module(f"frameworks.{framework}.precision")
+    assert {key: P.attention_impl(*key) for key in ATTENTION[framework]} == ATTENTION[framework]
+    with pytest.raises(KeyError):
+        P.attention_impl("cpu", "fp8")
+
+
+def test_torch_bf16_sdpa_keeps_the_policy_where_chosen():
+    """What the CUDA choice runs, run here on the CPU's fused kernel: bf16 inputs, float32 out,
+    within bf16's error of the float64 attention, and no farther from it than the written-out
+    form (its scores and softmax float32)."""
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    from frameworks.torch import precision as P
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 16, generator=g) for _ in range(3))
+    s = 16 ** -0.5
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    a = (q.double() @ k.double().transpose(-2, -1) * s).masked_fill(~mask, float("-inf"))
+    ref = (torch.softmax(a, -1) @ v.double()).numpy()
+    bf = torch.bfloat16
+    fused = F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), is_causal=True, scale=s).float()
+    written = P.written_attention(q, k, v, mask, s, bf)
+    e_fused, e_written = (float(np.abs(x.numpy() - ref).max()) for x in (fused, written))
+    assert e_fused < 2 ** -6 and e_fused <= e_written, (e_fused, e_written)
+
+
+def test_torch_attention_follows_its_choice(monkeypatch):
+    """attention() runs what attention_impl chose: the CUDA choice (sdpa at bf16) run on the
+    CPU by patching the choice, against the written-out form the CPU's choice runs."""
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    from frameworks.torch import precision as P
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 8, 4, generator=g) for _ in range(3))
+    bf = torch.bfloat16
+    fused = F.scaled_dot_product_attention(q.to(bf), k.to(bf), v.to(bf), is_causal=True, scale=0.5).float()
+    written = P.written_attention(q, k, v, torch.ones(8, 8, dtype=torch.bool).tril(), 0.5, bf)
+    assert not torch.equal(fused, written)                       # the two forms tell apart
+    assert torch.equal(P.attention(q, k, v, 0.5, bf, causal=True), written)           # the CPU's choice
+    monkeypatch.setattr(P, "attention_impl", lambda device, precision: P.SDPA)
+    out = P.attention(q, k, v, 0.5, bf, causal=True)
+    assert out.dtype == torch.float32 and torch.equal(out, fused)                     # the CUDA choice
