@@ -158,7 +158,8 @@ def make_parser() -> Parser:
     r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
-                   help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case (at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
+                   help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
+                        f"(at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
                         f"{QUICK_COLD} cold and {QUICK_WARM} warm process per framework, each case's default strategy "
                         "only (no torch train-step recipe variants), the gpt and diffusion workloads unless "
                         "--workload names others: about 5 minutes from an empty cache on a 2-core CPU; its numbers "

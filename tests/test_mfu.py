@@ -164,3 +164,42 @@ def test_torch_measures_its_bf16_peak_on_the_cpu():
     torch_adapter = frameworks.load("torch")
     rate, how = gemm.measure_peak(torch_adapter, "cpu", "bf16", repeats=1)
     assert rate > 0 and how.startswith("torch bf16 1024x1024 matmul on cpu")
+
+
+# ----------------------------------------------------------------------------- 2. the report's table
+
+def test_the_report_shows_ms_throughput_and_mfu_per_device(tmp_path):
+    import reports
+    from reports.analysis import replicates
+    from reports.rendering import document
+    from tests.reports_fixtures import record, result_json, times, write
+    # GPT-2 on an H200: 12 x 1024 tokens, flops of one step, 40 ms; bf16 measured peak 700 TFLOP/s
+    flops = 12 * 1024 * 6 * 85e6
+    gpu = record("torch", "train_step", "compiled", preset="gpt2", device="cuda:0", placement="cuda", items=12 * 1024,
+                 flops=flops, precision="bf16", peak_precision="bf16", peak_flops=700e12, vendor_peak_flops=989.5e12)
+    cpu = record("torch", "train_step", "eager", flops=1e9, peak_precision="fp32", peak_flops=5e10)
+    write(tmp_path / "gpu.json", result_json([(gpu, times(0.040, seed=1))], device="cuda",
+                                             accelerator="NVIDIA H200"))
+    write(tmp_path / "cpu.json", result_json([(cpu, times(0.5, seed=2))]))
+    cases = replicates.cases(reports.load(tmp_path))
+    blocks = document.mfu_blocks(cases)
+    heads = [b[2] for b in blocks if b[0] == "h"]
+    assert heads == ["Throughput and MFU on the CPU", "Throughput and MFU on the GPU"]
+    tables = {b[3]: b[1] for b in blocks if b[0] == "table"}
+    g = tables["mfu-cuda"].iloc[0]
+    med = float(cases.loc[cases["device"] == "cuda:0", "median_s"].iloc[0])     # about 40 ms
+    assert g["step"] == f"{1e3 * med:.3g} ms" and g["throughput"].endswith("tokens/s")
+    assert g["MFU (measured peak)"] == f"{100 * flops / med / 700e12:.2g}%"
+    assert g["MFU (vendor peak)"] == f"{100 * flops / med / 989.5e12:.2g}%" and g["precision"] == "bf16"
+    c = tables["mfu-cpu"].iloc[0]
+    assert c["MFU (vendor peak)"] == "n/a" and c["MFU (measured peak)"] != "n/a" and c["peak"].endswith("fp32")
+
+
+def test_an_older_file_without_peaks_shows_mfu_as_na(tmp_path):
+    import reports
+    from reports.analysis import replicates
+    from reports.rendering import document
+    from tests.reports_fixtures import record, result_json, times, write
+    write(tmp_path / "old.json", result_json([(record("torch", "forward", "eager"), times(0.1))]))
+    t = document.mfu_table(replicates.cases(reports.load(tmp_path)))
+    assert t.iloc[0]["MFU (measured peak)"] == "n/a" and t.iloc[0]["peak"] == "not measured"
