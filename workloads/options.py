@@ -154,11 +154,12 @@ def argv(values: Mapping[str, Any], names: Iterable[str] | None = None) -> list[
     """The pytest command-line arguments for `values`, in HARNESS order (None, a false flag
     and an option's own default are left out: the process takes the same default)."""
     out: list[str] = []
+    by_device = device_defaults(values.get("device") or "cpu")     # the process takes the same
     for o in HARNESS:
         if (names is not None and o.name not in names) or o.name not in values:
             continue
         v = values[o.name]
-        if v is None or v is False or v == o.default:
+        if v is None or v is False or v == o.default or v == by_device.get(o.name):
             continue
         out += [o.flag] if o.type is None else [o.flag, str(v)]
     return out
