@@ -95,7 +95,7 @@ def make_per_sample_grad(strategy: str, f: Func, jit: Callable, flat: bool = Fal
     as a user compiles it. A dict argument costs every call more than its arrays do (JAX
     flattens the pytree, Dynamo guards its keys): the MLP's compiled HVP took 1.05x (JAX)
     and 1.10x (torch) the cookbook's time with the dicts made outside (small preset, 1
-    thread, interleaved; tests/measure_cookbook.py)."""
+    thread, interleaved; tests/measure/measure_cookbook.py)."""
     grad = f.grad(f.example_loss)
     if strategy == "vmap":
         batched = f.vmap(grad, (None, 0, 0))
@@ -188,7 +188,7 @@ class FuncModel(TransformModel):
 
     # The MLP problems', the Jacobian's and the n-th derivative's calls take 0.02-0.1 ms, so
     # their methods do as little as they can in Python before the compiled call: the made
-    # function is looked up by a constant key first (tests/measure_cookbook.py compares them
+    # function is looked up by a constant key first (tests/measure/measure_cookbook.py compares them
     # with what a user writes; right after a call every Python step costs several times what
     # it costs alone, measured with JAX at 1 thread: a 0.5 us check took 2 us there).
     def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:

@@ -107,6 +107,13 @@ def _option(o: options.Option) -> Any:
     return parse
 
 
+def _path(text: str) -> Path:
+    """A path argument, made absolute against the working directory at start (the run's
+    processes and jobs run elsewhere)."""
+    from reports.running.atomic import absolute
+    return absolute(text)
+
+
 def _positive(kind: type, zero: bool = False) -> Any:
     """An argparse type: a finite number above 0 (or at least 0 with zero=True)."""
     what = f"{'non-negative' if zero else 'positive'} {'finite number' if kind is float else 'integer'}"
@@ -140,6 +147,7 @@ def _margin(text: str) -> float:
 
 
 def make_parser() -> Parser:
+    from reports.running import launch
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
@@ -155,7 +163,7 @@ def make_parser() -> Parser:
             r.add_argument(o.flag, action="store_true", default=None, help=o.help + RUN_NOTES.get(o.name, ""))
         elif o.cli:
             r.add_argument(o.flag, type=_option(o), help=o.help + RUN_NOTES.get(o.name, ""))
-    r.add_argument("--out", default="fwbench-out", type=Path, help="folder for the JSON and the report "
+    r.add_argument("--out", default="fwbench-out", type=_path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
                    help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
@@ -173,9 +181,26 @@ def make_parser() -> Parser:
                    f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
                    "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
                    "first cold ones, then the others in a seeded random order")
-    r.add_argument("--launcher", choices=("local", "submitit"), default="local",
-                   help="where each process runs: local (default: here, one at a time) or submitit (a job per "
-                        "process: Slurm whole nodes where srun exists, else submitit's local executor, one at a time)")
+    r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
+                   help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
+                        "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
+                        "one job at a time); submitit (slurm where sbatch and srun are on the PATH, else "
+                        "submitit-local)")
+    s = r.add_argument_group("Slurm jobs (--launcher slurm, or submitit on a cluster)",
+                             "Each job asks for one whole node (--exclusive, one task) and these sbatch options; "
+                             "the run folder and the compile-cache folder (FWBENCH_CACHE_DIR) must be on a filesystem "
+                             "the nodes share.")
+    s.add_argument("--partition", help="sbatch --partition (default: the cluster's default partition)")
+    s.add_argument("--account", help="sbatch --account")
+    s.add_argument("--qos", help="sbatch --qos")
+    s.add_argument("--time", help="sbatch --time, in any form sbatch takes (default: the process limit "
+                   "--timeout-s plus 10%% and 5 minutes, in minutes)")
+    s.add_argument("--gpus-per-node", type=_positive(int), help="sbatch --gpus-per-node")
+    s.add_argument("--mem", default="0", help="sbatch --mem (default 0: all the node's memory, as --exclusive "
+                   "gives the whole node)")
+    s.add_argument("--sbatch", action="append", default=[], metavar="--NAME=VALUE",
+                   help="any other sbatch option, passed through; one per --sbatch, written with '=' "
+                        "(e.g. --sbatch=--constraint=a100 --sbatch=--reservation=bench)")
     r.add_argument("--seed", type=int, default=0, help="seed of the process order, each process's case order and "
                    "its environment padding")
     r.add_argument("--keep-cache", action="store_true", help="keep the run's compile-cache folder afterwards")
@@ -186,8 +211,8 @@ def make_parser() -> Parser:
     rep = sub.add_parser("report", help="render figures, tables and the document from result JSON",
                          description="Files or folders of fwbench JSON in; report.md, report.html, tables.tex, "
                                      "data.csv and figures/ out.")
-    rep.add_argument("results", nargs="+", type=Path, metavar="RESULTS", help="result JSON files or folders")
-    rep.add_argument("-o", "--out", type=Path, default=Path("fwbench-out/report"),
+    rep.add_argument("results", nargs="+", type=_path, metavar="RESULTS", help="result JSON files or folders")
+    rep.add_argument("-o", "--out", type=_path, default="fwbench-out/report",
                      help="output folder (default: ./fwbench-out/report)")
     rep.add_argument("--weights", help=WEIGHTS_HELP)
     rep.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
@@ -206,10 +231,10 @@ def make_parser() -> Parser:
                        epilog=f"exit codes: 0 compared; {EXIT_USAGE} a usage error or an unwritable --csv; "
                               f"{EXIT_NO_RECORDS} OLD or NEW has no readable record (missing, empty or "
                               f"unreadable); {EXIT_SLOWER} with --fail-on-slower, some case got slower")
-    c.add_argument("old", type=Path, metavar="OLD", help="result JSON file or folder")
-    c.add_argument("new", type=Path, metavar="NEW", help="result JSON file or folder")
+    c.add_argument("old", type=_path, metavar="OLD", help="result JSON file or folder")
+    c.add_argument("new", type=_path, metavar="NEW", help="result JSON file or folder")
     c.add_argument("--margin", type=_margin, default=None, help=MARGIN_HELP)
-    c.add_argument("--csv", type=Path, help="also write the comparison as CSV")
+    c.add_argument("--csv", type=_path, help="also write the comparison as CSV")
     c.add_argument("--fail-on-slower", action="store_true",
                    help=f"exit {EXIT_SLOWER} when any case got slower (a CI gate)")
 
@@ -256,7 +281,9 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     with safe_write(out, "the report into"):
         paths = document.render(df, out, weights, margin, jobs=job_list)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
-    paper = paths.get('pdf', paths['paper'])
+    pages = paths.get("paper_pages") or {}
+    paper = f"{paths.get('pdf', paths['paper'])}" + (f" ({pages['total']} pages, {pages['main']} of main text)"
+                                                    if {"total", "main"} <= set(pages) else "")
     print(f"report: {paths['md']}  {paths['html']}  {paths['tex']}  {paths['csv']}  {paper}  "
           f"({len(df)} records)")
     return 0
@@ -292,17 +319,33 @@ def cmd_run(args: argparse.Namespace) -> int:
                              cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
                              warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
                              seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
-                             variants="default" if args.quick else None)
+                             slurm=_slurm_options(args), variants="default" if args.quick else None)
     t0 = time.monotonic()
     progress = runner.Progress()
     written = runner.run(opts, args.out, progress)
+    nothing = runner.unrecorded(written, args.out)
     written += [runner.write_absent(f, opts, args.out) for f in absent]
     progress.line(f"benchmarks done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in written)}")
+    if nothing:                 # the processes ran but left nothing to report: say where to look
+        raise FwbenchError(nothing)
     if args.no_report:
         return 0
     rc = _render(written, args.out, args.weights, "run", args.margin)
     progress.line(f"total {time.monotonic() - t0:.0f} s")
     return rc
+
+
+def _slurm_options(args: argparse.Namespace) -> Any:
+    """The Slurm options of `fwbench run` (reports.running.launch.SlurmOptions); refused with the
+    local launcher, whose processes are no jobs."""
+    from reports.running import launch
+    opts = launch.SlurmOptions(partition=args.partition, account=args.account, qos=args.qos, time=args.time,
+                               gpus_per_node=args.gpus_per_node, mem=args.mem, sbatch=args.sbatch)
+    launch.sbatch_extra(opts.sbatch)            # a malformed pass-through fails before anything runs
+    if args.launcher in ("local", "submitit-local") and opts.given():
+        raise FwbenchError(f"{', '.join(opts.given())} set what a Slurm job asks for: they need --launcher slurm "
+                           f"(or submitit on a cluster), not {args.launcher}")
+    return opts
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

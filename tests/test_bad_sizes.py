@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import frameworks
-from tests.helpers import impls
+from tests.support.helpers import impls
 from workloads import derivatives as DV
 from workloads import diffusion as DF
 from workloads import dynamic as DY

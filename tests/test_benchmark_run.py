@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.helpers import INSTALLED, MISSING
+from tests.support.helpers import INSTALLED, MISSING
 from workloads import record as record_mod
 
 

@@ -1,5 +1,5 @@
 """JAX's reduced-precision policies (workloads/precision.py) for the GPT and the DDPM UNet: the
-shared checks of tests/precision_checks.py for JAX (equivalence against the float64 references
+shared checks of tests/support/precision_checks.py for JAX (equivalence against the float64 references
 at the policy's tolerances, eager and compiled; 50 compiled training steps against fp32), and
 what only JAX can do:
 
@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from tests.helpers import DEVICE, INSTALLED
+from tests.support.helpers import DEVICE, INSTALLED
 
 if "jax" not in INSTALLED:
     pytest.skip("needs jax", allow_module_level=True)
@@ -37,9 +37,9 @@ import frameworks  # noqa: E402
 from frameworks.jax import diffusion as JD  # noqa: E402
 from frameworks.jax import gpt as JG  # noqa: E402
 from frameworks.jax import precision as JP  # noqa: E402
-from tests import precision_checks as PC  # noqa: E402
 from tests import test_diffusion_equivalence as TD  # noqa: E402
 from tests import test_gpt_equivalence as TG  # noqa: E402
+from tests.support import precision_checks as PC  # noqa: E402
 from workloads import diffusion as D  # noqa: E402
 from workloads import gpt  # noqa: E402
 from workloads.precision import POLICIES  # noqa: E402

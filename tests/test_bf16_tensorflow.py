@@ -1,5 +1,5 @@
 """TensorFlow's reduced-precision policies (workloads/precision.py) for the GPT and the DDPM UNet,
-tiny presets: the shared checks of tests/precision_checks.py for TensorFlow (equivalence against
+tiny presets: the shared checks of tests/support/precision_checks.py for TensorFlow (equivalence against
 the float64 references at the policy's tolerances in eager, graph and compiled mode; 50 graph
 training steps against fp32), and what only TensorFlow can do:
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 
 pytestmark = pytest.mark.skipif("tensorflow" not in INSTALLED, reason="needs tensorflow")
 
@@ -36,9 +36,9 @@ if "tensorflow" in INSTALLED:
     from frameworks.tensorflow import gpt as tgpt
     from frameworks.tensorflow import precision as tprec
 
-from tests import precision_checks as PC  # noqa: E402
 from tests import test_diffusion_equivalence as TD  # noqa: E402
 from tests import test_gpt_equivalence as TG  # noqa: E402
+from tests.support import precision_checks as PC  # noqa: E402
 from workloads import gpt  # noqa: E402
 from workloads.base import rel_err  # noqa: E402
 from workloads.precision import POLICIES  # noqa: E402

@@ -1,5 +1,5 @@
 """torch's reduced-precision policies (workloads/precision.py) for the GPT and the DDPM UNet:
-the shared checks of tests/precision_checks.py (equivalence against the float64 references at
+the shared checks of tests/support/precision_checks.py (equivalence against the float64 references at
 the policy's tolerances, 50 training steps against fp32) for torch, and what only torch can
 do: a probe of what the model actually runs, every aten op of a forward, loss, gradients,
 train step and generation / sampling, recorded with its floating input dtypes under a
@@ -25,11 +25,11 @@ from torch.utils._pytree import tree_flatten
 from frameworks.torch import diffusion as tdiff
 from frameworks.torch import gpt as tgpt
 from frameworks.torch import precision as tprec
-from tests import equivalence as E
-from tests import precision_checks as PC
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.helpers import DEVICE
+from tests.support import equivalence as E
+from tests.support import precision_checks as PC
+from tests.support.helpers import DEVICE
 from workloads import diffusion as D
 from workloads import gpt
 from workloads.base import rel_err
@@ -241,7 +241,7 @@ def diffusion_grad_f64() -> tuple[float, dict[str, np.ndarray]]:
 
 def test_the_float64_unet_gradient_is_the_reference_s():
     """The float64 run of the torch UNet against the numpy float64 loss and its finite
-    differences (tests/equivalence.py's directional derivatives)."""
+    differences (tests/support/equivalence.py's directional derivatives)."""
     loss, g = diffusion_grad_f64()
     ref = D.reference_loss(TD.CFG, TD.PARAMS, TD.X0, TD.T, TD.NOISE)
     assert abs(loss - ref) / ref < 1e-12
@@ -249,7 +249,7 @@ def test_the_float64_unet_gradient_is_the_reference_s():
 
 
 def test_fp32_keeps_its_own_tolerances():
-    """fp32 is the model it was: the fp32 TOL of tests/equivalence.py, far below bf16's."""
+    """fp32 is the model it was: the fp32 TOL of tests/support/equivalence.py, far below bf16's."""
     for workload in ("gpt", "diffusion"):
         r = CHECKS.measure(workload, "eager", "fp32")
         assert r["forward"] <= E.tol("forward", workload) and r["loss"] <= E.tol("loss", workload)

@@ -13,7 +13,7 @@ import pytest
 from reports import cli
 from reports.rendering import document
 from reports.running import atomic
-from tests.reports_fixtures import plausible_processes, write
+from tests.support.reports_fixtures import plausible_processes, write
 
 
 def _main(argv, capsys):

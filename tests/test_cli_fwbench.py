@@ -18,7 +18,7 @@ import pytest
 import reports
 from reports import cli
 from reports.running import runner
-from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
 
@@ -158,6 +158,7 @@ LAYERS = (
                      "reports.analysis.claims")),
     ("drawing", ("reports.rendering", "reports.rendering.figures", "reports.rendering.latex",
                  "reports.rendering.formats", "reports.rendering.parts", "reports.rendering.choice",
+                 "reports.rendering.paper",
                  "reports.rendering.sections",
                  "reports.rendering.sections.*")),
     ("document", ("reports.rendering.document",)),

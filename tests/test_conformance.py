@@ -17,7 +17,7 @@ import pytest
 
 import frameworks
 import workloads
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 from workloads import interop
 from workloads.base import Unsupported
 from workloads.case import MODES, PRECISIONS, declared_cases

@@ -1,7 +1,7 @@
 """The cookbook versions (tests/cookbook/<fw>.py) compute what fwbench's derivatives models
 compute: at the tiny preset, for a few cases per framework and mode, the cookbook's output
 equals fwbench's within the problem's tolerance (workloads.derivatives.TOL), so the
-side-by-side benchmark (tests/measure_cookbook.py) compares equal work, and a cookbook that
+side-by-side benchmark (tests/measure/measure_cookbook.py) compares equal work, and a cookbook that
 computes something else fails here. Timing is the benchmark's, not a test's."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import frameworks
-from tests import measure_cookbook as M
-from tests.helpers import INSTALLED
+from tests.measure import measure_cookbook as M
+from tests.support.helpers import INSTALLED
 from workloads import derivatives as D
 
 TINY = D.preset("tiny").config

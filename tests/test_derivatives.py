@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import frameworks
-from tests.helpers import impls
+from tests.support.helpers import impls
 from workloads import derivatives as D
 from workloads.base import FwbenchError, rel_err
 

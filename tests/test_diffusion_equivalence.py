@@ -1,4 +1,4 @@
-"""The DDPM UNet is the same function in every framework and mode (tests/equivalence.py).
+"""The DDPM UNet is the same function in every framework and mode (tests/support/equivalence.py).
 
 Diffusion-specific: a 10-step DDIM sample and a 5-step DDPM (ancestral) sample from the
 same numpy noise follow the numpy float64 reference sampler's trajectory.
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.equivalence import Workload, tol
-from tests.helpers import impls, non_eager, o1_params
+from tests.support.equivalence import Workload, tol
+from tests.support.helpers import impls, non_eager, o1_params
 from workloads import diffusion as D
 from workloads.base import rel_err
 

@@ -11,7 +11,7 @@ import pytest
 import frameworks
 from frameworks import harness
 from frameworks.base import Unsupported
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 from tests.test_harness import FakeAdapter
 from workloads import dynamic as D
 from workloads import gpt

@@ -45,7 +45,8 @@ def test_the_steady_state_is_from_five_warm_processes_and_first_calls_from_two_c
     timed = c[c["status"].isin(data.TIMED)]
     assert (timed["n_processes"] == 5).all() and (timed["n_cold"] == 2).all()
     compiled = timed[timed["mode"] != "eager"]
-    assert (compiled["n_first_cold"] == 2).all() and compiled["first_call_cold_lo_s"].notna().all()
+    # two cold first calls per case: shown with their range, no df = 1 interval (stats.MIN_TESTED)
+    assert (compiled["n_first_cold"] == 2).all() and compiled["first_call_cold_lo_s"].isna().all()
 
 
 @pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes"])

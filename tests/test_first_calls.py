@@ -14,7 +14,7 @@ import pytest
 
 import frameworks
 from frameworks import base
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 
 
 def _needs(fw):

@@ -1,4 +1,4 @@
-"""The GPT is the same function in every framework and mode (tests/equivalence.py says how).
+"""The GPT is the same function in every framework and mode (tests/support/equivalence.py says how).
 
 GPT-specific: greedy generation with the KV cache equals generation without it and the
 numpy reference, token for token; and second order on whole tensors: the Hessian-vector
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import frameworks
-from tests import equivalence as E
-from tests.equivalence import Workload
-from tests.helpers import DEVICE, INSTALLED, impls, non_eager, o1_params
+from tests.support import equivalence as E
+from tests.support.equivalence import Workload
+from tests.support.helpers import DEVICE, INSTALLED, impls, non_eager, o1_params
 from workloads import gpt
 
 CFG = gpt.preset("tiny").config

@@ -83,7 +83,7 @@ def test_load_safetensors(tmp_path):
 def test_loaded_weights_run_in_a_framework():
     """The loaded params build a model whose logits match the numpy reference."""
     import frameworks
-    from tests.helpers import INSTALLED
+    from tests.support.helpers import INSTALLED
     if not INSTALLED:
         pytest.skip("no framework installed")
     cfg, params = gpt.from_state_dict(hf_state(), n_head=2)

@@ -13,7 +13,7 @@ import reports
 from reports import cli
 from reports.analysis import validate
 from reports.rendering import escape
-from tests.reports_fixtures import BAD_FILES, INJECT, bad_file, injected_run, plausible_run, write
+from tests.support.reports_fixtures import BAD_FILES, INJECT, bad_file, injected_run, plausible_run, write
 from workloads.record import FIELDS
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers import impls
+from tests.support.helpers import impls
 from workloads import diffusion as D
 from workloads import gpt
 from workloads.base import FwbenchError

@@ -11,7 +11,7 @@ import pytest
 
 import frameworks
 from frameworks import harness
-from tests.helpers import INSTALLED, impls
+from tests.support.helpers import INSTALLED, impls
 from workloads import interop as I
 from workloads import record as record_mod
 from workloads.base import FwbenchError, Unsupported

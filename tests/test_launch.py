@@ -1,8 +1,8 @@
-"""Runs across machines (issue 21): `fwbench run --launcher submitit` with submitit's local
-executor (what runs where no Slurm is) keeps timed processes apart in time, stamps each
-result with its host and interval, and a job that dies leaves `failed` records while the
-others render; reports on folders from two machines give a report per machine and state no
-ratio between them."""
+"""Runs across machines (issue 21): `fwbench run --launcher submitit-local` (submitit's local
+executor, named so that a machine with Slurm's client on the PATH does not pick Slurm) keeps
+timed processes apart in time, stamps each result with its host and interval, and a job that
+dies leaves `failed` records while the others render; reports on folders from two machines
+give a report per machine and state no ratio between them. Slurm itself: tests/test_slurm.py."""
 from __future__ import annotations
 
 import datetime
@@ -13,7 +13,7 @@ import pytest
 
 import reports
 from reports.running import runner
-from tests import reports_fixtures as fx
+from tests.support import reports_fixtures as fx
 from tests.test_cli_fwbench import fake_suite  # noqa: F401,F811  (fixture)
 
 
@@ -26,7 +26,7 @@ def test_submitit_local_jobs_never_overlap_and_a_killed_job_fails_alone(fake_sui
     monkeypatch.setenv("FAKE", "kill_job")
     monkeypatch.setenv("FAKE_KILL", "1")
     opts = runner.RunOptions(frameworks=("torch",), preset="tiny", timeout_s=120.0, cold=1, warm=2,
-                             launcher="submitit", suite=runner.benchmarks_dir(), cache_dir=tmp_path / "cache")
+                             launcher="submitit-local", suite=runner.benchmarks_dir(), cache_dir=tmp_path / "cache")
     paths = runner.run(opts, fake_suite, runner.Progress())
     assert sorted(p.name for p in paths) == ["torch-0.json", "torch-1.json", "torch-2.json"]
     docs = {p.name: json.loads(p.read_text()) for p in paths}
@@ -40,8 +40,15 @@ def test_submitit_local_jobs_never_overlap_and_a_killed_job_fails_alone(fake_sui
     assert killed.loc[killed["status"] == "failed", "reason"].str.contains("ended without a result").all()
     others = df[df["run_file"] != "torch-1.json"]
     assert (others["status"] == "ok").sum() == 6                                  # 3 timed cases x 2 processes
-    out = reports.render(df, tmp_path / "report")
-    assert out["md"].exists()
+    assert reports.render(df, tmp_path / "report")["md"].exists()
+    # each process's job, where and when, in the set-up (the stand-in suite's files lack the
+    # machine fingerprint the rebuilt one has, so they read as two machines: a report each)
+    setups = "".join(p.read_text().split("Appendix A: set-up")[1] for p in (tmp_path / "report").rglob("report.md")
+                     if "Appendix A: set-up" in p.read_text())
+    for n, d in docs.items():
+        j = d["machine_info"]["fwbench"].get("job")
+        if j:
+            assert f"{n}: job {j['job_id']} on {j['host']}, {j['start'][:10]}" in setups
 
 
 def test_two_machines_get_a_report_each_and_no_ratio_between_them(tmp_path):

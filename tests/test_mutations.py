@@ -1,6 +1,6 @@
 """The equivalence checks catch a wrong model: break one detail at a time in one framework
 (patching the module-level name its model reads) and assert that at least one check of
-tests/equivalence.py or tests/primitives.py fails, every reference being numpy float64 or
+tests/support/equivalence.py or tests/support/primitives.py fails, every reference being numpy float64 or
 finite differences, never the mutated code. Eager mode; tiny presets with O(1) weights."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.equivalence import tol
-from tests.helpers import INSTALLED
-from tests.primitives import primitive_errors
+from tests.support.equivalence import tol
+from tests.support.helpers import INSTALLED
+from tests.support.primitives import primitive_errors
 from workloads import diffusion as D
 from workloads import gpt
 from workloads.base import rel_err

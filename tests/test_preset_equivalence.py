@@ -1,5 +1,5 @@
 """Equivalence at the presets that are timed (mode: MODE), O(1) weights, within the tolerances
-of tests/equivalence.py: at `small` (both workloads) the forward output and loss against
+of tests/support/equivalence.py: at `small` (both workloads) the forward output and loss against
 numpy float64 and one AdamW step against numpy AdamW on the implementation's own gradients;
 at `gpt2` and `ddpm-cifar` a forward at batch 1 (GPT-2: 64 tokens of its 1024-token block)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.equivalence import Workload, tol
-from tests.helpers import INSTALLED, o1_params
+from tests.support.equivalence import Workload, tol
+from tests.support.helpers import INSTALLED, o1_params
 from workloads import diffusion as D
 from workloads import gpt
 

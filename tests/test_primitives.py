@@ -1,13 +1,13 @@
-"""Each framework's primitives against numpy float64 (tests/primitives.py), and the sampler
+"""Each framework's primitives against numpy float64 (tests/support/primitives.py), and the sampler
 coefficients against DDPM's Algorithm 2 and DDIM's eq. 12 written out step by step."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.equivalence import tol
-from tests.helpers import INSTALLED
-from tests.primitives import primitive_errors
+from tests.support.equivalence import tol
+from tests.support.helpers import INSTALLED
+from tests.support.primitives import primitive_errors
 from workloads import diffusion as D
 
 

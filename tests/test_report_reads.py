@@ -14,7 +14,7 @@ from reports.analysis import findings, replicates
 from reports.rendering import escape, figures
 from reports.rendering import sections as drawings
 from reports.sections.common import has
-from tests.reports_fixtures import simulated_processes
+from tests.support.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 FOLDERS = {"cpu-2core": [EXAMPLES / "cpu-2core"],

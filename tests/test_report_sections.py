@@ -16,7 +16,7 @@ from reports.rendering.sections import derivatives as derivatives_draw
 from reports.rendering.sections import dynamic as dynamic_draw
 from reports.rendering.sections import interop as interop_draw
 from reports.sections import common, derivatives, dynamic, interop
-from tests.reports_fixtures import axis_folder, record, stream_fields
+from tests.support.reports_fixtures import axis_folder, record, stream_fields
 from workloads.base import FwbenchError
 
 DYN = {"workload": "dynamic", "task": "prefill", "preset": "tiny"}
@@ -51,10 +51,38 @@ def test_dynamic_figures_drawn_from_their_fields(tmp_path):
                           _dyn("torch", "compiled", "bucketed", 1.0, 0.3, 0.001, waste=0.3, compilations=2),
                           _dyn("jax", "compiled", None, 4.0, 0.6, 0.001)])
     figs = drawings.draw(c, tmp_path / "fig")
-    for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen", "dyn_padding"):
+    for name in ("dyn_compilations", "dyn_stream_time", "dyn_new_vs_seen"):
         png, caption = figs[name]
         assert png is not None and png.read_bytes()[:4] == b"\x89PNG", name
     assert not any(n.startswith("der_") for n in figs)            # no derivatives records: no section
+
+
+def test_every_strategy_has_one_colour_and_marker_across_panels(tmp_path):
+    """Issue 28: dyn_stream_time gave a strategy a colour per panel (styles per panel) and 15
+    legends. A strategy's lines carry one (colour, marker) in every panel, distinct strategies
+    differ, the figure has one legend, eager counts sit on panels of their own, and request
+    counts tick at integers."""
+    from reports.rendering.sections import dynamic as dyn_draw
+    rows = [_dyn("torch", "compiled", None, 2.0, 0.3, 0.001), _dyn("torch", "compiled", "bucketed", 1.0, 0.3, 0.001),
+            _dyn("torch", "eager", None, 0.5, 0.3, 0.001), _dyn("jax", "compiled", None, 4.0, 0.6, 0.001),
+            _dyn("jax", "compiled", "export", 3.0, 0.6, 0.001), _dyn("jax", "eager", None, 5.0, 0.6, 0.001)]
+    c = _cases(tmp_path, rows)
+    for fig in (dyn_draw.fig_stream_time(c), dyn_draw.fig_compilations(c)):
+        style: dict[str, set] = {}
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                if not line.get_label().startswith("_"):
+                    style.setdefault(line.get_label(), set()).add((line.get_color(), line.get_marker()))
+            assert ax.get_legend() is None
+        assert len(style) == 4 and all(len(v) == 1 for v in style.values()), style
+        assert len({next(iter(v)) for v in style.values()}) == len(style)
+        assert len(fig.legends) == 1
+    comp = dyn_draw.fig_compilations(c)
+    titles = [ax.get_title() for ax in comp.axes if ax.get_visible()]
+    assert any(t.endswith("(eager)") for t in titles) and any(not t.endswith("(eager)") for t in titles)
+    for ax in [a for a in comp.axes if a.get_visible()]:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks)
 
 
 def test_a_figure_without_its_fields_is_a_note_not_a_crash(tmp_path):
@@ -93,7 +121,7 @@ def test_tf_input_signature_finding_follows_the_replication_rule(tmp_path):
     one = _cases(tmp_path / "c", [_dyn("tensorflow", "compiled", "input_signature", 5.0, 0.5, 0.01,
                                        compilations=1)], processes=1)
     line = next(s for s in dynamic.findings(one, _fam(one)) if "input_signature" in s)
-    assert "not tested (one process)" in line
+    assert "not tested (fewer than 3 processes)" in line
 
 
 def test_cold_stream_difference_stated_only_outside_the_noise(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from reports import cli
 from reports.analysis import compare, stats
-from tests.reports_fixtures import (
+from tests.support.reports_fixtures import (
     benchmark_entry,
     plausible_processes,
     plausible_run,

@@ -7,7 +7,7 @@ import pytest
 
 import reports
 from reports.analysis import data, stats
-from tests.reports_fixtures import plausible_run, record, result_json, times, write
+from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 from workloads.base import FwbenchError
 
 

@@ -1,5 +1,5 @@
 """The choice per job and the claims answered by name (issue 28), on synthetic runs whose
-answers are known from how they were built (tests/reports_fixtures.py)."""
+answers are known from how they were built (tests/support/reports_fixtures.py)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ import pytest
 from reports import cli, sections
 from reports.analysis import claims, data, findings, jobs, replicates
 from reports.rendering import choice
-from tests.reports_fixtures import simulated_processes
+from tests.support.reports_fixtures import simulated_processes
 from workloads.base import FwbenchError
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from reports.rendering import figures
-from tests.reports_fixtures import synthetic_folder
+from tests.support.reports_fixtures import synthetic_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 

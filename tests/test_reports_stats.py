@@ -1,5 +1,5 @@
 """The report's statistics, checked by simulation with the variance components measured on
-the development machine (tests.reports_fixtures: SB 4.3% between warm processes, SW 2.5%
+the development machine (tests.support.reports_fixtures: SB 4.3% between warm processes, SW 2.5%
 within a process per round, cases of one process sharing 70% of their process effect) at
 the default allocation of `fwbench run` (cold and warm processes, timed rounds):
 
@@ -7,7 +7,7 @@ the default allocation of `fwbench run` (cold and warm processes, timed rounds):
 - two equally fast frameworks get a "faster"/"slower" anywhere in a report in at most 10% of
   simulated reports (Holm over the report's comparisons), also when their modes differ;
 - a true 20% difference between frameworks is found at least 80% of the time;
-- one process tests nothing between processes: "not tested (one process)";
+- one process tests nothing between processes: "not tested (fewer than 3 processes)";
 and the verdicts' words, the roles of cold and warm processes, invalid first calls, derived
 numbers' intervals and the flags."""
 from __future__ import annotations
@@ -23,7 +23,17 @@ import reports
 from reports import cli
 from reports.analysis import compare, findings, replicates, stats
 from reports.rendering import document, parts
-from tests.reports_fixtures import SB, SHARED, SW, process_files, record, result_json, simulated_processes, times, write
+from tests.support.reports_fixtures import (
+    SB,
+    SHARED,
+    SW,
+    process_files,
+    record,
+    result_json,
+    simulated_processes,
+    times,
+    write,
+)
 
 COLD, WARM, ROUNDS = cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS
 DECIDED_WORDS = re.compile(r" is (faster|slower) than ")
@@ -177,7 +187,7 @@ def test_one_process_comparisons_are_not_tested(tmp_path):
     assert fam.judged and all(j.verdict == stats.NOT_TESTED for j in fam.judged.values())
     lines = [ln for lines in findings.findings(c).values() for ln in lines]
     between = _between_frameworks(c)
-    assert between and all("not tested (one process)" in ln for ln in between)
+    assert between and all("not tested (fewer than 3 processes)" in ln for ln in between)
     assert not any(DECIDED_WORDS.search(ln) for ln in lines)
     text = " ".join(str(b[1]) for b in document.build(c, {}, dict(findings.DEFAULT_WEIGHTS), []) if b[0] == "p")
     assert "Indicative only" in text
@@ -215,6 +225,36 @@ def test_no_report_text_says_no_significant_difference():
     assert "no significant" not in src.lower()
 
 
+def test_two_process_comparisons_stay_out_of_the_family_and_print_no_interval():
+    """Two processes on a side (df = 1): a 95% interval spans +-12.7 standard errors (issue 28:
+    "137 ms [8.67e-07, 21607127537]"). Such a comparison is not tested, takes no Holm step from
+    the testable ones, and its case shows the processes' min-max, never an interval."""
+    fam = stats.Family()
+    two_a, two_b = stats.Est.of({"a1": 1.0, "a2": 1.3}), stats.Est.of({"b1": 2.0, "b2": 2.1})
+    three_a = stats.Est.of({"a1": 1.0, "a2": 1.01, "a3": 0.99})
+    three_b = stats.Est.of({"b1": 2.0, "b2": 2.02, "b3": 1.98})
+    for _ in range(2):
+        j2, j2p, j3 = (fam.judge("two", two_b, two_a), fam.judge("two-paired", two_a, stats.Est.of({"a1": 2, "a2": 2})),
+                       fam.judge("three", three_b, three_a))
+        if not fam.closed:
+            fam.close()
+    assert fam.m == 1 and set(fam.pvalues) == {"three"}          # the 2-process ones take no Holm step
+    assert j3.level == pytest.approx(0.95) and j3.decided
+    for j in (j2, j2p):
+        assert j.verdict == stats.NOT_TESTED and "[" not in j.interval_text() and "indicative" in j.interval_text()
+    assert all(math.isnan(x) for x in two_a.interval()) and two_a.draws("x") is None
+    assert stats.fmt_est(two_a) == "1.14 s (range 1-1.3)"
+    assert "[" in stats.fmt_est(three_a) and "range" not in stats.fmt_est(three_a)
+
+
+def test_level_labels_print_the_level_used():
+    """A Holm level of 99.375% reads 99.375%, not '99%' (a reader who recomputes a 99% interval
+    would find a contradiction)."""
+    assert stats.level_text(0.95) == "95%" and stats.level_text(0.99375) == "99.375%"
+    assert stats.level_text(1 - 0.05 / 119) == "99.958%" and stats.level_text(0.998) == "99.8%"
+    assert float(stats.level_text(1 - 1e-7)[:-1]) < 100
+
+
 def test_holm_levels_step_down():
     fam = stats.Family()
     a = stats.Est.of({"a1": 1.0, "a2": 1.01, "a3": 0.99})
@@ -229,13 +269,14 @@ def test_holm_levels_step_down():
 
 
 def test_steady_state_comes_from_warm_processes_only(tmp_path):
-    """A cold process 50% slower moves neither the step nor its interval; its ratio is shown."""
+    """A cold process 50% slower moves neither the step nor its interval; its ratio is shown
+    (from two cold processes without an interval: fewer than stats.MIN_TESTED)."""
     process_files(tmp_path, "torch", 0.01, [0.5, 0.5, 0.01, -0.01, 0.02, 0.0, -0.02], n=6, spread=0.01,
                   roles=["cold", "cold", "warm", "warm", "warm", "warm", "warm"])
     r = replicates.cases(reports.load(tmp_path)).iloc[0]
     assert r["n_processes"] == 5 and r["n_cold"] == 2 and r["n_warm"] == 5 and r["steady_from"] == "warm processes"
     assert r["median_s"] == pytest.approx(0.01, rel=0.02) and r["median_hi_s"] < 0.0105
-    assert r["cold_over_warm"] == pytest.approx(1.5, rel=0.03) and r["cold_over_warm_lo"] > 1.3
+    assert r["cold_over_warm"] == pytest.approx(1.5, rel=0.03) and math.isnan(r["cold_over_warm_lo"])
 
 
 def test_first_calls_by_role_and_invalid_ones_left_out(tmp_path):
@@ -245,12 +286,13 @@ def test_first_calls_by_role_and_invalid_ones_left_out(tmp_path):
     r = replicates.cases(reports.load(tmp_path)).iloc[0]
     assert r["n_first_cold"] == 2 and r["first_call_invalid"] == 1
     assert r["first_call_cold_s"] == pytest.approx(math.sqrt(30.0 * 33.0))
-    assert r["first_call_cold_lo_s"] < 30.0 < 33.0 < r["first_call_cold_hi_s"]
+    # two valid cold first calls: no df = 1 interval, the table shows their range
+    assert math.isnan(r["first_call_cold_lo_s"]) and math.isnan(r["compile_latency_lo_s"])
     assert r["first_call_warm_s"] == pytest.approx(math.sqrt(5.0 * 5.5))
     assert r["compile_latency_s"] == pytest.approx(r["first_call_cold_s"] - r["median_s"])
-    assert r["compile_latency_lo_s"] < r["compile_latency_s"] < r["compile_latency_hi_s"]
     ct = document.compile_table(replicates.cases(reports.load(tmp_path)))
-    assert ct["invalid first calls"].iloc[0] == "1" and "(n=2)" in ct["first call, cold"].iloc[0]
+    assert ct["invalid first calls"].iloc[0] == "1"
+    assert ct["first call, cold"].iloc[0] == "31.5 s (range 30-33) (n=2)"
 
 
 def test_an_old_record_whose_compiled_case_compiled_nothing_is_invalid(tmp_path):
@@ -269,7 +311,7 @@ def test_eager_modes_have_no_compile_latency(tmp_path):
 def test_break_even_has_an_interval_from_the_same_draws(tmp_path):
     for mode, med, first in (("eager", 0.020, 0.5), ("compiled", 0.010, 20.0)):
         simulated = {("gpt", "train_step", mode): med}
-        simulated_processes(tmp_path / mode, "torch", simulated, seed=len(mode))
+        simulated_processes(tmp_path / mode, "torch", simulated, seed=len(mode), cold=3)   # 3: an interval
     files = sorted((tmp_path / "eager").glob("*.json"))
     # one file per process holding both modes: merge the two simulations process by process
     import json
@@ -349,7 +391,7 @@ def test_ranking_has_no_compile_floor(tmp_path):
 
 
 def test_sensitivity_names_who_ranks_first_under_which_weights(tmp_path):
-    from tests.reports_fixtures import plausible_run
+    from tests.support.reports_fixtures import plausible_run
     write(tmp_path / "torch.json", plausible_run("torch"))
     write(tmp_path / "jax.json", plausible_run("jax"))
     rank, _ = findings.ranking(reports.load(tmp_path), dict(findings.DEFAULT_WEIGHTS))

@@ -21,7 +21,7 @@ import pytest
 
 from reports.analysis import scaleout, stats
 from reports.running import runner
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 from workloads import parallel
 from workloads.base import FwbenchError
 from workloads.case import Case, Placement, declared_cases

@@ -9,7 +9,7 @@ import pytest
 
 import frameworks
 from frameworks import harness
-from tests.helpers import INSTALLED
+from tests.support.helpers import INSTALLED
 from workloads import derivatives as D
 from workloads import dynamic as DY
 from workloads import gpt
@@ -178,7 +178,7 @@ def cookbook_error(mode: str, task: str, strategy: str) -> float:
     ("eager", "per_sample_grad_gpt_b3", "jacobian"), ("graph", "hvp_gpt", "fwd_rev"), ("eager", "hvp_gpt", "moments"),
     ("eager", "ensemble_gpt_k2", "vectorized_map"), ("graph", "ensemble_gpt_k2", "loop")])
 def test_the_cookbook_computes_what_fwbench_computes(mode, task, strategy):
-    """What tests/measure_cookbook.py times against fwbench's case must be the same work: equal
+    """What tests/measure/measure_cookbook.py times against fwbench's case must be the same work: equal
     outputs (measured at tiny: bit-identical in every TF case and mode)."""
     assert cookbook_error(mode, task, strategy) <= tolerance(task)
 

@@ -147,7 +147,7 @@ COMPILED_ONLY = {"autograd_traced"}
 
 # Tolerances on the relative error against the float64 reference: ten times the worst error
 # achieved over torch, jax and tensorflow, every mode and strategy, at the tiny and small
-# presets (`python -m tests.measure_derivatives tiny` and `... small`, 2-core CPU machine,
+# presets (`python -m tests.measure.measure_derivatives tiny` and `... small`, 2-core CPU machine,
 # 2026-12-03). Achieved, worst per framework (torch, jax, tensorflow):
 TOL: dict[str, float] = {
     "per_sample_grad": 2e-6,   # 1.6e-7, 1.8e-7, 1.8e-7 (small, b64; tiny 1.1e-7, 1.3e-7, 1.2e-7)
@@ -675,7 +675,7 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
 # rule and its one-line message are the same in every framework and mode
 # (tests/test_bad_sizes.py). They read shapes and Python ints only, on a path of a few
 # Python steps: these calls take 0.02 to a few ms, are compared with what a user writes
-# (tests/measure_cookbook.py: at most 1.02x), and every step before the call shows there.
+# (tests/measure/measure_cookbook.py: at most 1.02x), and every step before the call shows there.
 # Measured (JAX, 1 thread): GPTConfig.check_tokens' host copy of the token ids, 5 us alone,
 # cost the 0.75 ms ensemble 60 us in the timed loop (right after a call, the copy competes
 # with XLA's threads finishing the last one), so the GPT problems' token ids and the MLP

@@ -108,20 +108,20 @@ from workloads.record import not_its_api
 NAME = "dynamic"
 TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
 # The ddpm stream's outputs against the float64 reference: the diffusion forward tolerance of
-# the equivalence tests (tests/equivalence.py: TOL[("forward", "diffusion")]).
+# the equivalence tests (tests/support/equivalence.py: TOL[("forward", "diffusion")]).
 DDPM_TOLERANCE = 8e-5
 # prefill_int: the length is a Python int, so only these strategies mean something.
 INT_STRATEGIES = ("static", "dynamic", "input_signature", "reduce_retracing")
 UNET_PREFIX = "unet/"   # init_params: the ddpm stream's UNet parameters, beside the GPT's
 # Outputs on the real positions must equal the unpadded eager result within the GPT forward
-# tolerance of the equivalence tests (tests/equivalence.py: TOL[("forward", "gpt")]).
+# tolerance of the equivalence tests (tests/support/equivalence.py: TOL[("forward", "gpt")]).
 TOLERANCE = 3e-5
 # A generate reference is used only where every step's top-2 logit margin is at least this
 # fraction of the logits' norm: a float32 forward within TOLERANCE moves no logit by more than
 # TOLERANCE * norm, so it cannot swap the top two, and its tokens must equal the reference's.
 GREEDY_MARGIN = 2 * TOLERANCE
 # train: the loss and the gradient's directional derivative, at the GPT tolerances of the
-# equivalence tests (tests/equivalence.py: TOL[("loss", "gpt")], TOL[("grad_fd", "gpt")]).
+# equivalence tests (tests/support/equivalence.py: TOL[("loss", "gpt")], TOL[("grad_fd", "gpt")]).
 LOSS_TOLERANCE = 1e-6
 GRAD_FD_TOLERANCE = 6e-5
 FD_H = 1e-3     # step of the 4th-order central difference along a unit direction (float64)
@@ -558,7 +558,7 @@ def direction(cfg: gpt.GPTConfig, seed: int) -> dict[str, np.ndarray]:
 def train_reference(config: DynamicConfig, seed: int, i: int) -> tuple[float, float]:
     """Batch i's loss (numpy float64, unpadded) and the loss's derivative along `direction`
     by a 4th-order central difference, (-L(p+2hd) + 8L(p+hd) - 8L(p-hd) + L(p-2hd)) / 12h:
-    independent of every framework's autodiff, as tests/equivalence.py's grad_fd check is."""
+    independent of every framework's autodiff, as tests/support/equivalence.py's grad_fd check is."""
     cfg = config.gpt
     p0 = {k: v.astype(np.float64) for k, v in _params(cfg, seed).items()}
     d, (tokens, targets) = direction(cfg, seed), train_batch(config, seed, i)
@@ -572,7 +572,7 @@ def train_reference(config: DynamicConfig, seed: int, i: int) -> tuple[float, fl
 
 def train_errors(config: DynamicConfig, seed: int, i: int, out: dict[str, np.ndarray]) -> tuple[float, float]:
     """Batch i's loss relative error, and its gradients' directional-derivative error relative
-    to the size of <g, d> for a random unit d (||g|| / sqrt(n)), as tests/equivalence.py."""
+    to the size of <g, d> for a random unit d (||g|| / sqrt(n)), as tests/support/equivalence.py."""
     loss, fd = train_reference(config, seed, i)
     d = direction(config.gpt, seed)
     g = {k: np.asarray(out[k], np.float64) for k in d}

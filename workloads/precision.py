@@ -26,7 +26,7 @@ each compute dtype to its own in one table (frameworks/<fw>/precision.py: COMPUT
 layers take as their `compute` parameter; its workload modules declare the policies their
 builds honour (PRECISIONS, derived from that table; a case asking for another is refused with
 the reason, never run at the wrong precision). tests/test_conformance.py fails a framework that
-declares a policy its table lacks or whose layers do not compute at it; tests/precision_checks.py
+declares a policy its table lacks or whose layers do not compute at it; tests/support/precision_checks.py
 holds each policy's tolerances and the checks every framework runs (a probe of the dtypes its
 programs actually use: products' inputs in the compute dtype; norms, softmax, loss and
 optimizer float32; and equivalence against the float64 reference at the policy's tolerances).
@@ -57,7 +57,7 @@ class Policy:
 
 
 # The numeric policies, the default first. A new one (fp16) is its line here, its dtype in each
-# framework's COMPUTE table and its tolerances in tests/precision_checks.py (CONTRIBUTING.md).
+# framework's COMPUTE table and its tolerances in tests/support/precision_checks.py (CONTRIBUTING.md).
 POLICIES: dict[str, Policy] = {
     "fp32": Policy("float32", 23, None, (), "every tensor and operation float32, matmul precision highest"),
     "bf16": Policy("bfloat16", 7, None, ("avx512_bf16", "amx_bf16"),

@@ -120,7 +120,7 @@ class TorchDerivatives(T.FuncModel):
         "Model ensembling" tutorial's baseline writes it ([model(minibatch) for model in
         models]). Through functional_call with each member's parameter dict, which swaps the
         module's parameters on every call, the eager loop took 1.8x that at the tiny preset
-        (1 thread, interleaved; tests/measure_cookbook.py). vmap: FuncModel's."""
+        (1 thread, interleaved; tests/measure/measure_cookbook.py). vmap: FuncModel's."""
         if strategy != "loop":
             return super().make_ensemble(strategy, k)
         forwards = [self.jit(net) for net in self.gpt.nets[:k]]

@@ -3,7 +3,7 @@
 Findings, break-even and "never pays back" work on replicates.cases (one row per
 case, its processes pooled) and state a verdict for every comparison (stats.verdict, against
 the report's margin): faster or slower by at least the margin, faster or slower, equivalent
-within the margin, inconclusive, or not tested (one process). Every comparison of a report,
+within the margin, inconclusive, or not tested (fewer than 3 processes). Every comparison of a report,
 here and in reports.sections, belongs to one stats.Family, which holds the chance of any false
 "faster"/"slower" in the report at 5% (Holm) and flags verdicts that change on the second
 half of the rounds or without one process (`report_family`). Ratios between frameworks
@@ -204,7 +204,7 @@ def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> l
     lines = [f"Against their framework's eager mode (paired over the processes both ran in), of {len(js)} non-eager "
              f"cases {count[stats.FASTER]} are faster, {count[stats.SLOWER]} slower, {count[stats.EQUIVALENT]} "
              f"equivalent within +-{me}, {count[stats.INCONCLUSIVE]} inconclusive"
-             + (f", {count[stats.NOT_TESTED]} not tested (one process)" if count[stats.NOT_TESTED] else "")
+             + (f", {count[stats.NOT_TESTED]} not tested (fewer than 3 processes)" if count[stats.NOT_TESTED] else "")
              + "; JAX's and TensorFlow's eager modes run op by op, so their speedups are over op-by-op execution, "
              "not over a fast eager mode."]
     torch_c = c[(c["framework"] == CLAIM_FRAMEWORK) & (c["mode"] == "compiled")]

@@ -64,7 +64,8 @@ N_DRAWS = 4000             # draws behind a derived number's interval
 FASTER_M, FASTER, EQUIVALENT, SLOWER, SLOWER_M, INCONCLUSIVE, NOT_TESTED = (
     "faster_m", "faster", "equivalent", "slower", "slower_m", "inconclusive", "not_tested")
 DECIDED = (FASTER_M, FASTER, SLOWER, SLOWER_M)
-ONE_PROCESS = "not tested (one process)"
+MIN_TESTED = 3             # processes a side needs before a comparison is tested (df >= 2)
+ONE_PROCESS = "not tested (fewer than 3 processes)"   # the words of NOT_TESTED
 
 
 def seed_of(name: str) -> int:
@@ -129,6 +130,19 @@ class Est:
     def df(self) -> float:
         return float(self.n - 1) if self.n >= 2 else math.nan
 
+    @property
+    def tested(self) -> bool:
+        """Enough processes for an interval over processes (MIN_TESTED: at two, df = 1 and a 95%
+        interval spans +-12.7 standard errors, up to a hundred decades at a Holm level)."""
+        return self.n >= MIN_TESTED
+
+    def range(self) -> tuple[float, float]:
+        """Smallest and largest process value (nan below two processes)."""
+        if self.n < 2:
+            return math.nan, math.nan
+        v = list(self.logs.values())
+        return math.exp(min(v)), math.exp(max(v))
+
     def spread(self) -> float:
         """Largest over smallest process value, minus 1 (nan below two processes)."""
         if self.n < 2:
@@ -137,9 +151,10 @@ class Est:
         return math.exp(max(v) - min(v)) - 1.0
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
-        """t interval over processes; one process: the order-statistic interval of its rounds
-        (round noise only, see `note`); nan without either."""
-        if self.n >= 2:
+        """t interval over processes (MIN_TESTED or more); one process: the order-statistic
+        interval of its rounds (round noise only, see `note`); nan otherwise (two processes:
+        no interval is printed, `range` is shown instead)."""
+        if self.tested:
             h = t_quantile(self.df, level) * self.se
             return exp_bound(self.mean - h), exp_bound(self.mean + h)
         if self.n == 1 and self.rounds:
@@ -148,8 +163,10 @@ class Est:
         return math.nan, math.nan
 
     def note(self) -> str:
-        if self.n >= 2:
+        if self.tested:
             return f"{self.n} processes: t interval over processes"
+        if self.n == 2:
+            return "2 processes: their min-max, no interval (not tested)"
         if self.n == 1 and self.rounds:
             cov = order_ranks(len(self.rounds))[2]
             return ("one process: interval covers round-to-round noise only (indicative)"
@@ -158,8 +175,8 @@ class Est:
         return "one value: no interval" if self.n == 1 else "no value"
 
     def draws(self, name: str, n: int = N_DRAWS) -> np.ndarray | None:
-        """Draws of the log location from its t distribution (None below two processes)."""
-        if self.n < 2:
+        """Draws of the log location from its t distribution (None below MIN_TESTED processes)."""
+        if not self.tested:
             return None
         rng = np.random.default_rng(seed_of("est|" + name))
         return self.mean + self.se * rng.standard_t(self.df, n)
@@ -224,15 +241,15 @@ class Ratio:
 
 def ratio(a: Est, b: Est | None = None) -> Ratio:
     """a / b (b None: a against 1, a's values being per-process ratios): paired when both
-    were measured in the same two or more processes, Welch when each has two or more,
-    else untested."""
+    were measured in the same MIN_TESTED or more processes, Welch when each has MIN_TESTED
+    or more, else untested (no p-value: out of the report's Holm family)."""
     if b is None:
-        return Ratio(a.mean, a.se, a.df, "one-sample" if a.n >= 2 else "untested")
+        return Ratio(a.mean, a.se, a.df, "one-sample" if a.tested else "untested")
     diff = a.mean - b.mean
-    if a.n >= 2 and set(a.logs) == set(b.logs):
+    if a.tested and set(a.logs) == set(b.logs):
         d = np.array([a.logs[k] - b.logs[k] for k in a.logs])
         return Ratio(float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), float(len(d) - 1), "paired")
-    if a.n >= 2 and b.n >= 2:
+    if a.tested and b.tested:
         va, vb = a.se ** 2, b.se ** 2
         se = math.sqrt(va + vb)
         den = (va ** 2 / a.df if a.df else 0.0) + (vb ** 2 / b.df if b.df else 0.0)
@@ -248,6 +265,8 @@ def rounds_ratio(ta: Sequence[float] | None, tb: Sequence[float] | None,
     if not _seq(ta) or not _seq(tb) or len(ta) < 2 or len(tb) < 2:
         return math.nan, math.nan
     a, b = np.log(np.asarray(ta, float)), np.log(np.asarray(tb, float))
+    if len(a) < MIN_TESTED or len(b) < MIN_TESTED:
+        return math.nan, math.nan
     return ratio(Est({str(i): x for i, x in enumerate(a)}), Est({str(i): x for i, x in enumerate(b)})).interval(level)
 
 
@@ -323,12 +342,13 @@ def resolution(sd: float, processes: int, level: float = LEVEL) -> float:
 
 
 def level_text(level: float) -> str:
-    """'95%', '99.8%', '99.97%': enough digits to tell the level from 100%."""
+    """The level as used: '95%', '99.375%', '99.958%' (to three decimals, more where that would
+    read 100%): a reader who recomputes the interval at the printed level finds the printed one."""
     p = 100 * level
-    for d in range(0, 5):
+    for d in range(0, 7):
         s = f"{p:.{d}f}"
-        if float(s) < 100 or d == 4:
-            return s.rstrip("0").rstrip(".") + "%" if "." in s else s + "%"
+        if float(s) < 100 and (abs(float(s) - p) < 5e-4 or d >= 3):
+            return (s.rstrip("0").rstrip(".") if "." in s else s) + "%"
     return f"{p}%"
 
 
@@ -539,6 +559,27 @@ def fmt_count(x: float) -> str:
 def _num(x: float) -> str:
     """3 significant digits without exponents: 0.451, 45.1, 451, 1900."""
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def fmt_time_range(m: float, lo: float, hi: float) -> str:
+    """Two processes: the value and the processes' min-max, '137 ms (range 130-144)', never an interval."""
+    if m is None or not np.isfinite(m):
+        return "n/a"
+    scale, unit = (1e6, "us") if abs(m) < 1e-3 else (1e3, "ms") if abs(m) < 1.0 else (1.0, "s")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"{_num(m * scale)} {unit}"
+    return f"{_num(m * scale)} {unit} (range {_num(lo * scale)}-{_num(hi * scale)})"
+
+
+def fmt_est(e: "Est", m: float | None = None) -> str:
+    """A time over processes: with its t interval from MIN_TESTED processes, with the
+    processes' min-max from two, alone from one (its rounds' interval is the caller's)."""
+    m = e.value if m is None else m
+    if e.tested:
+        return fmt_time_ci(m, *e.interval())
+    if e.n == 2:
+        return fmt_time_range(m, *e.range())
+    return fmt_time_ci(m, math.nan, math.nan)
 
 
 def fmt_time_ci(m: float, lo: float | None, hi: float | None) -> str:

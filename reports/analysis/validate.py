@@ -63,9 +63,11 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     # the machine's fingerprint (frameworks.harness.machine.machine_fingerprint) and placement
     "machine_id": (str,), "host": (str,), "cores": (int,), "isa_flags": (list,), "driver": (str,),
     "gpu_model": (str,), "devices": (int,),
+    # the scheduler's job that ran the process (reports.running.launch.job_info): id, host, start, end
+    "job": (dict,),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
-_MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings"}
+_MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings", "job": "text"}
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 
 

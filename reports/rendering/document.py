@@ -30,6 +30,7 @@ from reports.analysis import data as rdata
 from reports.analysis.data import TIMED, finite
 from reports.analysis.jobs import Job
 from reports.rendering import choice, figures, latex
+from reports.rendering import paper as paper_
 from reports.rendering import sections as drawings
 from reports.rendering.formats import html_doc, latex_tables, markdown, write_csv
 from reports.rendering.parts import (
@@ -138,6 +139,16 @@ def _gemm_text(runs: list[dict[str, Any]], measured: list[float]) -> str:
     return text
 
 
+def _jobs_text(runs: list[dict[str, Any]]) -> str:
+    """Each result file's scheduler job (machine_info.fwbench.job: fwbench run --launcher slurm or
+    submitit), in time order: 'torch-0.json: job 12 on node3, 2025-01-01 10:00:01 - 10:03:12 UTC'."""
+    def when(t: Any) -> str:
+        return str(t or "?")[:19].replace("T", " ")
+    jobs = sorted(((r.get("job") or {}).get("start") or "", r["run_file"], r["job"]) for r in runs if r.get("job"))
+    return "; ".join(f"{f}: job {j.get('job_id') or '?'} on {j.get('host') or '?'}, {when(j.get('start'))} - "
+                     f"{when(j.get('end'))[11:]} UTC" for _, f, j in jobs) or "n/a"
+
+
 def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Set-up rows from machine_info.fwbench's run keys (record.RUN_INFO), where recorded."""
     pads = [r.get("env_pad_bytes") for r in runs if isinstance(r.get("env_pad_bytes"), int)]
@@ -150,7 +161,8 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
             ("case order", _uniq(r.get("case_order") for r in runs)),
             ("Python garbage collector", _uniq(r.get("gc") for r in runs)),
             ("compile cache folders", _uniq(f"{f}: {d}" for r in runs for f, d in sorted((r.get("compile_cache_dirs")
-                                                                                          or {}).items())))]
+                                                                                          or {}).items()))),
+            ("scheduler jobs (result file: job id on host, start - end)", _jobs_text(runs))]
     settings: dict[str, set[str]] = {}
     for r in runs:
         for fw, kv in sorted((r.get("settings") or {}).items()):
@@ -181,7 +193,8 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
             "framework": r["framework"], "mode": r["mode"],
             "status": "n/a" if (r["framework"], r["mode"]) in lacking else r["status"],
             "processes (cold+warm)": f"{_n(r, 'n_cold')}+{_n(r, 'n_warm')}" if timed else "",
-            "step [95% CI]": (stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"])
+            "step [95% CI]": ((stats.fmt_est(r["est"], r["median_s"]) if n == 2 else
+                               stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]))
                               + ("*" if n == 1 else "")) if timed else "",
             "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s" if timed else "",
             "vs eager [95% CI]": (stats.fmt_ratio(r["speedup_vs_eager"], r["speedup_lo"], r["speedup_hi"])
@@ -248,6 +261,8 @@ def _first(r: pd.Series, role: str) -> str:
         return "-"
     e = r.get(f"est_first_{role}")
     n = e.n if isinstance(e, stats.Est) else None
+    if n == 2:              # no df = 1 interval: the two processes' min-max
+        return stats.fmt_est(e, m) + " (n=2)"
     return stats.fmt_time_ci(m, r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")) + \
         (f" (n={n})" if n else "")
 
@@ -381,11 +396,13 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "against a seen-shape request) a t interval on the per-process log ratios. Coverage was checked by "
         "simulation at the default allocation with the variance components measured on the development machine "
         "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
-        "(round noise only) and is not tested against anything.",
+        "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
+        "neither is tested against anything (a comparison needs 3 processes a side and only then joins the Holm "
+        "family).",
         f"Verdicts against a margin of {m} (--margin): faster or slower by at least the margin (the whole interval "
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
-        "reaches beyond the margin), not tested (one process on a side). `fwbench compare` uses the same.",
+        "reaches beyond the margin), not tested (fewer than 3 processes on a side). `fwbench compare` uses the same.",
         f"One error rate: the report's {fam.m} tested comparisons form one family under Holm's step-down procedure "
         f"at 5%: the chance that any 'faster' or 'slower' of this report is false is at most 5%, whatever the other "
         "comparisons' truth. Each interval is shown at the level of its Holm step (1 - 0.05 / (m - j + 1) for the "
@@ -487,16 +504,18 @@ def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | N
     (pdf None: unless FWBENCH_PDF=0). Returns the paths written and `paper_problems`."""
     import os
     fam = findings.family_of(cases)
-    abstract = summary.key_findings(cases, fam)[:4] + summary.scope(cases)[:1]
     tex, bib = out_dir / "paper.tex", out_dir / "references.bib"
-    tex.write_text(latex.article(blocks, abstract, threats(cases)), encoding="utf-8")
+    workloads = set(cases["workload"].dropna()) if "workload" in cases.columns else set()
+    tex.write_text(paper_.article(blocks, paper_.abstract(cases, blocks), paper_.limitations(cases, threats(cases)),
+                                  workloads, paper_.method_paragraph(cases, fam)), encoding="utf-8")
     bib.write_text(latex.bibtex(), encoding="utf-8")
     out: dict[str, Any] = {"paper": tex, "bib": bib, "paper_problems": []}
     if pdf is None:
         pdf = os.environ.get("FWBENCH_PDF", "1") != "0"
     if pdf:
-        made, problems = latex.compile_pdf(tex)
-        out["paper_problems"] = problems
+        pages: dict[str, int] = {}
+        made, problems = latex.compile_pdf(tex, pages=pages)
+        out["paper_problems"], out["paper_pages"] = problems, pages
         if made is not None:
             out["pdf"] = made
     return out

@@ -200,9 +200,32 @@ def _timed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fallback_note(df: pd.DataFrame) -> list[Any]:
+    """Legend entries for the bars' other encodings, where the figure uses them: hatching
+    (TensorFlow graph mode, a fallback case) and the dashed outline of a flagged case."""
+    out = []
+    if (df["mode"] == "graph").any():
+        out.append(Patch(facecolor="white", edgecolor="black", hatch=MODE_HATCH["graph"], label="graph mode"))
     if (df["status"] == "fallback").any():
-        return [Patch(facecolor="white", edgecolor="black", hatch="//", label="fallback (partly eager)")]
-    return []
+        out.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="fallback (partly eager)"))
+    if "flags" in df.columns and any(isinstance(f, str) and f for f in df["flags"]):
+        out.append(Patch(facecolor="white", edgecolor="black", linestyle="--", linewidth=1.6,
+                         label="flagged (see Replication)"))
+    return out
+
+
+def state_scales(fig: Figure) -> None:
+    """Every panel's y axis says its scale where the figure mixes them or uses a log one
+    (issue 28: log and linear panels alternated unannounced); a label saying it already is
+    left alone."""
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel()]
+    scales = {ax.get_yscale() for ax in axes}
+    if scales == {"linear"}:
+        return
+    for ax in axes:
+        label = ax.get_ylabel()
+        if "scale" not in label and "linear" not in label:
+            scale = f"{'log' if ax.get_yscale() == 'log' else 'linear'} scale"
+            ax.set_ylabel(f"{label[:-1]}, {scale})" if label.endswith(")") else f"{label} ({scale})")
 
 
 # ----------------------------------------------------------------------------- figures
@@ -504,8 +527,10 @@ def declutter(fig: Figure) -> None:
 
 def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     """PNG (150 dpi, for screens and HTML) and PDF (vector, for papers), without timestamps;
-    overlapping x tick labels are slanted first (declutter)."""
+    overlapping x tick labels are slanted first (declutter); each y axis states its scale
+    (state_scales)."""
     declutter(fig)
+    state_scales(fig)
     out_dir.mkdir(parents=True, exist_ok=True)
     png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
     fig.savefig(png, dpi=150, metadata={"Software": None})

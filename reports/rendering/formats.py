@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,16 @@ def _html_cell(x: Any) -> str:
     return escape.html(_text(x))
 
 
+# a table cell may break after these characters (<wbr>) and, printed, nowhere else inside a word
+_CELL_BREAK = re.compile(r"([/_\-,=:+]|\.(?=[^\d\s<]))(?=[^\s<])")
+
+
+def _html_table_cell(x: Any) -> str:
+    """A table cell: escaped, with break points after / _ - . , = : + (the LaTeX tables' own),
+    so print never splits a word such as 'framework' or 'compiled' (issue 28)."""
+    return _CELL_BREAK.sub(lambda m: m.group(1) + "<wbr>", _html_cell(x))
+
+
 def html_doc(blocks: list[Block]) -> str:
     css = (Path(__file__).parent / "report.css").read_text(encoding="utf-8")
     title = next((b[2] for b in blocks if b[0] == "h"), "fwbench report")
@@ -67,8 +78,8 @@ def html_doc(blocks: list[Block]) -> str:
             body.append("<ul>\n" + "\n".join(f"<li>{h(x)}</li>" for x in blk[1]) + "\n</ul>")
         elif kind == "table":
             t = blk[1]
-            head = "".join(f"<th>{_html_cell(c)}</th>" for c in t.columns)
-            rows = "\n".join("<tr>" + "".join(f"<td>{_html_cell(v)}</td>" for v in row) + "</tr>"
+            head = "".join(f"<th>{_html_table_cell(c)}</th>" for c in t.columns)
+            rows = "\n".join("<tr>" + "".join(f"<td>{_html_table_cell(v)}</td>" for v in row) + "</tr>"
                              for row in t.itertuples(index=False))
             body.append(f"<table>\n<caption>{h(blk[2])}</caption>\n<thead><tr>{head}</tr></thead>\n"
                         f"<tbody>\n{rows}\n</tbody>\n</table>")

@@ -30,11 +30,27 @@ PACKAGES = r"\usepackage{booktabs,longtable,array,pdflscape}"
 _BREAK_AFTER = re.compile(r"(/|\\_\{\}|\\_|-|\.(?=[^\d\s])|,|=|:|\+)(?=\S)")
 
 
+_QUOTED = re.compile(r'"([^"]*)"')
+_TIMES = re.compile(r"(?<=\d)x(?=[\s,;:.)\]]|$)|(?<= )x(?= (?!axis))")     # 1.5x; framework x mode
+
+
+def typeset(s: str) -> str:
+    """Escaped text's quotes as ``...'' and a number's x as a times sign (issue 28: '"up to
+    40%"' printed as two closing quotes, '1.5x' as a letter)."""
+    s = _QUOTED.sub(lambda m: "``" + m.group(1) + "''", s).replace('"', "''")
+    return _TIMES.sub(r"$\\times$", s)
+
+
 def cell(x: Any) -> str:
     """A table cell's text for LaTeX: escaped, with break points inside long words."""
     s = escape.latex("" if x is None or (isinstance(x, float) and math.isnan(x)) else
                      (f"{x:.2f}" if isinstance(x, float) else str(x)))
-    return _BREAK_AFTER.sub(lambda m: m.group(1) + r"\allowbreak{}", s)
+    return typeset(_BREAK_AFTER.sub(lambda m: m.group(1) + r"\allowbreak{}", s))
+
+
+def prose(text: str) -> str:
+    """A paragraph's text for LaTeX: escaped, with break points and typeset quotes and signs."""
+    return cell(text)
 
 
 # Text width and the widest character advance (bold headers) per font, in points: an
@@ -91,7 +107,9 @@ def table(t: pd.DataFrame, caption: str, label: str) -> str:
     spec = "".join(rf">{{\raggedright\arraybackslash}}p{{\dimexpr {w:.4f}\linewidth-2\tabcolsep\relax}}"
                    for w in widths)
     head = " & ".join(rf"\textbf{{{cell(c)}}}" for c in t.columns) + r" \\"
-    lines = [r"\begingroup", font, r"\setlength{\tabcolsep}{3pt}", r"\sloppy",
+    # no hyphen inside a word: every column is at least its longest unbreakable piece wide
+    lines = [r"\begingroup", font, r"\setlength{\tabcolsep}{3pt}", r"\sloppy", r"\hyphenpenalty=10000",
+             r"\exhyphenpenalty=10000",
              rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}",
              rf"\caption{{{escape.latex(caption)}}}\label{{tab:fwbench-{escape.latex_label(label)}}}\\",
              r"\toprule", head, r"\midrule", r"\endfirsthead",
@@ -113,17 +131,6 @@ def tables_file(blocks: list[tuple]) -> str:
 
 # ----------------------------------------------------------------------------- the article
 
-CLAIMS = [
-    ("PyTorch 2's compiler (Dynamo + Inductor) makes training and inference \"up to 40%\" faster.",
-     "the speedup of torch.compile over torch eager, with its break-even (Results, Findings)"),
-    ("TensorFlow's static graphs make variable-length sequences awkward.",
-     "the dynamic-shapes streams: compilations per shape and the cost of serving N requests (Dynamic shapes)"),
-    ("JAX leads on higher-order derivatives and vmap.",
-     "per-sample gradients, HVPs, Hessians, Jacobians, n-th derivatives and ensembles (Derivatives and vmap)"),
-    ("torch.compile keeps working where other compilers refuse Python code, \"reporting what it could and "
-     "couldn't optimize\".", "eight programs that mix tensors with plain Python (What could not be compiled)"),
-]
-
 REFERENCES = {
     "ansel2024pytorch2": ("J. Ansel et al.", "PyTorch 2: Faster Machine Learning Through Dynamic Python Bytecode "
                           "Transformation and Graph Compilation", "ASPLOS 2024"),
@@ -136,6 +143,16 @@ REFERENCES = {
                                "Producing Wrong Data Without Doing Anything Obviously Wrong!", "ASPLOS 2009"),
     "holm1979simple": ("S. Holm", "A Simple Sequentially Rejective Multiple Test Procedure",
                        "Scandinavian Journal of Statistics 6(2), 1979"),
+    "pytorch2announcement": ("The PyTorch Team", "PyTorch 2.0 (the announcement of torch.compile)",
+                             "web, https://pytorch.org/get-started/pytorch-2.0/, 2022"),
+    "fwbenchseed": ("The fwbench authors", "The article fwbench was started to test (its claims as quoted in the "
+                    "project's brief)", "web, 2026"),
+    "hao2023torchbench": ("Y. Hao et al.", "TorchBench: Benchmarking PyTorch with High API Surface Coverage",
+                          "web, arXiv:2304.14226, 2023"),
+    "keras3benchmarks": ("The Keras team", "Keras 3 benchmarks", "web, keras.io/getting_started/benchmarks, 2023"),
+    "dahl2023algoperf": ("G. E. Dahl et al.", "Benchmarking Neural Network Training Algorithms",
+                         "web, arXiv:2306.07179, 2023"),
+    "mattson2020mlperf": ("P. Mattson et al.", "MLPerf Training Benchmark", "MLSys 2020"),
     "fwbench": ("The fwbench authors", "fwbench: equal-work benchmarks of PyTorch, JAX and TensorFlow",
                 "software, this repository"),
 }
@@ -145,7 +162,7 @@ def bibtex() -> str:
     """references.bib with the entries the article cites."""
     out = []
     for key, (who, title, where) in REFERENCES.items():
-        kind = "misc" if where.startswith("software") else "inproceedings" if re.search(r"\d{4}$", where) and \
+        kind = "misc" if where.startswith(("software", "web")) else "inproceedings" if re.search(r"\d{4}$", where) and \
             not where.startswith("Scandinavian") else "article"
         field = "howpublished" if kind == "misc" else "booktitle" if kind == "inproceedings" else "journal"
         out.append(f"@{kind}{{{key},\n  author = {{{who}}},\n  title = {{{{{title}}}}},\n"
@@ -153,67 +170,10 @@ def bibtex() -> str:
     return "\n".join(out)
 
 
-def _thebibliography() -> str:
+def thebibliography() -> str:
     items = [rf"\bibitem{{{k}}} {escape.latex(who)}. \emph{{{escape.latex(t)}}}. {escape.latex(w)}."
              for k, (who, t, w) in REFERENCES.items()]
     return "\n".join([r"\begin{thebibliography}{9}", *items, r"\end{thebibliography}"])
-
-
-def _para(text: str) -> str:
-    return _BREAK_AFTER.sub(lambda m: m.group(1) + r"\allowbreak{}", escape.latex(text))
-
-
-def article(blocks: list[tuple], abstract: list[str], threats: list[str], fig_dir: str = "figures") -> str:
-    """paper.tex: the report's blocks as an article: title, abstract (the summary), the claims
-    it tests, every section in the report's order (sections named 'Appendix' after
-    \\appendix), figures (the vector PDFs) with numbered captions, tables fitted, threats
-    to validity and the references."""
-    out = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", PACKAGES,
-           r"\usepackage{graphicx,caption}", r"\usepackage[hidelinks]{hyperref}",
-           r"\emergencystretch=3em", r"\hbadness=10000",
-           r"\title{PyTorch, JAX and TensorFlow on equal work: an fwbench report}",
-           r"\author{fwbench}", r"\date{}", r"\begin{document}", r"\maketitle",
-           r"\begin{abstract}", " ".join(_para(x) for x in abstract), r"\end{abstract}",
-           r"\section{Claims under test}",
-           r"Articles and talks make four claims about these frameworks; this report measures them "
-           r"\cite{ansel2024pytorch2,bradbury2018jax,abadi2016tensorflow} with fwbench \cite{fwbench}:",
-           r"\begin{enumerate}"]
-    out += [rf"\item {_para(c)} \emph{{Measured by}} {_para(how)}." for c, how in CLAIMS]
-    out += [r"\end{enumerate}",
-            r"A claim whose workload did not run in this report is not evidence either way. The statistics follow "
-            r"Kalibera and Jones \cite{kalibera2013rigorous} (the process is the unit of replication), randomise "
-            r"the environment size against layout effects \cite{mytkowicz2009producing}, and control the chance "
-            r"of any false difference with Holm's procedure \cite{holm1979simple}."]
-    appendix = False
-    for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            if blk[1] == 1:
-                continue
-            if blk[1] == 2 and str(blk[2]).startswith("Appendix") and not appendix:
-                out += [r"\section{Threats to validity}", r"\begin{itemize}",
-                        *[rf"\item {_para(t)}" for t in threats], r"\end{itemize}", _thebibliography(),
-                        r"\appendix"]
-                appendix = True
-            out.append((r"\section{" if blk[1] == 2 else r"\subsection{") + _para(blk[2]) + "}")
-        elif kind == "p":
-            out.append(_para(blk[1]))
-        elif kind == "ul":
-            out += [r"\begin{itemize}", *[rf"\item {_para(x)}" for x in blk[1]], r"\end{itemize}"]
-        elif kind == "table":
-            out.append(table(blk[1], blk[2], blk[3]))
-        elif kind == "fig":
-            # not a float: a float page of two tall figures overflowed; a minipage keeps the
-            # figure with its caption and moves to the next page when it does not fit
-            out += [r"\par\medskip\noindent\begin{minipage}{\linewidth}\centering",
-                    rf"\includegraphics[width=\linewidth,height=0.6\textheight,keepaspectratio]{{{fig_dir}/{blk[1]}.pdf}}",
-                    rf"\captionof{{figure}}{{{_para(blk[3])}}}\label{{fig:fwbench-{escape.latex_label(blk[1])}}}",
-                    r"\end{minipage}\par\medskip"]
-    if not appendix:
-        out += [r"\section{Threats to validity}", r"\begin{itemize}", *[rf"\item {_para(t)}" for t in threats],
-                r"\end{itemize}", _thebibliography()]
-    out.append(r"\end{document}")
-    return "\n".join(out) + "\n"
 
 
 def engine() -> str | None:
@@ -226,9 +186,27 @@ INSTALL_HINT = ("no LaTeX engine on the PATH: paper.tex was written but not comp
                 "`pdflatex paper.tex` twice in the report folder")
 
 
-def compile_pdf(tex: Path, timeout: float = 300.0) -> tuple[Path | None, list[str]]:
+APPENDIX_LABEL = "fwbench-appendix"        # paper.tex's \\label where the appendix starts, on a page of its own
+
+
+def pages_of(log: str, aux: str) -> dict[str, int]:
+    """{'total': the PDF's pages, 'main': those before the appendix} from a LaTeX log and .aux
+    (what is found)."""
+    out = {}
+    m = re.search(r"Output written on .*?\((\d+) pages?", log.replace("\n", ""))
+    if m:
+        out["total"] = int(m.group(1))
+    m = re.search(r"\\newlabel\{" + APPENDIX_LABEL + r"\}\{\{[^}]*\}\{(\d+)\}", aux)
+    if m:
+        out["main"] = int(m.group(1)) - 1
+    return out
+
+
+def compile_pdf(tex: Path, timeout: float = 300.0,
+                pages: dict[str, int] | None = None) -> tuple[Path | None, list[str]]:
     """Compile `tex` into a PDF beside it (two passes, for references). Returns the PDF (None
-    if it could not) and the problems: LaTeX errors, overfull boxes wider than 1 pt."""
+    if it could not) and the problems: LaTeX errors, overfull boxes wider than 1 pt; `pages`
+    (if given) gets pages_of the result."""
     eng = engine()
     if eng is None:
         return None, [INSTALL_HINT]
@@ -245,6 +223,9 @@ def compile_pdf(tex: Path, timeout: float = 300.0) -> tuple[Path | None, list[st
         return None, [f"{eng} failed to run: {e}"]
     problems = overfull(log) + [ln for ln in log.splitlines() if ln.startswith("!")][:3]
     pdf = tex.with_suffix(".pdf")
+    aux = tex.with_suffix(".aux")
+    if pages is not None:
+        pages.update(pages_of(log, aux.read_text(errors="replace") if aux.exists() else ""))
     for ext in (".aux", ".log", ".out", ".toc"):
         tex.with_suffix(ext).unlink(missing_ok=True)
     return (pdf if pdf.exists() and not any(x.startswith("!") for x in problems) else None), problems

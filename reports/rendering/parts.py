@@ -40,17 +40,22 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
              + (f"; {one} have one: nothing between processes is tested for them, and their intervals cover "
                 "round-to-round noise only (marked * in the results)." if one else ".")]
     sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
-    if finite(sd):
-        p = int(t["n_processes"].median())
-        res = stats.resolution(sd, p)
-        lines.append(f"Warm processes of the same case differ by {100 * sd:.1f}% (SD of their median steps, median "
-                     f"over cases; the largest over the smallest of a case's {p} is {100 * spread:.1f}% in median, a "
-                     "range that grows with the number of processes). At that spread a ratio of two cases of "
-                     f"{p} processes each has a 95% interval of about +-{100 * res:.1f}% (wider at the verdicts' Holm "
-                     "levels)."
+    multi = t[t["n_processes"] >= 2]
+    if finite(sd) and len(multi):
+        p = int(multi["n_processes"].median())
+        warm = "steady_from" in multi.columns and multi["steady_from"].astype(str).str.startswith("warm").all()
+        res = stats.resolution(sd, p) if p >= stats.MIN_TESTED else math.nan
+        lines.append(f"{'Warm' if warm else 'Steady-state'} processes of the same case differ by {100 * sd:.1f}% (SD "
+                     f"of their median steps, median over the {len(multi)} cases with two or more; the largest over "
+                     f"the smallest of a case's {p} processes is {100 * spread:.1f}% in median, a range that grows "
+                     "with the number of processes)."
+                     + (f" At that spread a ratio of two cases of {p} processes each has a 95% interval of about "
+                        f"+-{100 * res:.1f}% (wider at the verdicts' Holm levels)." if finite(res) else
+                        f" Cases with fewer than {stats.MIN_TESTED} processes on a side are not tested: their "
+                        "tables show the processes' min-max, not an interval.")
                      + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
                         "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
-                        "or with more processes." if res > margin else ""))
+                        "or with more processes." if finite(res) and res > margin else ""))
     cold = d.attrs.get("cold_over_warm", math.nan)
     if finite(cold):
         lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
@@ -131,7 +136,8 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
                    "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
                    "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
                    "case) give the first calls. Each comparison reads faster or slower (by at least the "
-                   f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested (one process); "
+                   f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
+                   "(fewer than 3 processes); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
                       "(Holm), so each verdict's interval is shown at its own level." if fam.m else
                       "no comparison of this report could be tested.")))

@@ -7,6 +7,7 @@
                                    the new one, never a mix; on failure tmp is removed
     with safe_write(path, what):   an OSError inside becomes FwbenchError: which path, what
                                    went wrong, what to do (the CLI prints it as one line)
+    absolute(path)                 a path the user gave, against the working directory now
 
 Files are created with the usual permissions (0666 less the umask), not mkstemp's 0600.
 """
@@ -23,6 +24,14 @@ from typing import Any, Iterator
 
 from reports.running import signals
 from workloads.base import FwbenchError
+
+
+def absolute(path: Path | str) -> Path:
+    """A path the user gave, resolved against the working directory now (and ~ expanded), so
+    that it names the same file in a process started elsewhere: fwbench run's benchmark
+    processes run in the checkout, a Slurm job wherever the node starts it."""
+    return Path(os.path.abspath(os.path.expanduser(str(path))))
+
 
 ADVICE = {
     errno.ENOSPC: "the disk is full: free space or choose another folder",

@@ -39,6 +39,7 @@ import datetime
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import os
 import random
@@ -134,6 +135,7 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("cache_dir", Path | None, None),  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
     ("keep_cache", bool, False),       # leave the run's cache folder in place afterwards
     ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
+    ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
     ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
 )
 # `fwbench run`'s options: the frameworks, every harness option a user may set (those of
@@ -307,16 +309,15 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     `repeat` index, the process is that one of the run (its own JSON, case order and
     environment padding); `role` (cold / warm) and `cache` (its FWBENCH_CACHE_DIR, default the
     run's folder) are its compile-cache role and folder."""
-    logs = out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     name, label = process_names(fw, repeat, opts.repeats)
+    log_path = log_file(out, name)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out / f".{name}.benchmark.json.tmp"
     events_path = out / f".{name}.events.jsonl"
     for p in (tmp, events_path):
         p.unlink(missing_ok=True)
     cmd = pytest_command(fw, opts, tmp, repeat, role)
     env = process_env(fw, opts, events_path, repeat, cache)
-    log_path = logs / f"{name[:-5]}.log"
     t_start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -349,6 +350,31 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     if interrupted is not None:
         raise interrupted
     return path
+
+
+def log_file(out: Path, name: str) -> Path:
+    """Where a process's output goes: logs/<fw>[-<repeat>].log beside its result file `name`."""
+    return out / "logs" / f"{Path(name).stem}.log"
+
+
+def unrecorded(paths: list[Path], out: Path) -> str | None:
+    """None when some result file of the run holds a record; else one line saying so and
+    where the first process's log is (with its last telling line), for the CLI to exit on."""
+    if not paths or any(_records(p) for p in paths):
+        return None
+    log = log_file(out, paths[0].name)
+    if not log.is_file() and (out / "submitit").is_dir():     # a job that died before its process started
+        log = out / "submitit"
+    tail = _tail(log) if log.is_file() else ""
+    return (f"no process of the run wrote a record ({len(paths)} result file(s) in {out}, none with a case): "
+            f"the first process's log is {log}" + (f" (it ends: {tail})" if tail else ""))
+
+
+def _records(path: Path) -> int:
+    """How many cases a result file records (timed ones and fwbench.records)."""
+    doc = _read_json(path) or {}
+    top = doc.get("fwbench") if isinstance(doc.get("fwbench"), dict) else {}
+    return len(doc.get("benchmarks") or []) + len(top.get("records") or [])
 
 
 def _die_with_parent() -> None:
@@ -605,43 +631,103 @@ def job(unit: str, opts: RunOptions, out: Path, repeat: int, role: str, cache: P
 
 
 def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch.Item]) -> list[Path]:
-    """`fwbench run --launcher submitit`: each process a job (reports.running.launch), a job
-    that dies leaving a result file rebuilt from its event stream."""
-    ex, kind = launch.executor(out / "submitit", opts.timeout_s)
+    """`fwbench run --launcher slurm|submitit-local|submitit`: each process a job
+    (reports.running.launch), round by round; a job that dies leaves a result file rebuilt
+    from its event stream. Ctrl-C, SIGTERM or SIGHUP, or a job that cannot start, cancels
+    every job of the run and writes the same "not run" files as the local launcher."""
+    kind = launch.kind_of(opts.launcher)
+    if opts.launcher == "submitit":
+        where = "Slurm (sbatch found)" if kind == "slurm" else "this machine (no sbatch)"
+        progress.line(f"launcher: submitit on {where} (--launcher slurm or submitit-local chooses)")
+    jobs = launch.Jobs(launch.executor(out / "submitit", kind, opts.timeout_s, opts.slurm), kind, progress.line)
+    if kind == "slurm":
+        asked = (opts.slurm and opts.slurm.time) or (f"{launch.time_limit(opts.timeout_s)} (minutes: the process's "
+                                                     f"--timeout-s {opts.timeout_s:g} s with a margin)")
+        progress.line(f"slurm: a whole node per job, --time={asked}; job logs in {out / 'submitit'}")
+    done: dict[launch.Item, Path] = {}
+    watches: dict[launch.Item, _Watch] = {}
+
+    def follow(item: launch.Item) -> None:
+        """A running job's cases as they finish, from its event stream (the run folder is shared)."""
+        name, label = process_names(item[0], item[1], opts.repeats)
+        watches.setdefault(item, _Watch(label, progress)).read(out / f".{name}.events.jsonl")
 
     def submit(item: launch.Item) -> Any:
         unit, repeat, role, folder = item
         cache = opts.cache_dir / folder
         cache.mkdir(parents=True, exist_ok=True)
-        j = ex.submit(job, unit, opts, out, repeat, role, cache)
+        j = jobs.submit(item, job, unit, opts, out, repeat, role, cache)
         progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: submitted as {kind} job {j.job_id} ({role})")
         return j
 
-    def collect(j: Any, item: launch.Item) -> Path:
+    def collect(j: Any, item: launch.Item, fate: str | None) -> None:
         unit, repeat, role, folder = item
+        who = process_names(unit, repeat, opts.repeats)[1]
+        why = f"{kind} job {j.job_id} ended {fate} without a result" if fate is not None else None
         try:
-            path = Path(j.result())
+            if why is None:
+                done[item] = Path(j.result())
+                ended = ((_read_json(done[item]) or {}).get("machine_info") or {}).get("fwbench", {}).get("ended_by")
+                progress.line(f"{who}: {kind} job {j.job_id} " + (f"ended early: {ended}" if ended else "done"))
         except Exception as e:   # submitit's FailedJobError / UncompletedJobError: killed, cancelled, timed out
             last = (str(e).strip().splitlines() or [""])[-1][:300]
-            why = f"job {j.job_id} ended without a result ({type(e).__name__}: {last})"
-            path = write_failed(unit, opts, out, why, repeat, role)
-            progress.line(f"{process_names(unit, repeat, opts.repeats)[1]}: {why}")
-        finally:
-            if role == "cold":
-                merge_cache(opts.cache_dir / folder, opts.cache_dir / SHARED_CACHE)
-        return path
+            why = f"{kind} job {j.job_id} ended without a result ({type(e).__name__}: {last})"
+        if why is not None:
+            done[item] = write_failed(unit, opts, out, why, repeat, role)
+            progress.line(f"{who}: {why}")
+        if role == "cold":
+            merge_cache(opts.cache_dir / folder, opts.cache_dir / SHARED_CACHE)
 
-    return launch.run_rounds(order, kind, submit, collect)
+    try:
+        for r in sorted({item[1] for item in order}):
+            batch = [item for item in order if item[1] == r]
+            # on one machine one job at a time; on Slurm a round's jobs at once, a node each
+            groups = [[item] for item in batch] if kind == "local" else [batch]
+            for group in groups:
+                for j, item, fate in jobs.wait([(submit(item), item) for item in group], follow):
+                    collect(j, item, fate)
+    except (KeyboardInterrupt, launch.Unstartable, FwbenchError) as e:
+        if isinstance(e, FwbenchError) and not jobs.t0:
+            raise                           # refused before any job was submitted: nothing to cancel
+        stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
+        with signals.held():
+            live = dict(jobs.live)
+            for jid, (_, item) in live.items():   # what the running jobs did up to now, before they go
+                if jobs.ran(jid):
+                    follow(item)
+            cancelled = jobs.cancel()
+            for jid, (j, item) in live.items():
+                if jobs.ran(jid):
+                    unit, repeat, role, _ = item
+                    done[item] = write_failed(unit, opts, out, f"{stopped} (fwbench run was stopped; {kind} job {jid} "
+                                              "cancelled)", repeat, role, watches[item])
+            rest = [item for item in order if item not in done]
+            for unit, repeat, role, _ in rest:
+                done[(unit, repeat, role, _)] = write_absent(
+                    unit, opts, out, f"not run: fwbench run was {stopped} before {unit} started", repeat, role)
+        progress.line(f"{stopped}: cancelled {kind} job(s) {', '.join(cancelled) or 'none'}; results so far are "
+                      f"in {out}; not run: "
+                      f"{', '.join(process_names(u, r, opts.repeats)[1] for u, r, _, _ in rest) or 'none'}")
+        if isinstance(e, KeyboardInterrupt):
+            raise signals.of(e) from None
+        raise FwbenchError(f"{e}; cancelled the run's jobs, results so far in {out}") from None
+    return [done[item] for item in order if item in done]
 
 
 def write_failed(unit: str, opts: RunOptions, out: Path, why: str, repeat: int | None = None,
-                 role: str | None = None) -> Path:
+                 role: str | None = None, state: "_Watch | None" = None) -> Path:
     """The result file of a process that died without writing one and without its runner
     (a submitit job killed or out of time): rebuilt from its event stream, the case it was
-    running and those it never reached `failed` with `why`."""
+    running and those it never reached `failed` with `why`. With `state` (the stream as
+    followed so far, for a job fwbench run itself cancelled), always this rebuild: the job's
+    runner may have written its own on the way down, blaming the SIGTERM Slurm sent."""
     name, label = process_names(unit, repeat, opts.repeats)
-    state = _Watch(label, Progress())
     events = out / f".{name}.events.jsonl"
+    own = _read_json(out / name) if not events.exists() and state is None else None
+    if own and (own.get("machine_info") or {}).get("fwbench", {}).get("run_id") == opts.run_id:
+        return out / name           # the job's own runner kept its results before the job ended
+    if state is None:
+        state = _Watch(label, Progress(io.StringIO()))     # its cases were said as they finished
     state.read(events)
     doc = state.rebuild(unit, opts, why, repeat, role)
     for p in (events, out / f".{name}.benchmark.json.tmp"):
@@ -668,15 +754,16 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
     process, in the order of `schedule`; merge each cold process's cache folder into the
     run's shared one when it ends; return the JSON files written (one per process)."""
     progress = progress or Progress()
+    out = atomic.absolute(out)           # the processes run elsewhere (the checkout, a node)
     out.mkdir(parents=True, exist_ok=True)
-    if opts.suite is None:
-        benchmarks_dir()
+    opts.suite = atomic.absolute(opts.suite or benchmarks_dir())
     if opts.run_id is None:
         opts.run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     own_cache = opts.cache_dir is None
     if own_cache:
         root = Path(os.environ.get("FWBENCH_CACHE_DIR") or Path.home() / ".cache" / "fwbench")
         opts.cache_dir = root / "runs" / opts.run_id
+    opts.cache_dir = atomic.absolute(opts.cache_dir)
     opts.cache_dir.mkdir(parents=True, exist_ok=True)
     written = []
     try:
@@ -684,7 +771,7 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
-        if opts.launcher == "submitit":       # jobs, round by round (reports.running.launch)
+        if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
             return run_jobs(opts, out, progress, order)
         for i, (fw, repeat, role, folder) in enumerate(order):
             who = process_names(fw, repeat, opts.repeats)[1]

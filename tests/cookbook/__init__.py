@@ -13,7 +13,7 @@ tutorials write it and compiled as a user would in that mode; None where the str
 cookbook form (the module says why). A cookbook module never imports fwbench's
 frameworks/<fw>/derivatives.py; it may use frameworks/<fw>/gpt.py, the model under test.
 
-tests/measure_cookbook.py times each case against its cookbook version, interleaved in one
+tests/measure/measure_cookbook.py times each case against its cookbook version, interleaved in one
 process (issue 19: each case at most 1.02x the cookbook's time); tests/test_cookbook.py
 checks at the tiny preset that the two compute the same thing.
 """

@@ -1,5 +1,5 @@
 """What a JAX user writes for each derivatives case instead of fwbench's model
-(frameworks/jax/derivatives.py), for tests/measure_cookbook.py to time side by side (issue
+(frameworks/jax/derivatives.py), for tests/measure/measure_cookbook.py to time side by side (issue
 19: each case at most 1.02x this). The forms are JAX's "The Autodiff Cookbook" and its
 documentation's:
 

@@ -1,6 +1,6 @@
 """What a TensorFlow user writes for each derivatives case instead of fwbench's model
 (frameworks/tensorflow/derivatives.py): the same work, written the way TensorFlow's own
-guides write it, for tests/measure_cookbook.py to time side by side with fwbench's (issue 19:
+guides write it, for tests/measure/measure_cookbook.py to time side by side with fwbench's (issue 19:
 each case at most 1.02x this).
 
 Sources of each form: the "Advanced automatic differentiation" guide (nested tapes for

@@ -1,5 +1,5 @@
 """What a PyTorch user writes for each derivatives case instead of fwbench's model
-(frameworks/torch/derivatives.py), for tests/measure_cookbook.py to time side by side (issue
+(frameworks/torch/derivatives.py), for tests/measure/measure_cookbook.py to time side by side (issue
 19: each case at most 1.02x this). The forms are torch.func's tutorials':
 
     per-sample gradients  "Per-sample-gradients": vmap(grad(compute_loss), in_dims=(None, 0, 0))

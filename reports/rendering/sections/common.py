@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+import seaborn as sns
 from matplotlib.figure import Figure
 
 from reports.analysis import stats
@@ -57,9 +58,12 @@ class Drawing:
 
 
 def strategy_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
-    """A colour and marker per strategy label (within a panel the framework is fixed)."""
-    pal = F.CB
-    marks = "osD^v<>PXh*"
+    """A colour and marker per strategy label, the same in every panel of a figure (call it
+    once over the figure's labels); more labels than the colourblind palette's 10 take tab20's
+    20 colours, so no two labels share a colour up to 20."""
+    n = len(set(labels))
+    pal = F.CB if n <= len(F.CB) else sns.color_palette("tab20").as_hex()
+    marks = "osD^v<>PXh*pH8d1234+x|_"     # 23 distinct shapes (der_time draws 23 transforms)
     return {s: (pal[i % len(pal)], marks[i % len(marks)]) for i, s in enumerate(sorted(set(labels)))}
 
 

@@ -70,16 +70,19 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
         return None
     ps = sorted(d["problem"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])
+    # one marker per transform across every panel, one legend for the figure
+    style = strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default" for _, r in d.iterrows()])
     with F._style():
         fig, panels = F.panel_grid(len(ps), 3, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
             g = d[d["problem"] == ps[i]]
             xname, size = _size_axis(g)
-            numeric = all(isinstance(v, float) for v in size)
+            # one size is a category, not a point on a continuous axis (issue 28: one x value on a
+            # 114,000-124,000 axis)
+            numeric = all(isinstance(v, float) for v in size) and len(set(size)) > 1
+            size = [f"{v:g}" if isinstance(v, float) else v for v in size] if not numeric else size
             cats = [] if numeric else sorted({str(v) for v in size})
             g = g.assign(_x=[v if numeric else cats.index(str(v)) for v in size])
-            style = strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default"
-                                      for _, r in g.iterrows()])
             for (f, m, s), h in g.groupby(["framework", "mode", g["strategy"].fillna("default")], sort=False):
                 h = h.sort_values("_x")
                 ax.plot(h["_x"], h[ycol], color=col[f], marker=style[s][1], markersize=4, linewidth=1,
@@ -97,11 +100,12 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
             ax.set_title(ps[i])
             ax.set_xlabel(xname)
             ax.set_ylabel(ylabel)
-            ax.legend(handles=[Line2D([], [], color="grey", marker=mk, linestyle="", label=s)
-                               for s, (_, mk) in style.items()], fontsize=6, frameon=False)
+            if not numeric:
+                ax.set_xlim(-0.5, len(cats) - 0.5)
         modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"), label=m)
                  for m in mode_order(d["mode"])]
-        F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)])
+        marks = [Line2D([], [], color="grey", marker=mk, linestyle="", label=s) for s, (_, mk) in style.items()]
+        F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)] + marks)
     return fig
 
 

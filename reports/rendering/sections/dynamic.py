@@ -7,8 +7,8 @@
     figures  dyn_compilations (cumulative compilations vs requests seen, from
              stream_cold_compilations), dyn_stream_time (cumulative cold stream time from
              stream_cold_request_s, the warm pass as its end point), dyn_new_vs_seen
-             (new_shape_latency_s vs seen_shape_latency_s), dyn_padding (padding_waste vs
-             compilations_cold)
+             (new_shape_latency_s vs seen_shape_latency_s); padding waste is a table column
+             only (its figure against the compilations said little the table does not)
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order
@@ -33,13 +34,14 @@ def _times(r: pd.Series) -> str:
 
 
 def _range(vals: dict[str, float]) -> str:
-    """The geometric mean over processes with its 95% t interval ('one process' below two)."""
+    """The geometric mean over processes with its 95% t interval (stats.MIN_TESTED processes or
+    more), the processes' min-max from two, 'one process' from one."""
     e = stats.Est.of(vals)
     if not e.n:
         return ""
     if e.n < 2:
         return stats.fmt_seconds(e.value) + " (one process)"
-    return stats.fmt_time_ci(e.value, *e.interval())
+    return stats.fmt_est(e)
 
 
 def table(d: pd.DataFrame) -> pd.DataFrame:
@@ -78,27 +80,44 @@ def _series(text: Any) -> np.ndarray | None:
 
 
 def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Series, tuple[str, str], np.ndarray],
-                                                                       None], ylabel: str, title: str) -> Figure | None:
+                                                                       None], ylabel: str, title: str,
+                          eager_apart: bool = False) -> Figure | None:
+    """A panel per stream and framework (and, with eager_apart, an eager case that counts
+    anything on a panel of its own, so JAX's op-by-op compiles set no compiled panel's
+    scale); one colour and marker per strategy across every panel (strategy_styles over the
+    figure) and one legend for the figure; integer ticks for request counts."""
     d = d[d["status"].isin(TIMED) & d[col].notna()] if col in d.columns else d.iloc[0:0]
     if d.empty:
         return None
-    d = d.assign(_s=d.apply(_stream, axis=1))
-    keys = sorted({(s, f) for s, f in zip(d["_s"], d["framework"])},
-                  key=lambda k: (k[0], framework_order(d["framework"]).index(k[1])))
+    def own_panel(r: pd.Series) -> bool:          # an eager case that counts anything (JAX's op compiles)
+        y = _series(r[col])
+        return eager_apart and r["mode"] == "eager" and y is not None and bool(np.nanmax(y) > 0)
+    d = d.assign(_s=d.apply(_stream, axis=1), _e=["eager" if own_panel(r) else "" for _, r in d.iterrows()])
+    fws = framework_order(d["framework"])
+    keys = sorted({(s, f, e) for s, f, e in zip(d["_s"], d["framework"], d["_e"])},
+                  key=lambda k: (k[0], fws.index(k[1]), k[2]))
+    style = strategy_styles([strategy_label(r) for _, r in d.iterrows()])
+    seen: dict[str, Any] = {}
     with F._style():
         fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
-            s, f = keys[i]
-            panel = d[(d["_s"] == s) & (d["framework"] == f)]
-            style = strategy_styles([strategy_label(r) for _, r in panel.iterrows()])   # per panel: 10 colours
+            s, f, e = keys[i]
+            panel = d[(d["_s"] == s) & (d["framework"] == f) & (d["_e"] == e)]
             for _, r in panel.iterrows():
                 y = _series(r[col])
                 if y is not None:
                     draw(ax, r, style[strategy_label(r)], y)
-            ax.set_title(f"{s}: {f}")
+            ax.set_title(f"{s}: {f}" + (" (eager)" if e else ""))
             ax.set_xlabel("requests seen")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(ylabel)
-            ax.legend(fontsize=6, frameon=False)
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(lab, h)
+        extra = ([Line2D([], [], color="grey", linestyle="--", label="recompile limit hit")]
+                 if any(ln.get_linestyle() == "--" for ax in panels for ln in ax.get_lines()) else [])
+        handles = [seen[k] for k in sorted(seen)] + extra
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False,
+                   fontsize=7)
         fig.suptitle(title)
     return fig
 
@@ -107,9 +126,10 @@ def fig_compilations(d: pd.DataFrame) -> Figure | None:
     def draw(ax: Any, r: pd.Series, st: tuple[str, str], y: np.ndarray) -> None:
         x = np.arange(1, len(y) + 1)
         ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
-                label=strategy_label(r) + (" (limit hit)" if hit_limit(r) else ""))
-    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative)",
-                                 "compilations vs requests seen (cold pass)")
+                linestyle="--" if hit_limit(r) else "-", label=strategy_label(r))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative, linear)",
+                                 "compilations vs requests seen (cold pass)", eager_apart=True)
 
 
 def fig_stream_time(d: pd.DataFrame) -> Figure | None:
@@ -119,8 +139,16 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
         if finite(r.get("median_s")):
             ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
         ax.set_yscale("log")
-    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s)",
+    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s, log scale)",
                                  "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
+
+
+MARKS = "osD^v<>PXh*pH8d"      # one marker per strategy label in a scatter; hollow ones past the list
+
+
+def _fill(colour: str, hollow: bool) -> dict[str, Any]:
+    return ({"facecolors": "none", "edgecolors": colour, "linewidths": 1.0} if hollow else
+            {"color": colour, "edgecolor": "black", "linewidth": 0.4})
 
 
 def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool) -> Figure | None:
@@ -132,16 +160,16 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
     d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])
-    marks = "osD^v<>PXh*pH8d"
     labels = sorted(d["_l"].unique())
-    mk = {lab: marks[i % len(marks)] for i, lab in enumerate(labels)}
+    mk = {lab: MARKS[i % len(MARKS)] for i, lab in enumerate(labels)}
+    hollow = {lab: i >= len(MARKS) for i, lab in enumerate(labels)}
     with F._style():
         fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
             g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
-                ax.scatter(r[x], r[y], color=col[r["framework"]], marker=mk[r["_l"]], s=34, edgecolor="black",
-                           linewidth=0.4, zorder=3)
+                ax.scatter(r[x], r[y], marker=mk[r["_l"]], s=34, zorder=3,
+                           **_fill(col[r["framework"]], hollow[r["_l"]]))
             if logx:
                 ax.set_xscale("log")
                 ax.set_yscale("log")
@@ -149,10 +177,12 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
                 lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
                 ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
             ax.set_title(streams[i])
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-        handles = [Line2D([], [], marker=mk[lab], color="grey", markeredgecolor="black", linestyle="", label=lab)
-                   for lab in labels]
+            scale = " (log scale)" if logx else ""
+            ax.set_xlabel(xlabel + scale)
+            ax.set_ylabel(ylabel + scale)
+        handles = [Line2D([], [], marker=mk[lab], linestyle="", label=lab,
+                          **({"markerfacecolor": "none", "markeredgecolor": "grey"} if hollow[lab] else
+                             {"color": "grey", "markeredgecolor": "black"})) for lab in labels]
         F._framework_legend(fig, fws, col, handles)
     return fig
 
@@ -160,11 +190,6 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
 def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
     return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
                     "new-shape request (s, median)", True, True)
-
-
-def fig_padding(d: pd.DataFrame) -> Figure | None:
-    return _scatter(d, "compilations_cold", "padding_waste", "compilations (cold pass)",
-                    "padding waste (1 - needed / computed)", False, False)
 
 
 def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
@@ -197,9 +222,6 @@ FIGURES = (
          "Median latency of a request whose shape is new against one whose shape was seen (colour "
          "framework, marker mode and strategy; dotted: equal). Above the line: the strategy compiles "
          "(or traces) per shape."),
-    Plot("dyn_padding", fig_padding, ("padding_waste", "compilations_cold"),
-         "Padding waste (share of computed tokens or pixels that are padding) against the compilations "
-         "of the cold pass; colour framework, marker mode and strategy (bucketed pads, the others do not)."),
 )
 
 

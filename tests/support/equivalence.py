@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 import frameworks
-from tests.helpers import DEVICE
+from tests.support.helpers import DEVICE
 from workloads import gpt
 from workloads.base import AdamW, adamw_reference, rel_err
 
@@ -37,9 +37,9 @@ STEPS = 20
 ADAM_STEPS = 3
 
 # Tolerances, ~10x the worst error achieved over torch, jax and tensorflow in every mode
-# (eager, compiled, graph) with O(1) weights (tests/helpers.o1_params), at the tiny presets
+# (eager, compiled, graph) with O(1) weights (tests/support/helpers.o1_params), at the tiny presets
 # and at the timed ones (tests/test_preset_equivalence.py: small, gpt2, ddpm-cifar; eager).
-# Measured with `python -m tests.measure_equivalence` (tiny) on the 2-core CPU machine;
+# Measured with `python -m tests.measure.measure_equivalence` (tiny) on the 2-core CPU machine;
 # "achieved" lists the worst value per framework over its modes and the presets.
 TOL: dict[tuple[str, str], float] = {
     # check                       tolerance  achieved: torch, jax, tf
@@ -62,7 +62,7 @@ TOL: dict[tuple[str, str], float] = {
     # float64 gradient (tests/test_gpt_equivalence.py, tiny, O(1) weights, fwd_rev and rev_rev;
     # eager, JAX jit, TF graph and XLA): a LayerNorm with stop_gradient(mean) is 2.3e-2 off (TF)
     ("hvp", "gpt"): 5e-5,             # 4.4e-6, 5.3e-6, 4.7e-6 (whole vector 2.8e-6..3.8e-6)
-    # primitives (tests/primitives.py), against numpy float64 on the same float32 inputs
+    # primitives (tests/support/primitives.py), against numpy float64 on the same float32 inputs
     ("gelu", "primitive"): 4e-7,               # 2.0e-8, 3.3e-8, 3.4e-8
     ("layer_norm", "primitive"): 1e-6,         # 8.6e-8, 8.7e-8, 8.6e-8 (row std 1e-3..1e2)
     ("causal_attention", "primitive"): 1e-6,   # 7.6e-8, 7.4e-8, 7.7e-8

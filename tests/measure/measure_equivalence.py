@@ -1,12 +1,12 @@
 """Print the error every equivalence check achieves, per framework and mode: the numbers
-tests/equivalence.py's tolerances are set from. Run: python -m tests.measure_equivalence"""
+tests/support/equivalence.py's tolerances are set from. Run: python -m tests.measure.measure_equivalence"""
 from __future__ import annotations
 
 import sys
 
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.helpers import impls
+from tests.support.helpers import impls
 from workloads.base import rel_err
 
 

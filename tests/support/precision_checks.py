@@ -1,6 +1,6 @@
 """The checks every framework runs for every reduced-precision policy (workloads/precision.py),
 and the one table of their tolerances per policy: the mixin of tests/test_bf16_torch.py,
-test_bf16_jax.py and test_bf16_tensorflow.py, as tests/equivalence.py is the fp32 tests'.
+test_bf16_jax.py and test_bf16_tensorflow.py, as tests/support/equivalence.py is the fp32 tests'.
 
 A framework's module subclasses `PrecisionChecks` (its name, the modes its equivalence runs
 in, how its training run is set up, and its float64 reference of the UNet's gradient) and
@@ -17,7 +17,7 @@ where the framework's row names it (the rows keep each framework's measured boun
   loss           |loss - ref| / |ref|                                              (at most)
   grad_cosine    cosine with the float64 gradient, the worst tensor                (at least)
   grad_cosine_all  every tensor as one vector                                      (at least)
-  grad_fd        tests/equivalence.py's directional derivatives against float64 differences (at most)
+  grad_fd        tests/support/equivalence.py's directional derivatives against float64 differences (at most)
   ddim, ddpm     the 10-step DDIM and 5-step DDPM trajectories                     (at most)
   gen_same, gen_nocache_same  share of greedy tokens (with, without the cache) equal to the
                  float64 reference's; gen_cache_same: with the cache equal to without (at least)
@@ -33,10 +33,10 @@ import numpy as np
 import pytest
 
 import frameworks
-from tests import equivalence as E
 from tests import test_diffusion_equivalence as TD
 from tests import test_gpt_equivalence as TG
-from tests.helpers import DEVICE, grad_cosines
+from tests.support import equivalence as E
+from tests.support.helpers import DEVICE, grad_cosines
 from workloads import gpt
 from workloads.base import rel_err
 from workloads.case import Case, Placement
@@ -262,7 +262,7 @@ _REFS: dict[tuple[str, str], dict[str, Any]] = {}
 
 def references(workload: str, checks: PrecisionChecks) -> dict[str, Any]:
     """The float64 references: the numpy forward, loss and generation, the GPT's numpy
-    backpropagation (tests/equivalence.reference_gpt_grad), the samplers; the UNet's gradient
+    backpropagation (tests/support/equivalence.reference_gpt_grad), the samplers; the UNet's gradient
     from the framework (diffusion_grad_reference)."""
     key = (workload, checks.framework if workload == "diffusion" else "")
     if key not in _REFS:

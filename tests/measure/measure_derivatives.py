@@ -2,9 +2,9 @@
 framework, mode, task and strategy, and the worst per problem: the numbers
 workloads.derivatives.TOL is set from (about ten times the worst).
 
-    python -m tests.measure_derivatives                 # tiny preset, every case
-    python -m tests.measure_derivatives small jax       # the small preset, some frameworks
-    python -m tests.measure_derivatives small jax gpt   # ... the tasks whose name holds "gpt"
+    python -m tests.measure.measure_derivatives                 # tiny preset, every case
+    python -m tests.measure.measure_derivatives small jax       # the small preset, some frameworks
+    python -m tests.measure.measure_derivatives small jax gpt   # ... the tasks whose name holds "gpt"
 
 Each line also gives the first call's and the second call's seconds (indicative: the inputs
 of a smoke estimate of the matrix's time, not measurements).

@@ -1,9 +1,9 @@
 """fwbench's derivatives cases against what a user of the framework writes instead (issue 19:
 each case at most 1.02x its cookbook version): a benchmark that compares, not a timed test.
 
-    python -m tests.measure_cookbook                          # tiny preset, every framework
-    python -m tests.measure_cookbook small torch,jax --rounds 31 --task 'jacobian|hessian'
-    python -m tests.measure_cookbook small --csv cookbook.csv --threads 1
+    python -m tests.measure.measure_cookbook                          # tiny preset, every framework
+    python -m tests.measure.measure_cookbook small torch,jax --rounds 31 --task 'jacobian|hessian'
+    python -m tests.measure.measure_cookbook small --csv cookbook.csv --threads 1
 
 Per framework, mode, derivatives task and strategy: fwbench's model
 (`frameworks.load(fw).build("derivatives", cfg, params, mode, "cpu", strategy=s)`) and the
@@ -167,7 +167,7 @@ def fmt(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.measure_cookbook", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.measure.measure_cookbook", description=__doc__.split("\n\n")[0])
     ap.add_argument("preset", nargs="?", default="tiny", choices=tuple(D.PRESETS))
     ap.add_argument("frameworks", nargs="?", default=None, help="comma list (default: every installed one)")
     ap.add_argument("--rounds", type=int, default=31)
