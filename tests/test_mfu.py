@@ -172,7 +172,7 @@ def test_the_report_shows_ms_throughput_and_mfu_per_device(tmp_path):
     import reports
     from reports.analysis import replicates
     from reports.rendering import document
-    from tests.reports_fixtures import record, result_json, times, write
+    from tests.support.reports_fixtures import record, result_json, times, write
     # GPT-2 on an H200: 12 x 1024 tokens, flops of one step, 40 ms; bf16 measured peak 700 TFLOP/s
     flops = 12 * 1024 * 6 * 85e6
     gpu = record("torch", "train_step", "compiled", preset="gpt2", device="cuda:0", placement="cuda", items=12 * 1024,
@@ -199,7 +199,7 @@ def test_an_older_file_without_peaks_shows_mfu_as_na(tmp_path):
     import reports
     from reports.analysis import replicates
     from reports.rendering import document
-    from tests.reports_fixtures import record, result_json, times, write
+    from tests.support.reports_fixtures import record, result_json, times, write
     write(tmp_path / "old.json", result_json([(record("torch", "forward", "eager"), times(0.1))]))
     t = document.mfu_table(replicates.cases(reports.load(tmp_path)))
     assert t.iloc[0]["MFU (measured peak)"] == "n/a" and t.iloc[0]["peak"] == "not measured"
