@@ -307,6 +307,12 @@ class Adapter:
         """Block until x (array, tuple or dict of arrays) has been computed; return x."""
         raise NotImplementedError
 
+    def cast(self, x: Any, precision: str) -> Any:
+        """A float32 framework array in the compute dtype of `precision` (the framework's
+        precision.COMPUTE table; workloads/precision.py POLICIES): the inputs of a GEMM-rate
+        measurement at the case's precision."""
+        raise NotImplementedError
+
     def matmul_fn(self) -> Any:
         """A callable (x, y) -> x @ y on framework arrays (compiled where that is the
         framework's fast path); used to measure an accelerator's GEMM rate."""

@@ -90,9 +90,10 @@ QUICK_SETS = ("workload", "preset", "budget_s", "rounds")
 # What `fwbench run` does with a harness option beyond what the option says (its own defaults).
 RUN_NOTES = {
     "workload": f"; with --quick: {QUICK_WORKLOADS}",
-    "preset": "; tiny with --quick",
+    "preset": "; tiny with --quick on the CPU (a GPU keeps its presets)",
     "budget_s": f"; without it and --rounds a full run times {RUN_ROUNDS} rounds per case",
-    "rounds": f"; a full run's default is {RUN_ROUNDS}, after 2 warm-up rounds; --quick sizes them by its budget",
+    "rounds": f"; a full run's default on the CPU is {RUN_ROUNDS}, after 2 warm-up rounds; --quick and a GPU "
+              "run size them by the budget",
 }
 
 
@@ -165,7 +166,8 @@ def make_parser() -> Parser:
     r.add_argument("--out", default="fwbench-out", type=_path, help="folder for the JSON and the report "
                                                                    "(default: ./fwbench-out)")
     r.add_argument("--quick", action="store_true",
-                   help=f"tiny preset, {QUICK_BUDGET_S:g} s per case (at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
+                   help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
+                        f"(at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
                         f"{QUICK_COLD} cold and {QUICK_WARM} warm process per framework, each case's default strategy "
                         "only (no torch train-step recipe variants), the gpt and diffusion workloads unless "
                         "--workload names others: about 5 minutes from an empty cache on a 2-core CPU; its numbers "
@@ -304,11 +306,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the harness options --quick has no say in pass as given (a new one needs a RunOptions field only)
     given = {o.name: getattr(args, o.name) for o in options.HARNESS
              if o.cli and o.name not in QUICK_SETS and getattr(args, o.name) is not None}
+    by_device = options.device_defaults(args.device or "cpu", args.quick)   # a GPU: its presets, rounds by budget
     opts = runner.RunOptions(frameworks=tuple(wanted), **given,
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
-                             preset=args.preset or ("tiny" if args.quick else "small"),
+                             preset=args.preset or by_device["preset"],
                              budget_s=args.budget_s if args.budget_s else (QUICK_BUDGET_S if args.quick else None),
-                             rounds=args.rounds or (None if args.quick or args.budget_s else RUN_ROUNDS),
+                             rounds=args.rounds or (None if by_device["rounds_by_budget"] or args.budget_s
+                                                    else RUN_ROUNDS),
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
                              warmup_rounds=1 if args.quick else None,
                              timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0),

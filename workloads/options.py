@@ -67,8 +67,8 @@ class Option:
 HARNESS: tuple[Option, ...] = (
     Option("framework", str, None, "comma list of frameworks (default: all)"),
     Option("workload", str, None, "comma list of workloads (default: all)", cli=True),
-    Option("preset", str, "small", "preset for every workload (default: small), or per workload: "
-           "gpt=gpt2,diffusion=ddpm-cifar", cli=True),
+    Option("preset", str, None, "preset for every workload, or per workload: gpt=gpt2,diffusion=ddpm-cifar "
+           "(default by --device: small on the CPU, gpt=gpt2,diffusion=ddpm-cifar on a GPU)", cli=True),
     Option("device", str, "cpu", "cpu (default), cuda or gpu", choices=("cpu", "cuda", "gpu"), cli=True),
     Option("threads", int, None, "intra-op threads for every framework (default: all CPUs)", low=1,
            what="a positive integer", cli=True),
@@ -82,8 +82,8 @@ HARNESS: tuple[Option, ...] = (
            what="an integer of at least 1"),
     Option("warmup_rounds", int, 2, "untimed rounds before the timed ones (default 2)", low=0,
            what="an integer of at least 0"),
-    Option("precision", str, "fp32", "comma list of numeric policies to run: fp32 (default), bf16 "
-           "(workloads/precision.py defines them)", cli=True),
+    Option("precision", str, None, "comma list of numeric policies to run: fp32, bf16 (workloads/precision.py "
+           "defines them; default by --device: fp32 on the CPU, fp32,bf16 on a GPU)", cli=True),
     Option("devices", str, "1", "comma list of device counts for data-parallel train steps (default 1): "
            "`fwbench run` starts one process per count, a pytest process takes one count", cli=True,
            validate=device_counts),
@@ -104,6 +104,23 @@ HARNESS: tuple[Option, ...] = (
 )
 
 
+GPU_DEVICES = ("cuda", "gpu")
+
+
+def device_defaults(device: str | None, quick: bool = False) -> dict[str, Any]:
+    """What a run defaults to on `device` when the user does not say (explicit options win):
+    the preset, the precisions, and the plan. On the CPU: `small` (tiny with --quick), fp32,
+    a full run's fixed rounds (`rounds_by_budget` False). On a GPU (cuda, gpu): the GPU presets
+    (GPT-2 124M at batch 12, the DDPM paper's CIFAR-10 UNet at its batch 128), fp32 (TF32 off:
+    --matmul-precision highest) and bf16 both, rounds sized by the time budget (a GPU step of
+    these presets is milliseconds to a second, so a fixed round count would be too few or too
+    long); --quick on a GPU keeps the GPU presets and runs fewer processes (reports/cli.py),
+    never the tiny ones, which only measure launch overhead there."""
+    if device in GPU_DEVICES:
+        return {"preset": "gpt=gpt2,diffusion=ddpm-cifar", "precision": "fp32,bf16", "rounds_by_budget": True}
+    return {"preset": "tiny" if quick else "small", "precision": "fp32", "rounds_by_budget": quick}
+
+
 def fields(select: Callable[[Option], bool] = lambda o: True,
            rename: Mapping[str, str] | None = None) -> list[tuple[str, Any, Any]]:
     """dataclasses.make_dataclass's field specs for the options `select` keeps, in HARNESS
@@ -122,6 +139,10 @@ def fields(select: Callable[[Option], bool] = lambda o: True,
 def checked(values: Mapping[str, Any]) -> dict[str, Any]:
     """Every harness option's value, each checked (FwbenchError on the first bad one)."""
     out = {o.name: o.check(values.get(o.name, o.default)) for o in HARNESS}
+    by_device = device_defaults(out["device"])
+    for name in ("preset", "precision"):        # not given: the device's default
+        if out[name] is None:
+            out[name] = by_device[name]
     for name in ("framework", "workload"):
         v = out[name]
         if v is not None and not v.replace(",", "").strip():
@@ -133,11 +154,12 @@ def argv(values: Mapping[str, Any], names: Iterable[str] | None = None) -> list[
     """The pytest command-line arguments for `values`, in HARNESS order (None, a false flag
     and an option's own default are left out: the process takes the same default)."""
     out: list[str] = []
+    by_device = device_defaults(values.get("device") or "cpu")     # the process takes the same
     for o in HARNESS:
         if (names is not None and o.name not in names) or o.name not in values:
             continue
         v = values[o.name]
-        if v is None or v is False or v == o.default:
+        if v is None or v is False or v == o.default or v == by_device.get(o.name):
             continue
         out += [o.flag] if o.type is None else [o.flag, str(v)]
     return out

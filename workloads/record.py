@@ -92,7 +92,20 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "threads": ((int,), True, "intra-op threads the framework was set to"),
     "items": ((int, float), True, "work of one round, in unit"),
     "unit": ((str,), True, "tokens, images, ..."),
-    "flops": ((int, float), True, "model FLOPs of one round"),
+    "flops": ((int, float), True, "model FLOPs of one round (the workload's formula, counted once per task: "
+              "forward + backward = 3x forward for a train step; the model_flops of MFU)"),
+    "items_per_s": ((int, float, type(None)), False, "items (in unit: tokens, images) per second at the median "
+                    "round time of this process (null for a stream and a case not timed)"),
+    "model_flops_per_s": ((int, float, type(None)), False, "achieved model FLOP/s: flops / the median round time"),
+    "peak_precision": ((str, type(None)), False, "the precision MFU's peaks are at: fp32, bf16, or tf32 (fp32 "
+                       "cases on an accelerator at matmul precision tf32)"),
+    "peak_flops": ((int, float, type(None)), False, "the device's measured peak GEMM rate at peak_precision "
+                   "(FLOP/s; frameworks.harness.gemm): MFU's denominator"),
+    "peak_source": ((str, type(None)), False, "how peak_flops was measured, or why it was not"),
+    "vendor_peak_flops": ((int, float, type(None)), False, "the vendor's dense peak at peak_precision "
+                          "(frameworks.harness.gemm.VENDOR_PEAKS; null for a CPU or an unlisted GPU)"),
+    "mfu": ((int, float, type(None)), False, "model FLOPs utilisation: model_flops_per_s / peak_flops"),
+    "mfu_vendor": ((int, float, type(None)), False, "model_flops_per_s / vendor_peak_flops"),
     "first_call_s": ((int, float, type(None)), True, "wall time of the first call (trace+compile+run)"),
     "first_call_cache": ((str, type(None)), False, "what the case's first call found: every case runs from a "
                          "fresh in-process compile state; on disk an empty folder of its own (cold), the run's "

@@ -96,3 +96,61 @@ def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, 
         return 2.0 * n ** 3 / best, (f"{name} float32 {n}x{n} matmul on {device}, best of 10, "
                                      f"precision {opts.matmul_precision}")
     return None, "no framework sees the accelerator"
+
+
+# ----------------------------------------------------------------------------- peaks for MFU
+
+# Dense (no sparsity) tensor peaks in FLOP/s from the vendors' datasheets, by a name the GPU's
+# model name contains (first match wins: H100 PCIe before H100). The datasheets state bf16 and
+# TF32 "with sparsity": the dense rate is half of it. NVIDIA H100 Tensor Core GPU datasheet
+# (H100 SXM: FP32 67 TF, TF32 989 TF*, BF16 1979 TF*; H100 PCIe: 51 / 756* / 1513*), NVIDIA H200
+# datasheet (H200 SXM: 67 / 989* / 1979*), NVIDIA A100 datasheet (19.5 / 156 / 312, dense).
+VENDOR_PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
+    ("H100 PCIe", {"fp32": 51e12, "tf32": 378e12, "bf16": 756e12}),
+    ("H100", {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12}),
+    ("H200", {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12}),
+    ("A100", {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12}),
+)
+PEAK_N = {"cpu": 1024, "accelerator": 8192}     # the GEMM size of a peak measurement (bf16 on a CPU
+                                                # without native instructions is emulated: slow)
+
+
+def peak_kind(precision: str, matmul_precision: str, device: str) -> str:
+    """The precision a case's products run at, as the peaks name it: bf16, fp32, or tf32 (fp32
+    cases on an accelerator at --matmul-precision tf32; a CPU has no TF32)."""
+    if precision == "fp32" and matmul_precision == "tf32" and device != "cpu":
+        return "tf32"
+    return precision
+
+
+def vendor_peak(gpu_model: str | None, kind: str) -> float | None:
+    """The vendor's dense peak of `kind` for the GPU named `gpu_model`, or None (a CPU, a GPU
+    not in VENDOR_PEAKS, a precision it does not list)."""
+    for name, peaks in VENDOR_PEAKS:
+        if gpu_model and name.lower() in gpu_model.lower():
+            return peaks.get(kind)
+    return None
+
+
+def measure_peak(adapter: frameworks.Adapter, device: str, precision: str, repeats: int = 5) -> tuple[float, str]:
+    """The framework's own n x n GEMM rate on `device` with both inputs in `precision`'s compute
+    dtype, at the matmul precision in force (best of `repeats`, after one warm-up), and how it
+    was measured: the denominator of MFU at that precision."""
+    n = PEAK_N["cpu" if device == "cpu" else "accelerator"]
+    x = adapter.cast(adapter.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device),
+                     precision)
+    mm = adapter.matmul_fn()
+    rate = 2.0 * n ** 3 / _best_time(lambda: adapter.sync(mm(x, x)), repeats)
+    return rate, f"{adapter.name} {precision} {n}x{n} matmul on {device}, best of {repeats}"
+
+
+def mfu_fields(flops: float, items: float, unit: str, median_s: float | None, peak: float | None,
+               vendor: float | None) -> dict[str, Any]:
+    """A record's throughput and MFU: items_per_s (in `unit`: tokens, images), achieved model
+    FLOP/s, and MFU against the measured peak and the vendor's (None where either is unknown)."""
+    if not median_s or median_s <= 0 or not math.isfinite(median_s):
+        return {"items_per_s": None, "model_flops_per_s": None, "mfu": None, "mfu_vendor": None}
+    achieved = flops / median_s
+    return {"items_per_s": items / median_s, "model_flops_per_s": achieved,
+            "mfu": achieved / peak if peak and flops > 0 else None,
+            "mfu_vendor": achieved / vendor if vendor and flops > 0 else None}

@@ -37,12 +37,18 @@ class _Options:
     frameworks: tuple[str, ...]
     workloads: tuple[str, ...]
     preset: str
+    precision: str
     presets: dict[str, str]
     device: str
     devices: str
     simulated_devices: bool
 
     def __post_init__(self) -> None:
+        by_device = options.device_defaults(self.device)
+        if self.preset is None:           # not given: the device's default (workloads/options.py)
+            self.preset = by_device["preset"]
+        if self.precision is None:
+            self.precision = by_device["precision"]
         if not self.presets:
             self.presets = parse_presets(self.preset, self.workloads)
 

@@ -12,7 +12,7 @@ from typing import Any
 import frameworks
 import workloads
 from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, process_threads
-from frameworks.harness.gemm import measure_gemm_rates
+from frameworks.harness.gemm import GEMM_N, measure_gemm_rates, measure_peak, mfu_fields, peak_kind, vendor_peak
 from frameworks.harness.options import Options, parse_presets, resolve_device
 from frameworks.harness.scaleout import collectives_record, parallel_check
 from frameworks.harness.session import Session
@@ -95,6 +95,7 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
         case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
         record["device"] = case.device
         record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
+        record.update(case_peak(session, adapter, case.device, case.precision, cfg["matmul_precision"]))
         if mode not in adapter.modes:
             raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
         # the process's folder (a cold case compiles into a folder of its own, merged into it)
@@ -114,8 +115,37 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
     except Exception as e:
         not_run("failed", e)
         raise
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
+        record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
+                                 record["peak_flops"], record["vendor_peak_flops"]))
     benchmark.extra_info.update(record)
     return record
+
+
+def case_peak(session: Session, adapter: frameworks.Adapter, device: str, precision: str,
+              matmul_precision: str) -> dict[str, Any]:
+    """The record's MFU denominators for a case: the measured peak GEMM rate at the case's
+    precision (bf16, fp32, or TF32 on an accelerator), measured once per process before the
+    first case that needs it (on the CPU at fp32: the GEMM rate sampled before the first case,
+    the best of numpy's and the framework's), and the vendor's peak where VENDOR_PEAKS knows the GPU."""
+    kind = peak_kind(precision, matmul_precision, device)
+    key = (adapter.name, device, kind)
+    if key not in session.peaks:
+        rates = session.gemm_samples[0] if session.gemm_samples else {}
+        if device == "cpu" and kind == "fp32" and rates:
+            best = max(rates, key=rates.get)
+            session.peaks[key] = (rates[best], f"{best} float32 {GEMM_N}x{GEMM_N} matmul on cpu, best of 5 "
+                                               f"(the fastest of {', '.join(rates)}), before the first case")
+        else:
+            try:
+                session.peaks[key] = measure_peak(adapter, device, precision)
+            except Exception as e:  # noqa: BLE001  no peak: the record says why, MFU stays null
+                session.peaks[key] = (None, f"not measured: {error_line(e)}")
+    peak, source = session.peaks[key]
+    gpu = None if device == "cpu" else adapter.device_name(device)
+    return {"peak_precision": kind, "peak_flops": peak, "peak_source": source,
+            "vendor_peak_flops": vendor_peak(gpu, kind)}
 
 
 def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:

@@ -18,4 +18,7 @@ class Session:
     # GEMM rates ({source: FLOP/s}) measured before the first case; machine_info adds a
     # measurement after the last.
     gemm_samples: list[dict[str, float]] = field(default_factory=list)
+    # {(framework, device, peak kind): (FLOP/s or None, how measured)}: MFU's denominators,
+    # measured once per process before the first case that needs one (frameworks.harness.gemm)
+    peaks: dict[tuple[str, str, str], tuple[float | None, str]] = field(default_factory=dict)
     cases_started: int = 0         # position of the next case in this process (records' `order`)

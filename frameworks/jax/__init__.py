@@ -141,6 +141,10 @@ class Adapter(base.Adapter):
         # JAX dispatches asynchronously: wait for every array in the pytree.
         return jax.block_until_ready(x)
 
+    def cast(self, x: jax.Array, precision: str) -> jax.Array:
+        from frameworks.jax.precision import COMPUTE
+        return x.astype(COMPUTE[precision])
+
     def matmul_fn(self) -> Any:
         return jax.jit(jnp.matmul)
 

@@ -225,6 +225,10 @@ class Adapter(frameworks.base.Adapter):
             tf.test.experimental.sync_devices()
         return x
 
+    def cast(self, x: tf.Tensor, precision: str) -> tf.Tensor:
+        from frameworks.tensorflow.precision import COMPUTE
+        return tf.cast(x, COMPUTE[precision])
+
     def matmul_fn(self) -> Callable[[Any, Any], Any]:
         return self.function(tf.matmul, jit_compile=True)
 

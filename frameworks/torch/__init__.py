@@ -136,6 +136,10 @@ class Adapter(base.Adapter):
             torch.cuda.synchronize()
         return x
 
+    def cast(self, x: torch.Tensor, precision: str) -> torch.Tensor:
+        from frameworks.torch.precision import COMPUTE
+        return x.to(COMPUTE[precision])
+
     def matmul_fn(self) -> Any:
         # Eager matmul already is one cuBLAS / MKL call; compiling it adds nothing.
         return torch.matmul

@@ -207,6 +207,49 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pct(x: Any) -> str:
+    return f"{100 * x:.2g}%" if finite(x) else "n/a"
+
+
+def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
+    """A row per timed case of one device: step time, throughput in the workload's unit (tokens,
+    images), and MFU = model FLOPs per step / step / the peak GEMM rate at the case's precision,
+    measured and the vendor's (n/a where none is known)."""
+    rows = []
+    for _, r in d.iterrows():
+        if r["status"] not in TIMED or not finite(r["median_s"]):
+            continue
+        rows.append({"workload": r["workload"], "preset": r["preset"],
+                     "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
+                     "framework": r["framework"], "mode": r["mode"], "precision": r["precision"] or "fp32",
+                     "step": f"{1e3 * r['median_s']:.3g} ms",
+                     "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s",
+                     "MFU (measured peak)": _pct(r.get("mfu")),
+                     "MFU (vendor peak)": _pct(r.get("mfu_vendor")),
+                     "peak": (f"{stats.fmt_count(r['peak_flops'])}FLOP/s {r['peak_precision']}"
+                              if finite(r.get("peak_flops")) else "not measured")})
+    return pd.DataFrame(rows)
+
+
+def mfu_blocks(model: pd.DataFrame) -> list[Block]:
+    """Throughput and MFU, a table per device (a GPU table where the placement is cuda)."""
+    if model.empty or "mfu" not in model:
+        return []
+    b: list[Block] = []
+    for device, d in model.groupby(model["device"].astype(str).str.split(":").str[0], sort=True):
+        t = mfu_table(d)
+        if t.empty:
+            continue
+        kind = "GPU" if device in ("cuda", "gpu") else device.upper()
+        b += [("h", 3, f"Throughput and MFU on the {kind}"),
+              ("table", t, f"{kind}: step time over warm processes, throughput, and MFU = model FLOPs per step "
+               "(the workload's formula, forward + backward = 3x forward for a train step) / step time / the peak "
+               "GEMM rate at the case's precision (bf16, fp32, or TF32), measured by the framework before the first "
+               "case (on the CPU at fp32: the best of numpy's and the frameworks'), and the vendor's dense peak "
+               "where the GPU is in the table (n/a on a CPU).", f"mfu-{device}")]
+    return b
+
+
 def _n(r: pd.Series, col: str) -> str:
     return f"{r[col]:.0f}" if finite(r.get(col)) else "0"
 
@@ -288,6 +331,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs))
     b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, *RESULTS)
+    b += mfu_blocks(model)
     b += stability_blocks(df, fam)
     b += model_blocks(model, figs, *COMPILATION)
     b += findings_blocks(df)
@@ -387,6 +431,13 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
         "numpy on the CPU, with a framework on an accelerator).",
+        "model FLOPs are counted once per workload task by its formula (GPT: PaLM's 6N + 12LHQT per trained "
+        "token, N the parameters without the position embedding; DDPM: 2 FLOPs per multiply-add of every conv, "
+        "dense and attention product; a train step is 3x the forward pass), the same for every framework. MFU = "
+        "model FLOPs per step / step time / the device's peak GEMM rate at the case's precision (bf16, fp32, or "
+        "TF32 for fp32 at matmul precision tf32 on a GPU), as measured by the framework's own matmul before the "
+        "first case (the best over processes), and against the vendor's dense datasheet peak where the GPU is "
+        "known (frameworks.harness.gemm.VENDOR_PEAKS).",
     ]
 
 

@@ -107,8 +107,13 @@ class _RunOptions:
     """What RunOptions adds to its fields: the check of the process counts, and repeats."""
     cold: int
     warm: int
+    device: str
+    preset: str | None
 
     def __post_init__(self) -> None:
+        # not given: the device's default (a precision not given is left to each process, which
+        # takes the same default: workloads.options.device_defaults)
+        self.preset = self.preset or options.device_defaults(self.device)["preset"]
         if self.cold < 1 or self.warm < 0:
             raise FwbenchError(f"a run needs at least one cold process and no negative number of warm ones "
                                f"(got cold {self.cold}, warm {self.warm})")
