@@ -99,3 +99,26 @@ def test_a_table_that_cannot_fit_is_caught(tmp_path):
     ok = pd.DataFrame({"case": ["gpt/train_step/torch/compiled/compiled-autograd/small/cpu"] * 3,
                        "reason": ["RuntimeError: a long message / with paths/and_underscores_everywhere"] * 3})
     assert latex.compile_check(latex.wrap_tables(latex.table(ok, "fits", "fits")), tmp_path / "ok") == []
+
+
+def test_a_number_never_breaks_inside_a_table_cell():
+    """A thousands separator or a decimal point is no break point (page 1 printed 'N = 11,'
+    above '229'); a comma between words still is."""
+    from reports.rendering import formats
+    assert latex.cell("from N = 11,229: torch") == "from N = 11,229: torch"
+    assert latex.cell("jax,torch") == "jax,\\allowbreak{}torch"
+    assert "<wbr>" not in formats._html_table_cell("N = 11,229 at 1.53x")
+    assert formats._html_table_cell("jax,torch") == "jax,<wbr>torch"
+
+
+def test_the_abstract_groups_the_jobs_by_answer():
+    """The abstract states the commonest answer with its count and lists the jobs of the others,
+    instead of pasting the job table row by row."""
+    import pandas as pd
+
+    from reports.rendering.paper import _jobs_sentence
+    jobs = pd.DataFrame({"job": ["gpt forward: 100 calls", "gpt forward: 100,000 calls", "gpt generate: 100 calls"],
+                         "answer": ["torch cheapest", "torch cheapest", "jax cheapest"]})
+    s = _jobs_sentence(jobs)
+    assert "torch cheapest in 2 of 3 jobs" in s and "jax cheapest: gpt generate: 100 calls" in s
+    assert "gpt forward" not in s

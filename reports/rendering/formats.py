@@ -54,11 +54,12 @@ def _html_cell(x: Any) -> str:
 
 
 # a table cell may break after these characters (<wbr>) and, printed, nowhere else inside a word
-_CELL_BREAK = re.compile(r"([/_\-,=:+]|\.(?=[^\d\s<]))(?=[^\s<])")
+_CELL_BREAK = re.compile(r"([/_\-=:+]|,(?!\d)|\.(?=[^\d\s<]))(?=[^\s<])")   # not inside 11,229 or 1.5
 
 
 def _html_table_cell(x: Any) -> str:
-    """A table cell: escaped, with break points after / _ - . , = : + (the LaTeX tables' own),
+    """A table cell: escaped, with break points after / _ - . , = : + (the LaTeX tables' own; never inside a
+    number such as 11,229 or 1.53),
     so print never splits a word such as 'framework' or 'compiled' (issue 28)."""
     return _CELL_BREAK.sub(lambda m: m.group(1) + "<wbr>", _html_cell(x))
 

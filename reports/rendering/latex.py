@@ -27,7 +27,7 @@ from reports.rendering import escape
 
 PACKAGES = r"\usepackage{booktabs,longtable,array,pdflscape}"
 # after these (escaped) characters a cell may break its line; \allowbreak adds no space
-_BREAK_AFTER = re.compile(r"(/|\\_\{\}|\\_|-|\.(?=[^\d\s])|,|=|:|\+)(?=\S)")
+_BREAK_AFTER = re.compile(r"(/|\\_\{\}|\\_|-|\.(?=[^\d\s])|,(?!\d)|=|:|\+)(?=\S)")   # not inside 11,229
 
 
 _QUOTED = re.compile(r'"([^"]*)"')
