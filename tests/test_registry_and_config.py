@@ -203,6 +203,9 @@ def test_older_records_name_the_parameter_dtype_dtype():
     old = {("dtype" if k == "param_dtype" else k): v for k, v in rec.items() if k != "compute_dtype"}
     assert record_mod.problems(old) == [] and record_mod.upgraded(old)["param_dtype"] == "float32"
     assert "dtype" not in record_mod.upgraded(old) and record_mod.upgraded(rec) is rec
+    # what it computed in is stated from its precision's policy, as a new record states it
+    assert record_mod.upgraded(old)["compute_dtype"] == "bfloat16"
+    assert record_mod.upgraded({**old, "precision": None})["compute_dtype"] == "float32"
     del old["dtype"]
     assert any("missing field(s) param_dtype" in p for p in record_mod.problems(old))
 

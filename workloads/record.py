@@ -165,11 +165,17 @@ RENAMED = {"dtype": "param_dtype"}
 
 
 def upgraded(rec: Any) -> Any:
-    """A record with the old names of RENAMED fields replaced (the record itself when none is
-    there)."""
+    """A record with the old names of RENAMED fields replaced and, where a record from before
+    schema 4 ran a case, its compute_dtype stated from its precision's policy (the policy fixes
+    it: workloads/precision.py); the record itself when there is nothing to upgrade."""
     if not isinstance(rec, Mapping) or not any(k in rec and v not in rec for k, v in RENAMED.items()):
         return rec
-    return {RENAMED.get(k, k) if RENAMED.get(k) not in rec else k: v for k, v in rec.items()}
+    out = {RENAMED.get(k, k) if RENAMED.get(k) not in rec else k: v for k, v in rec.items()}
+    if out.get("compute_dtype") is None and out.get("param_dtype") is not None:
+        from workloads.precision import POLICIES
+        policy = POLICIES.get(out.get("precision") or "fp32")
+        out["compute_dtype"] = policy.compute if policy is not None else None
+    return out
 
 
 def empty(**known: Any) -> dict[str, Any]:
