@@ -207,7 +207,8 @@ TABLES = (
           "The cost of serving N requests of each stream (the cold pass over its requests, then the rest at the warm "
           "per-request rate), each framework's best strategy that ran correctly without hitting a recompile limit; "
           "eager apart from accelerated modes (compiled, TensorFlow graph). The dynamic-shapes concern of the "
-          "framework choice reads the accelerated rows.", "dynamic-costs"),
+          "framework choice reads every row, eager included (serving eagerly is a deployable choice).",
+          "dynamic-costs"),
 )
 
 
