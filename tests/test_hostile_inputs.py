@@ -103,7 +103,12 @@ def test_markdown_has_no_html_link_or_injected_block(injected):
 def test_html_has_no_tag_from_a_result_file(injected):
     page = (injected / "report.html").read_text()
     assert "<script" not in page and "<iframe" not in page and "<b>cpu" not in page
-    assert "&lt;iframe src=javascript:alert(1)&gt;" in page
+    # the text itself, escaped (table cells carry fwbench's own <wbr> break points: issue 28)
+    assert "&lt;iframe src=javascript:alert(1)&gt;" in page.replace("<wbr>", "")
+    assert set(re.findall(r"<(\w+)", page)) <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3",
+                                                 "p", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td",
+                                                 "caption", "figure", "figcaption", "img", "a", "em", "strong", "code",
+                                                 "wbr", "div", "span", "br", "nav", "section", "sup"}
 
 
 def test_csv_cells_cannot_be_formulas(injected):
