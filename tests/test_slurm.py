@@ -83,11 +83,20 @@ def _job_ids(err: str) -> list[str]:
     return re.findall(r"submitted as slurm job (\d+)", err)
 
 
-def _active(ids: list[str]) -> list[str]:
-    """Those of the jobs Slurm still has pending or running."""
-    r = subprocess.run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i %T"],
-                       capture_output=True, text=True, timeout=60)
-    return [ln for ln in r.stdout.splitlines() if ln.split()[1] in ("PENDING", "RUNNING", "COMPLETING")]
+def _active(ids: list[str], settle_s: float = 60.0) -> list[str]:
+    """Those of the jobs Slurm still has pending, running or completing after `settle_s`.
+
+    A cancelled job passes through COMPLETING while slurmd reaps its processes and runs the
+    epilog; on a loaded 2-core machine that took a few seconds (a CI run saw it). A job fwbench
+    failed to cancel stays RUNNING (the stand-in hangs for far longer), so waiting cannot hide it."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        r = subprocess.run(["squeue", "-h", "--states=all", "-j", ",".join(ids), "-o", "%i %T"],
+                           capture_output=True, text=True, timeout=60)
+        left = [ln for ln in r.stdout.splitlines() if ln.split()[1] in ("PENDING", "RUNNING", "COMPLETING")]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
 
 
 def _error_lines(err: str) -> list[str]:
