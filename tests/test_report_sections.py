@@ -221,7 +221,9 @@ def test_idiomatic_rewrites_have_their_own_table_and_count_at_three_quarters(tmp
         rec("print", "ok", "idiomatic", 0.001, interop_outcome="compiled", rewrite_uses="jax.debug.print",
             rewrite_lines=1)], processes=1)
     (line,) = [x for x in summary.section_sentences(lack, _fam(lack)) if x.startswith("Python interop")]
-    assert "jax 1 wrong (then 1 more compiled once rewritten in its own idiom, 1 line each)" in line, line
+    assert "jax 1 wrong (rewrites in the table)" in line and "refused" not in line, line
+    assert line.rows == (("Python interop: rewritten", "jax", "1 more compiled once rewritten in its own idiom, "
+                                                              "1 line each"),)
 
 
 def _der(fw, mode, task, strategy, med, status="ok", **fields):

@@ -330,7 +330,7 @@ def test_communication_share_and_sharded_ratio_pair_cases_within_processes() -> 
     assert c["sharded / data parallel"].startswith("1.30 [")
     w = scaleout.weak_scaling(df, None)
     assert {m.partition(", ")[2] for m in w[scaleout.MODE]} == {"data parallel", parallel.SHARDED}  # no-sync: none
-    said = " ".join(scaleout.sentence(df, 0.1))
+    said = " ".join(b + " " + " ".join(" ".join(r) for r in b.rows) for b in scaleout.sentence(df, 0.1))  # + rows
     assert f"eager ({parallel.SHARDED})" in said and "Exposed communication share" in said
 
 
@@ -365,7 +365,7 @@ def test_slowdown_splits_into_non_communication_and_communication_factors() -> N
         assert lo <= float(sp[c].split(" ")[0]) <= hi and hi - lo < 0.1, sp[c]   # paired: the drift cancels
     assert sp["cores"].startswith("devices share one process's thread pool") and "2 devices x 1 thread(s) on 2 CPUs" \
         in sp["cores"]
-    said = " ".join(scaleout.sentence(df, 0.1))
+    said = " ".join(b + " " + " ".join(" ".join(r) for r in b.rows) for b in scaleout.sentence(df, 0.1))  # + rows
     assert "splits into" in said and f"{noncomm:.2f} x {comm:.2f}" in said
     over = pd.Series({"n_devices": 4, "threads_per_device": 1, "cpus_available": 2, "pinning": "pinned"})
     assert scaleout.cores(over).startswith("devices share cores: 4 devices x 1 thread(s) on 2 CPUs")

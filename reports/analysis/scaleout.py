@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from reports.analysis import stats
+from reports.analysis.bullets import Finding
 from reports.analysis.data import TIMED, framework_order
 from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy
 from workloads.record import NOT_ITS_API
@@ -362,13 +363,22 @@ def _strategy_words(r: pd.Series) -> str:
     return f" ({strategy})" if strategy and strategy != "data parallel" else ""
 
 
+def _span(values: list[str]) -> str:
+    """'0.10-0.75 over 16 configurations': the range of the figures' leading numbers."""
+    x = [float(m.group()) for v in values if (m := re.match(r"-?\d+(\.\d+)?", v))]
+    n = f"{len(values)} configuration{'' if len(values) == 1 else 's'}"
+    return f"{min(x):.2f}-{max(x):.2f} over {n}" if x else n
+
+
 def sentence(df: pd.DataFrame, margin: float) -> list[str]:
-    """The Summary's line on scale-out, or nothing when no case ran on several devices."""
+    """The Summary's bullets on scale-out, or nothing when no case ran on several devices:
+    each gives its figure's range; every configuration's figure is a row of the table under
+    the bullets (analysis.bullets)."""
     t = judged(df, margin)
     if t.empty:
         return []
-    effs = [f"{r['framework']} {r['task']} {str(r[MODE]).partition(', ')[0]}{_strategy_words(r)} "
-            f"{r['weak-scaling efficiency']}"
+    effs = [(f"{r['framework']} {r['task']} {str(r[MODE]).partition(', ')[0]}{_strategy_words(r)}",
+             str(r["weak-scaling efficiency"]))
             for _, r in t.iterrows() if not str(r["weak-scaling efficiency"]).startswith("none")]
     if not effs:
         return ["Data parallel ran only oversubscribed (more simulated devices x threads than CPUs): "
@@ -376,22 +386,27 @@ def sentence(df: pd.DataFrame, margin: float) -> list[str]:
     judged_rows = t[~t["verdict"].str.startswith(("inconclusive: fewer", "not a scaling"))]
     tail = ("" if len(judged_rows) else
             " Indicative only: fewer than 2 paired processes per case, so no verdict.")
-    out = [f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
-           f"interconnects): {'; '.join(effs)}.{tail}"]
+    out = [Finding(f"Weak-scaling efficiency t(1)/t(N) on simulated CPU devices (not evidence about GPU "
+                   f"interconnects): {_span([e for _, e in effs])} (each in the table).{tail}",
+                   "weak-scaling efficiency t(1)/t(N)", effs)]
     c = communication(df)
-    shares = [f"{r['framework']} {r['task']} {r['mode']} {r['exposed communication share']}" for _, r in c.iterrows()
-              if r["exposed communication share"] != "n/a"] if len(c) else []
+    shares = [(f"{r['framework']} {r['task']} {r['mode']}", str(r["exposed communication share"]))
+              for _, r in c.iterrows() if r["exposed communication share"] != "n/a"] if len(c) else []
     if shares:
-        out.append("Exposed communication share of the data-parallel step, 1 - t(no-sync)/t(data parallel) "
-                   f"[95% interval over processes]: {'; '.join(shares)}.")
+        out.append(Finding("Exposed communication share of the data-parallel step, 1 - t(no-sync)/t(data parallel) "
+                           f"[95% interval over processes]: {_span([x for _, x in shares])} (each in the table).",
+                           "exposed communication share", shares))
     sp = slowdown_split(df)
     if len(sp):
-        parts = [f"{r['framework']} {r['task']} {r['mode']} {r['slowdown t(N) / t(1)'].split(' ')[0]} = "
-                 f"{r['non-communication t(no-sync) / t(1)'].split(' ')[0]} x "
-                 f"{r['communication t(N) / t(no-sync)'].split(' ')[0]} ({r['cores']})" for _, r in sp.iterrows()]
-        out.append("The N-device slowdown t(N)/t(1) splits into the step without synchronisation over one device "
-                   "(not communication: devices sharing cores or a thread pool) times the synchronisation's own "
-                   f"factor: {'; '.join(parts)}.")
+        lead = [c + (" t(N) / t(1)", " t(no-sync) / t(1)", " t(N) / t(no-sync)")[i]
+                for i, c in enumerate(("slowdown", "non-communication", "communication"))]
+        parts = [(f"{r['framework']} {r['task']} {r['mode']}",
+                  "{} = {} x {}".format(*(r[c].split(" ")[0] for c in lead)) + f" ({r['cores']})")
+                 for _, r in sp.iterrows()]
+        out.append(Finding("The N-device slowdown t(N)/t(1) splits into the step without synchronisation over one "
+                           "device (not communication: devices sharing cores or a thread pool) times the "
+                           f"synchronisation's own factor: {_span([x for _, x in parts])} (each split in the table).",
+                           "slowdown t(N)/t(1) = without sync x sync", parts))
     return out
 
 

@@ -2,7 +2,8 @@
 TorchBench/PyTorch 2 dashboard summaries and MLPerf's result tables, which lead with a
 compact table and their variance statements).
 
-    key_findings(df, fam)   5-8 sentences with their intervals and verdicts (the family's)
+    key_findings(df, fam)   5-8 bullets of at most 40 words (analysis.bullets), their other figures
+                            (intervals and verdicts, the family's) in the table under them
     framework_table(df)     one row per framework x mode: geometric-mean speed relative to the
                             fastest of each task, cold and warm first call, pass rate, peak memory
     recommendations(rank)   the leader of each concern, in words
@@ -23,6 +24,7 @@ import pandas as pd
 
 from reports import sections
 from reports.analysis import findings, jobs, precision, stats, verdicts
+from reports.analysis.bullets import Finding
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.record import NOT_REACHED
 
@@ -120,9 +122,10 @@ def section_scopes(every: pd.DataFrame) -> list[str]:
     return [t for s in sections.SECTIONS if s.scope is not None and (t := s.scope(every))]
 
 
-def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> tuple[dict[str, list[str]], int, int]:
-    """Per task, the fastest framework of a mode class against the runner-up: {winner: [task:
-    ratio]} for the differences the family states, and (stated, compared)."""
+def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str
+             ) -> tuple[dict[str, list[tuple[str, str]]], int, int]:
+    """Per task, the fastest framework of a mode class against the runner-up: {winner: [(task,
+    ratio over the runner-up)]} for the differences the family states, and (stated, compared)."""
     sub = t[[findings.mode_class(m) == cls for m in t["mode"]]]
     won: dict[str, list[str]] = {}
     stated = compared = 0
@@ -138,8 +141,8 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str) -> 
             x, lo, hi = j.speed()
             flag = " (flagged)" if fam.key_flags.get(j.key) else ""
             ci = f"{stats.fmt_x(x)}x [{stats.fmt_x(lo)}, {stats.fmt_x(hi)}]"
-            won.setdefault(a["framework"], []).append(f"{w} {k} {ci} over "
-                                                      f"{b['framework']}{flag}")
+            won.setdefault(a["framework"], []).append((f"{w} {k}", f"{a['framework']} {ci} over "
+                                                                    f"{b['framework']}{flag}"))
     return won, stated, compared
 
 
@@ -154,9 +157,15 @@ def _best_configuration_sentence(df: pd.DataFrame) -> list[str]:
     """Who is fastest per model task with each framework's best configuration (any mode,
     eager included), in absolute steady-step times."""
     t = _model(df)
-    parts = [absolute(df, w, k) for (w, k), _ in t.groupby(["workload", "task"], sort=True)]
-    return (["Steady step of each framework's fastest configuration (any mode), fastest first: " + "; ".join(parts)
-             + "."] if parts else [])
+    tasks = [(w, k) for (w, k), _ in t.groupby(["workload", "task"], sort=True) if jobs.best_times(df, k, w)]
+    if not tasks:
+        return []
+    firsts = [next(iter(jobs.best_times(df, k, w))) for w, k in tasks]
+    count = ", ".join(f"{f}'s in {firsts.count(f)}" for f in sorted(set(firsts), key=lambda f: -firsts.count(f)))
+    return [Finding(f"Steady step of each framework's fastest configuration (any mode; point estimates): the lowest "
+                    f"is {count} of {len(tasks)} tasks (every framework's time per task in the table below).",
+                    "fastest configuration per framework, fastest first",
+                    [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks])]
 
 
 def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
@@ -172,12 +181,15 @@ def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> li
             out.append(f"Steady state, {what} modes: no framework is faster than the runner-up in any of {compared} "
                        "tasks by the verdicts (equivalent or inconclusive).")
             continue
-        parts = [f"{f} in {len(v)} ({'; '.join(v)})" for f, v in sorted(won.items(), key=lambda kv: -len(kv[1]))]
+        ranked = sorted(won.items(), key=lambda kv: -len(kv[1]))
         rest = compared - stated
-        out.append(f"Steady state, {what} modes: the fastest framework is faster than the runner-up in {stated} of "
-                   f"{compared} tasks: " + "; ".join(parts)
-                   + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
-                   + "." + (" JAX's and TensorFlow's eager modes run op by op." if cls == "eager" else ""))
+        out.append(Finding(
+            f"Steady state, {what} modes: the fastest framework is faster than the runner-up in {stated} of "
+            f"{compared} tasks: " + ", ".join(f"{f} in {len(v)}" for f, v in ranked)
+            + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
+            + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op." if cls == "eager"
+                                           else ""),
+            f"{what} modes: fastest over runner-up", sorted(x for _, v in ranked for x in v)))
     return out
 
 
@@ -203,9 +215,10 @@ def _first_call_sentences(t: pd.DataFrame) -> list[str]:
     out = [f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), over the "
            f"tasks: " + ", ".join(parts) + "."]
     if warm:
-        out.append("A warm compile cache cuts the first call by " + ", ".join(warm) + " (cold over warm first call, "
-                   "range over tasks; TensorFlow's XLA cache keys its entries by the tf.function's process-unique "
-                   "name, so a new process compiles again).")
+        tf = [("tensorflow", "its XLA cache keys entries by the tf.function's process-unique name, so a new process "
+                             "compiles again")] if any(w.startswith("tensorflow") for w in warm) else []
+        out.append(Finding("A warm compile cache cuts the first call by " + ", ".join(warm) + " (cold over warm first "
+                           "call, range over tasks).", "warm compile cache", tf))
     return out
 
 
@@ -230,17 +243,18 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
     fin = [(r, n, lo, hi) for r, n, lo, hi in be if finite(n) and not math.isinf(n)]
     top = js[int(np.argmax(sp))][0]
     text = (f"The \"up to 40%\" claim: torch.compile runs the model tasks at {_ratio_range(sp)} torch eager's speed; "
-            f"{reach} of {len(js)} reach 1.4x with their whole interval (at its largest, {top['workload']} "
-            f"{top['task']}: torch compiled {stats.fmt_seconds(top['median_s'])} against eager "
-            + _eager_time(t, top) + "; each framework's fastest, " + absolute(df, top["workload"], top["task"])
-            + ").")
+            f"{reach} of {len(js)} reach 1.4x with their whole interval")
+    rows = [(f"{top['workload']} {top['task']} (the largest)",
+             f"torch compiled {stats.fmt_seconds(top['median_s'])} against eager " + _eager_time(t, top)
+             + "; each framework's fastest: " + absolute(df, top["workload"], top["task"]).split(": ", 1)[1])]
     if fin:
         r, n, lo, hi = max(fin, key=lambda x: x[1])
         span = (f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}]" if not math.isnan(lo) and
                 not math.isnan(hi) else "(no interval: too few processes)")
-        text += (f" Where compiled steps are faster, the first call pays back after at most {n:,.0f} steps "
-                 f"{span} ({r['workload']} {r['task']}).")
-    return [text]
+        text += f"; where compiled steps are faster, the first call pays back after at most {n:,.0f} steps"
+        rows.append((f"{r['workload']} {r['task']} (the longest break-even)",
+                     f"the first call pays back after {n:,.0f} steps {span}"))
+    return [Finding(text + ".", "\"up to 40%\"", rows)]
 
 
 def recommendations(rank: pd.DataFrame) -> list[str]:

@@ -5,7 +5,8 @@ then an appendix with everything else the report holds.
     1 Introduction   the claims under test with their real sources
     2 Related work   TorchBench, the Keras 3 benchmarks, AlgoPerf, MLPerf, Kalibera & Jones
     3 Method         one paragraph (the report's full Method is in the appendix)
-    4 Results        the Summary's sentences, its first table, MAIN_FIGURES figures as floats
+    4 Results        the Summary's bullets and the table of their figures, its first other table,
+                     MAIN_FIGURES figures as floats
     5 Limitations    computed from the run (limitations)
     References
     Appendix         every other section of the report, in its order, every per-case table
@@ -24,6 +25,7 @@ import pandas as pd
 from reports.analysis import claims, stats
 from reports.analysis.data import TIMED
 from reports.rendering import escape, latex
+from reports.rendering.parts import DETAILS_LABEL
 from reports.sections.dynamic import SERVED
 
 APPENDIX_TITLES = {"Results": "Further results", "Method": "The method in full"}   # not the main text's names
@@ -176,11 +178,12 @@ def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], w
     """paper.tex (see the module docstring)."""
     s0, s1 = _section(blocks, "Summary")
     summ = blocks[s0 + 1:s1]
-    table = next((b for b in summ if b[0] == "table"), None)
+    details = next((b for b in summ if b[0] == "table" and b[3] == DETAILS_LABEL), None)
+    table = next((b for b in summ if b[0] == "table" and b is not details), None)
     main_figs = _main_figures(blocks)
     # the report's introduction (before the Summary) is the paper's introduction and method; the
     # Summary's sentences and its first table are the results; its other tables open the appendix
-    more = [b for b in summ if b[0] == "table" and b is not table]
+    more = [b for b in summ if b[0] == "table" and b is not table and b is not details]
     used = {id(b) for b in blocks[:s1]} | {id(b) for b in main_figs}
     rest = ([("h", 2, "Summary tables")] + more if more else []) + [b for b in blocks if id(b) not in used]
     out = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", latex.PACKAGES,
@@ -209,6 +212,8 @@ def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], w
     for b in summ:
         if b[0] in ("p", "ul"):
             out += _blocks([b], fig_dir)
+        if b[0] == "ul" and details is not None:      # the bullets' figures, right under them
+            out.append(latex.table(details[1], details[2], details[3]))
     if table is not None:
         out.append(latex.table(table[1], table[2], table[3]))
     if main_figs:

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
+from reports.analysis import bullets, findings, stats, summary
 from reports.analysis import data as rdata
-from reports.analysis import findings, stats, summary
 from reports.analysis.data import TIMED, finite
 from reports.rendering.sections.common import Block, figure_block
 
+DETAILS_LABEL = "summary-details"   # the table under the Summary's bullets (paper.article keeps it there)
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 
@@ -252,6 +253,10 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
     b: list[Block] = [("h", 2, "Summary")]
     key = summary.key_findings(df, fam) + summary.section_sentences(every, fam, own_family=True)
     b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
+    details = bullets.details_table(key)
+    if not details.empty:
+        b.append(("table", details, "The figures behind the Summary's bullets: per bullet (finding), the task, stream "
+                  "or framework they are of, and the figures.", DETAILS_LABEL))
     b += answer
     ft = summary.framework_table(df)
     if not ft.empty:

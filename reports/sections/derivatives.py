@@ -19,6 +19,7 @@ import re
 import pandas as pd
 
 from reports.analysis import stats
+from reports.analysis.bullets import Finding
 from reports.analysis.data import TIMED, finite
 from reports.analysis.verdicts import judge, judge_scalar, versus
 from reports.sections.common import (
@@ -177,10 +178,14 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
     v = _vs_loop(d)
     if not v.empty:
         top = v.loc[v.groupby("framework")["vs_loop"].idxmax()]
-        out.append("Derivatives: the best vectorised transform over the loop over examples reaches "
-                   + ", ".join(f"{r['framework']} {r['vs_loop']:.1f}x ({r['task']})" for _, r in top.iterrows())
-                   + " (per-task verdicts in its section); in absolute time each framework's fastest configuration "
-                   "on those tasks takes " + "; ".join(_absolute(d, k) for k in dict.fromkeys(top["task"])) + ".")
+        out.append(Finding(
+            "Derivatives: the best vectorised transform over the loop over examples reaches "
+            + ", ".join(f"{r['framework']} {r['vs_loop']:.1f}x" for _, r in top.iterrows())
+            + " (tasks and each framework's absolute time in the table; per-task verdicts in its section).",
+            "derivatives: vectorised over the loop",
+            [(r["framework"], f"{r['vs_loop']:.1f}x ({r['task']})") for _, r in top.iterrows()]
+            + [(f"{k}, absolute (fastest configuration)", _absolute(d, k).split(": ", 1)[1])
+               for k in dict.fromkeys(top["task"])]))
     return out + _winners(d, fam)
 
 
@@ -220,15 +225,16 @@ def _winners(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     def count(c: dict[str, int]) -> str:
         return ", ".join(f"{f} in {n}" for f, n in sorted(c.items(), key=lambda kv: -kv[1]))
     stated = sum(won.values())
-    text = (f"Derivatives, fastest framework per task (each framework's best transform and mode against the "
-            f"runner-up's): faster by the verdicts in {stated} of {compared} tasks"
+    text = (f"Derivatives, fastest framework per task (best transform and mode against the runner-up's): faster "
+            f"by the verdicts in {stated} of {compared} tasks"
             + (f" ({count(won)})" if won else ""))
     rest = compared - stated - untested
     text += (f"; {rest} equivalent or inconclusive" if rest else "")
+    rows = []
     if untested:
-        text += (f"; {untested} not tested (one process per case), where the fastest is, indicatively, "
-                 + count(fastest))
-    return [text + "."]
+        text += f"; {untested} not tested (one process per case; the fastest, indicatively, in the table)"
+        rows.append((f"{untested} tasks not tested", "fastest, indicatively: " + count(fastest)))
+    return [Finding(text + ".", "derivatives: fastest framework per task", rows)]
 
 
 # ----------------------------------------------------------------------------- registration

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from reports.analysis import stats
+from reports.analysis.bullets import Finding
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.analysis.verdicts import judge_scalar, procs
 from reports.sections.common import (
@@ -215,10 +216,14 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
             f = best.idxmin()
             how = g[(g["framework"] == f)]
             how = how.loc[pd.Series([served_cost(r, 100) for _, r in how.iterrows()], index=how.index).idxmin()]
-            costs.append(f"{s}: {f} {how['mode']} ({stats.fmt_seconds(best.min())})")
+            costs.append((s, f"{f} {how['mode']}", f"{f} {how['mode']} ({stats.fmt_seconds(best.min())})"))
     if costs:
-        out.append("Dynamic shapes, 100 requests served (cold pass, then the warm rate; each framework's cheapest "
-                   "mode and strategy, eager included), cheapest: " + "; ".join(costs) + ".")
+        who = [c[1] for c in costs]
+        count = ", ".join(f"{c} on {who.count(c)}" for c in sorted(set(who), key=lambda c: -who.count(c)))
+        out.append(Finding(f"Dynamic shapes, 100 requests served (cold pass, then the warm rate; each framework's "
+                           f"cheapest mode and strategy, eager included): the cheapest is {count} of {len(costs)} "
+                           "streams (costs in the table).", "dynamic shapes: 100 requests, cheapest",
+                           [(s, c) for s, _, c in costs]))
     return out + _compilations_sentence(d)
 
 
@@ -245,15 +250,16 @@ def _compilations_sentence(d: pd.DataFrame) -> list[str]:
             continue
         best = h.iloc[0]
         dflt = h[h["strategy"].isna() | (h["strategy"] == "default")]
-        text = f"{f} {best['_n']:.0f} ({strategy_label(best)})"
+        text = f"{best['_n']:.0f} ({strategy_label(best)})"
         if not dflt.empty and dflt["_n"].min() > best["_n"]:
             text += f", {dflt['_n'].min():.0f} by default"
-        parts.append(text)
+        parts.append((f, f"{best['_n']:.0f}", text + ("; traces plus XLA programs" if f == "tensorflow" else "")))
     if len(parts) < 2:
         return []
-    return [f"Dynamic shapes, compilations to serve the {stream} stream's {g['distinct_shapes'].max():.0f} distinct "
-            "shapes (cold pass, fewest over each framework's accelerated modes and unpadded strategies; traces plus "
-            "XLA programs for TensorFlow): " + "; ".join(parts) + "."]
+    return [Finding(f"Dynamic shapes, compilations to serve the {stream} stream's {g['distinct_shapes'].max():.0f} "
+                    "distinct shapes (cold pass, fewest over accelerated modes and unpadded strategies): "
+                    + ", ".join(f"{f} {n}" for f, n, _ in parts) + " (strategies and defaults in the table).",
+                    f"dynamic shapes: compilations, {stream} stream", [(f, x) for f, _, x in parts])]
 
 
 # ----------------------------------------------------------------------------- registration

@@ -16,6 +16,7 @@ import math
 import pandas as pd
 
 from reports.analysis import stats
+from reports.analysis.bullets import Finding
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.sections.common import Lacking, Section, has_mode
 
@@ -102,7 +103,8 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
     """The Summary's sentence: per framework, the outcomes of the programs as written under
     its best accelerated mode (not a mode it lacks), and those compiled once rewritten."""
     c = d[(d["mode"] != "eager") & has_mode(d, lacking)]
-    per = []
+    per: list[str] = []
+    rows: list[tuple[str, str]] = []
     for f in framework_order(c["framework"]):
         g = c[c["framework"] == f]
         written, rw = _best_outcomes(_as_written(g)), _rewritten(g)
@@ -111,11 +113,12 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
         if fixed:
             n = sorted({int(v) for v in rw.loc[rw["task"].isin(fixed), "rewrite_lines"] if finite(v)}
                        if "rewrite_lines" in rw.columns else ())
-            text += (f" (then {len(fixed)} more compiled once rewritten in its own idiom"
-                     + (f", {_span(pd.Series(n))} line{'' if n[-1] == 1 else 's'} each" if n else "") + ")")
+            rows.append((f, f"{len(fixed)} more compiled once rewritten in its own idiom"
+                         + (f", {_span(pd.Series(n))} line{'' if n[-1] == 1 else 's'} each" if n else "")))
         per.append(text)
-    return [f"Python interop, {d['task'].nunique()} programs as written under each framework's best "
-            "accelerated mode: " + "; ".join(per) + "."]
+    return [Finding(f"Python interop, {d['task'].nunique()} programs as written under each framework's best "
+                    "accelerated mode: " + "; ".join(per) + (" (rewrites in the table)." if rows else "."),
+                    "Python interop: rewritten", rows)]
 
 
 def _best_outcomes(g: pd.DataFrame) -> pd.Series:

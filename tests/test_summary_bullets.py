@@ -1,0 +1,49 @@
+"""Issue 28: the Summary's bullets ran to 46-96 words (every figure of a finding in one
+sentence). Each bullet is now at most MAX_WORDS words; the figures that do not fit are in
+the table right under the bullets. Rendered from the committed examples' JSON as `fwbench
+report` does (no PDF), so the check reads the report a reader gets."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import reports
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
+MAX_WORDS = 40
+RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
+        "cpu-2core-axes": [EXAMPLES / "cpu-2core-axes" / "dynamic", EXAMPLES / "cpu-2core-axes" / "derivatives"]}
+
+
+def words(markdown: str) -> int:
+    """Words of one line of Markdown as a reader sees them: links keep their text, emphasis,
+    code marks and HTML tags go, then whitespace splits (an interval "[1.20, 1.94]" is two; a
+    token with no letter or digit, such as a dash, is no word)."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"[*`]", " ", text)      # emphasis and code marks; per_sample_grad is one word
+    return len([w for w in text.split() if re.search(r"\w", w)])
+
+
+def summary_bullets(md: str) -> list[str]:
+    section = md.split("\n## Summary\n", 1)[1].split("\n## ", 1)[0]
+    return [ln[2:] for ln in section.splitlines() if ln.startswith("- ")]
+
+
+def test_words_count_what_a_reader_reads():
+    assert words("- **torch** compiled [12.6 ms](x.md) <wbr>over `jax`: 1.53x [1.20, 1.94] - yes") == 10
+    assert words("per_sample_grad_mlp_b64: torch 495 us") == 4
+
+
+@pytest.mark.parametrize("example", sorted(RUNS))
+def test_every_summary_bullet_has_at_most_forty_words(example, tmp_path):
+    if not all(any(f.glob("*.json")) for f in RUNS[example]):
+        pytest.skip(f"no committed example {example}")
+    reports.render(reports.load(RUNS[example]), tmp_path / "out", pdf=False)
+    md = (tmp_path / "out" / "report.md").read_text()
+    bullets = summary_bullets(md)
+    assert len(bullets) >= 3, md[:2000]
+    counts = {b[:60]: words(b) for b in bullets}
+    assert max(counts.values()) <= MAX_WORDS, counts
