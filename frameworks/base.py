@@ -86,9 +86,9 @@ def call_peak_rss(call: Any, args: tuple[Any, ...]) -> int | None:
     resident and the delta was about 0 (measured: a jax HVP of the small MLP, 0 bytes after
     its warm-up; a call allocating 100 MB after an earlier 100 MB one: 0 MB). malloc_trim(0)
     hands those free pages back (it works whatever the trim threshold), so the call faults in
-    what it needs again. Memory a framework pools itself (TensorFlow's BFC allocator) is not
-    malloc's and is not handed back: that is why TensorFlow reports its allocator's peak
-    instead (Adapter.call_peak_memory)."""
+    what it needs again. Memory a framework pools itself (TensorFlow's oneDNN and BFC
+    allocators) is not malloc's and is not handed back: that is why TensorFlow is measured in
+    a process with its pools off (frameworks.harness.memory)."""
     try:
         if platform.libc_ver()[0] == "glibc":
             ctypes.CDLL(None).malloc_trim(0)
@@ -253,6 +253,10 @@ class Adapter:
     compile_counter: str = ""
     # What `peak_memory` measures on CPU, in words (None when it measures nothing there).
     cpu_memory_note: str | None = None
+    # The environment (set before the framework starts) in which its CPU tensors come from
+    # glibc malloc rather than a pool of its own: where the CPU memory instrument measures it
+    # (frameworks.harness.memory). {}: it always allocates from malloc.
+    cpu_unpooled_env: dict[str, str] = {}
 
     def __init__(self) -> None:
         self.threads: int | None = None
@@ -348,10 +352,10 @@ class Adapter:
         return None
 
     def call_peak_memory(self, call: Any, args: tuple[Any, ...], device: str) -> tuple[int | None, str]:
-        """(peak bytes of one call(*args), what was measured), outside any timed round. On a
-        device whose allocator keeps a peak (CUDA, TensorFlow's BFC on the CPU) that
-        allocator's peak over the call; elsewhere (torch and JAX on the CPU) the process's
-        peak RSS delta (call_peak_rss)."""
+        """(peak bytes of one call(*args), what was measured), outside any timed round, on an
+        accelerator: the device allocator's peak over the call where it keeps one, else the
+        process's peak RSS delta (call_peak_rss). On the CPU the harness measures every
+        framework by one instrument instead (frameworks.harness.memory.cpu_call_peak)."""
         if device != "cpu" or self.cpu_memory_note is not None:
             self.reset_peak_memory(device)
             call(*args)

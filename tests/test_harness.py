@@ -214,8 +214,9 @@ def test_the_garbage_collector_is_off_from_the_sizing_call_to_the_last_timed_rou
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
     on = fake.model.gc_during_calls
-    # calls: first (GC on), sizing, 2 warm-up rounds, 15 timed rounds (GC off)
-    assert on == [True] + [False] * (1 + 2 + 15)
+    # calls: first (GC on), sizing, 2 warm-up rounds, 15 timed rounds (GC off), then the
+    # memory call after the timed rounds (frameworks.harness.memory; GC on again)
+    assert on == [True] + [False] * (1 + 2 + 15) + [True]
     assert rec["gc_disabled"] is True and gc.isenabled()
 
 
@@ -225,7 +226,7 @@ def test_every_part_of_a_case_runs_inside_the_adapters_case_caches(benchmark, mo
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "compiled"))
-    assert fake.built_in_case is True and fake.model.in_case_caches == [True] * (1 + 1 + 2 + 15)
+    assert fake.built_in_case is True and fake.model.in_case_caches == [True] * (1 + 1 + 2 + 15 + 1)   # + memory
     assert fake.roles == [rec["compile_cache"]] and not fake.in_case
     assert rec["first_call_cache"] == f"fake {rec['compile_cache']} caches"
 

@@ -230,9 +230,11 @@ class TaskSpec:
     # matches the workload's reference, else what differed; the harness then records the
     # case `failed` with that message and does not time it.
     check: Callable[[Any], str | None] | None = None
-    # Peak memory of one call, measured after the timed rounds (Adapter.call_peak_memory: the
-    # allocator's peak where it keeps one, else the process's peak RSS delta) instead of the
-    # allocator's peak over the whole case; the record says which (`peak_memory_source`).
+    # On an accelerator: peak memory of one call, measured after the timed rounds
+    # (Adapter.call_peak_memory: the allocator's peak where it keeps one, else the process's
+    # peak RSS delta) instead of the allocator's peak over the whole case; the record says
+    # which (`peak_memory_source`). On the CPU every case gets that call, by one instrument
+    # for every framework (frameworks.harness.memory).
     call_memory: bool = False
 
 

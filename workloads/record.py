@@ -133,10 +133,13 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "graph_breaks": ((str, type(None)), False, "every graph break Dynamo reported during the case, those "
                      "torch.optim makes on purpose included (a case is `fallback` only when the model's own "
                      "forward/backward broke)"),
-    "peak_memory_bytes": ((int, type(None)), True, "device allocator peak, or null where not measurable"),
+    "peak_memory_bytes": ((int, type(None)), True, "one call's peak (peak_memory_source: every one-device CPU "
+                          "case, and TaskSpec.call_memory on an accelerator), else the device allocator's peak "
+                          "over the case; null where not measurable"),
     "memory_note": ((str, type(None)), False, "what peak_memory_bytes measures"),
     "peak_memory_source": ((str, type(None)), False, "set when peak_memory_bytes is one call's peak, measured "
-                           "outside the timed rounds (TaskSpec.call_memory): what was measured"),
+                           "outside the timed rounds: the instrument (on the CPU the same for every framework: "
+                           "frameworks.harness.memory)"),
     "matmul_precision": ((str, type(None)), False, "float32 matmul precision set (highest = no TF32)"),
     "status": ((str,), True, "ok / fallback / unsupported / failed"),
     "reason": ((str, type(None)), True, "the framework's own message when status is not ok"),

@@ -13,6 +13,7 @@ import frameworks
 import workloads
 from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, process_threads
 from frameworks.harness.gemm import GEMM_N, measure_gemm_rates, measure_peak, mfu_fields, peak_kind, vendor_peak
+from frameworks.harness.memory import cpu_call_peak
 from frameworks.harness.options import Options, parse_presets, resolve_device
 from frameworks.harness.scaleout import collectives_record, parallel_check
 from frameworks.harness.session import Session
@@ -152,11 +153,9 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     """The case's preset, task spec and record (the case's fields, its work and sizes; status
     ok until something says otherwise), counted as the next case of the process."""
     opts = session.options
-    W = workloads.get(case.workload)
     preset = opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload]
-    p = W.preset(preset)
+    p, spec = case_work(opts, case)
     batch = p.batch * case.placement.devices      # weak scaling: the preset's batch per device
-    spec = W.task_spec(p.config, batch, case.task, seed=opts.seed, strategy=case.strategy)
     record = rec_mod.empty(**case.fields(), precision_policy=POLICY[case.precision], preset=preset,
                            global_batch=batch, device_batch=p.batch,
                            shape=spec.shape, param_dtype=PARAM_DTYPE, compute_dtype=POLICIES[case.precision].compute,
@@ -170,14 +169,22 @@ def new_record(session: Session, case: Case) -> tuple[Any, Any, dict[str, Any]]:
     return p, spec, record
 
 
-def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
-                 record: dict[str, Any], opts: Options) -> None:
-    """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
-    `record` with what the framework's counters saw over the case: run_case's body, inside
-    the adapter's case_caches."""
+def case_work(opts: Options, case: Case) -> tuple[Any, Any]:
+    """The case's preset and task spec (weak scaling: the preset's batch per device)."""
+    W = workloads.get(case.workload)
+    p = W.preset(opts.presets.get(case.workload) or parse_presets(opts.preset, (case.workload,))[case.workload])
+    spec = W.task_spec(p.config, p.batch * case.placement.devices, case.task, seed=opts.seed, strategy=case.strategy)
+    return p, spec
+
+
+def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: Options
+              ) -> tuple[Any, dict[str, Any], Any, list[tuple[Any, ...]], Any]:
+    """The case's model built, its inputs as the framework's arrays, and the call the harness
+    times: (model, its numpy parameters, the model's method, the input pool, call(*inputs)
+    that waits for the result and, for a call that updates the model, its state)."""
     params = workloads.get(case.workload).init_params(p.config, seed=opts.seed)
     model = adapter.build(case, p.config, params)
-    mode, device = case.mode, case.device
+    device = case.device
     # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
     pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
             for inp in spec.inputs]
@@ -185,13 +192,24 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     if place is not None:
         pool = [place(*inp) for inp in pool]
     fn = getattr(model, spec.method)
-    record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
     kwargs = dict(spec.kwargs)
     state = getattr(model, "state", None) if spec.mutates else None
 
     def call(*args: Any) -> Any:
         out = fn(*args, **kwargs)
         return adapter.sync(out if state is None else (out, state()))
+    return model, params, fn, pool, call
+
+
+def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
+                 record: dict[str, Any], opts: Options) -> None:
+    """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
+    `record` with what the framework's counters saw over the case: run_case's body, inside
+    the adapter's case_caches."""
+    mode, device = case.mode, case.device
+    model, params, fn, pool, call = case_call(adapter, case, p, spec, opts)
+    state = getattr(model, "state", None) if spec.mutates else None
+    record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
 
     adapter.reset_peak_memory(device)
     k0 = adapter.counters()
@@ -216,7 +234,11 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
     record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
-    if spec.call_memory:     # one more call, outside the timed rounds
+    if device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
+        peak = cpu_call_peak(adapter, call, pool[0], case, opts)  # instrument for every framework
+        record["peak_memory_bytes"], record["peak_memory_source"] = peak
+        record["memory_note"] = record["peak_memory_source"]
+    elif spec.call_memory:   # one more call, outside the timed rounds: the device allocator's peak
         record["peak_memory_bytes"], record["peak_memory_source"] = adapter.call_peak_memory(call, pool[0], device)
         record["memory_note"] = record["peak_memory_source"]
     breaks = adapter.fallbacks()[f0:]

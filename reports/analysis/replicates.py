@@ -218,6 +218,12 @@ def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: 
 def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     first = g[0]
     row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
+    # memory measured in some processes only (a framework whose CPU memory needs a process of
+    # its own: frameworks.harness.memory): the first process that measured it
+    measured = next((r for r in g if finite(r.get("peak_memory_bytes"))), None)
+    if measured is not None:
+        row.update({k: measured[k] for k in ("peak_memory_bytes", "peak_memory_source", "memory_note")
+                    if k in measured})
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
     _extras(row, g, timed, list(extra))
     row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),

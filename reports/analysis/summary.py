@@ -79,6 +79,28 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["_k"], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
+def memory_instrument(df: pd.DataFrame) -> str:
+    """What framework_table's peak memory column measured, from the records: one
+    instrument named once where every framework's figure comes from it (on the CPU,
+    frameworks.harness.memory's), else each framework's; 'not measured' where none has one."""
+    t = _model(df, every_precision=True)
+    if "peak_memory_bytes" not in t.columns:
+        return "not measured"
+    t = t[t["peak_memory_bytes"].notna()]
+    src = (t["peak_memory_source"] if "peak_memory_source" in t.columns else pd.Series(None, index=t.index))
+    if "memory_note" in t.columns:
+        src = src.fillna(t["memory_note"])
+    src = src.fillna("the device allocator's peak")
+    per = {f: sorted(set(src[t["framework"] == f])) for f in framework_order(t["framework"])}
+    if not per:
+        return "not measured"
+    every = {s for v in per.values() for s in v}
+    missing = [f for f in framework_order(df["framework"]) if f not in per]
+    text = (f"one instrument for {'every framework' if not missing else ', '.join(per)}: {every.pop()}"
+            if len(every) == 1 and len(per) > 1 else "; ".join(f"{f}: {' / '.join(v)}" for f, v in per.items()))
+    return text + (f"; not measured for {', '.join(missing)}" if missing else "")
+
+
 def _geo_seconds(values: pd.Series) -> str:
     v = [x for x in values if finite(x) and x > 0]
     return stats.fmt_seconds(stats.geomean(v)) if v else "-"

@@ -262,8 +262,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
     if not ft.empty:
         b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
-                  "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
-                  "measures it on this device.", "summary"))
+                  "(geometric means), cases that ran of those the mode has, and the peak memory (median over the "
+                  f"tasks) by {summary.memory_instrument(df)}.", "summary"))
     b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
     return b
 

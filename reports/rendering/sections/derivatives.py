@@ -136,6 +136,8 @@ def fig_der_order(d: pd.DataFrame) -> Figure | None:
 def _instrument(r: pd.Series) -> str:
     """What measured a case's peak memory, in a few words (the axis label of its panel)."""
     src = _memory_source(r).lower()
+    if src.startswith("peak rss growth"):       # frameworks.harness.memory: one for every framework on the CPU
+        return "peak RSS growth of one call"
     if "rss" in src:
         return "process peak RSS delta of one call"
     if "allocator" in src:
@@ -145,8 +147,9 @@ def _instrument(r: pd.Series) -> str:
 
 def fig_der_memory(d: pd.DataFrame) -> Figure | None:
     """Peak memory of the HVP variants: one panel per problem and instrument, so no axis
-    mixes two instruments (process RSS for torch and JAX on the CPU, TensorFlow's BFC
-    allocator), each axis named by what measured it."""
+    mixes two instruments (on the CPU one for every framework; records from before it:
+    process RSS for torch and JAX, TensorFlow's BFC allocator), each axis named by what
+    measured it."""
     t = d[d["task"].map(problem).str.startswith("hvp")] if len(d) else d
     if not has(t, "peak_memory_bytes"):
         return None
@@ -186,8 +189,9 @@ FIGURES = (
          "minus the median) against the order; panels named run time / compile time."),
     Plot("der_memory", fig_der_memory, ("peak_memory_bytes",),
          "Peak memory of one call of each Hessian-vector-product variant: a panel per problem and per "
-         "instrument (the axis says which: the process's peak RSS delta for torch and JAX on the CPU, "
-         "TensorFlow's allocator peak), so bars on one axis are measured the same way."),
+         "instrument (the axis says which: on the CPU the peak RSS growth of one call for every framework; "
+         "in older records torch's and JAX's RSS delta, TensorFlow's allocator peak), so bars on one axis are "
+         "measured the same way."),
 )
 
 
