@@ -72,11 +72,17 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
                      "first call, cold (geo. mean)": _geo_seconds(g["first_call_cold_s"]),
                      "first call, warm (geo. mean)": _geo_seconds(g["first_call_warm_s"]),
                      "pass rate": _pass_rate(cases),
-                     "peak memory": f"{np.median(mem) / 2 ** 20:.0f} MiB" if len(mem) else "not measured"})
+                     "peak memory": _mib(np.median(mem)) if len(mem) else "not measured"})
     out = pd.DataFrame(rows)
     order = framework_order(out["framework"])
     out["_k"] = [order.index(f) for f in out["framework"]]
     return out.sort_values(["_k"], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def _mib(b: float) -> str:
+    """Bytes in MiB: one decimal below 10 MiB (a tiny preset's 0.3 MiB is not 0)."""
+    m = b / 2 ** 20
+    return f"{m:.1f} MiB" if m < 10 else f"{m:.0f} MiB"
 
 
 def memory_instrument(df: pd.DataFrame) -> str:
