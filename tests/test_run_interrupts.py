@@ -208,11 +208,16 @@ def test_a_result_rebuilt_on_another_host_keeps_the_nodes_machine(monkeypatch):
     assert info["gemm_flops"] == 5e10 and info["cpu"] == "Submit CPU"
 
 
-def test_the_event_stream_names_the_machine_the_process_ran_on(tmp_path, monkeypatch):
-    from reports.running import pytest_events
-    monkeypatch.setenv("FWBENCH_EVENTS", str(tmp_path / "e.jsonl"))
-    pytest_events.pytest_collection_finish(type("S", (), {"items": []})())
-    evs = [json.loads(ln) for ln in (tmp_path / "e.jsonl").read_text().splitlines()]
-    [m] = [e["machine"] for e in evs if e["event"] == "machine"]
+def test_the_event_stream_names_the_machine_the_process_ran_on(fake_suite, monkeypatch):  # noqa: F811
+    """The stand-in suite's process (the real plugin; its session's node() is the harness's
+    node_info) writes its machine into the stream before its first case's results, and a
+    crash leaves it there."""
     import socket
+    events = []
+    real = runner._Watch.on
+    monkeypatch.setattr(runner._Watch, "on", lambda self, ev: (events.append(ev), real(self, ev))[1])
+    _run(fake_suite, monkeypatch, "crash")
+    kinds = [e["event"] for e in events]
+    assert "machine" in kinds and kinds.index("machine") < kinds.index("done")
+    m = events[kinds.index("machine")]["machine"]
     assert m["host"] == socket.gethostname() and m["cpu"] and m["machine_id"]

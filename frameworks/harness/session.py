@@ -22,3 +22,11 @@ class Session:
     # measured once per process before the first case that needs one (frameworks.harness.gemm)
     peaks: dict[tuple[str, str, str], tuple[float | None, str]] = field(default_factory=dict)
     cases_started: int = 0         # position of the next case in this process (records' `order`)
+
+    def node(self) -> dict[str, Any]:
+        """The machine this process runs on (machine.node_info), for fwbench run's event stream
+        (reports.running.pytest_events), read once."""
+        if not hasattr(self, "_node"):
+            from frameworks.harness.machine import node_info
+            self._node = node_info()
+        return self._node
