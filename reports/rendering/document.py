@@ -438,7 +438,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
         "class, where processes were left out because the machine was busy during its timed rounds (other "
         "processes' CPU use or steal time, recorded per case; the harness measures such a case again after waiting "
-        "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed rounds, or where a first call compiled nothing.",
+        "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
+        "rounds, or where a first call compiled nothing.",
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. Each process first compiles a "
         "throw-away program in each compiled mode (its compiler start-up, Appendix C), so no case's first call "
