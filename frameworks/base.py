@@ -257,6 +257,9 @@ class Adapter:
     def __init__(self) -> None:
         self.threads: int | None = None
         self.matmul_precision: str | None = None
+        # (mode, device) -> seconds of the compiler's start-up in this process (None: nothing to
+        # start), measured once (frameworks.harness.run.started)
+        self.startup_s: dict[tuple[str, str], float | None] = {}
 
     # -- framework-specific --------------------------------------------------------
     def version(self) -> str:
@@ -379,6 +382,17 @@ class Adapter:
 
     def cache_hits(self) -> int | None:
         """Cumulative persistent compile-cache hits so far; None where not counted."""
+        return None
+
+    def startup_program(self, mode: str, device: str) -> Any:
+        """A callable that makes and runs a small throw-away program in `mode` on `device` (its
+        first call compiles it; the harness syncs what it returns): the process's compiler
+        start-up, timed before the first case of that mode (frameworks.harness.timing
+        .compiler_startup), so that no case's first call pays the one-off cost of the compiler
+        stack (its imports, its first compile, its code generator and toolchain). Its function,
+        shapes and ops are its own, so no case can reuse what it compiled; a forward and a
+        gradient, so the backward machinery starts too. None: the framework has nothing to
+        start in that mode (eager)."""
         return None
 
     def counters(self) -> dict[str, int]:

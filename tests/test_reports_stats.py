@@ -344,14 +344,17 @@ def test_a_claim_carried_by_one_process_is_flagged(tmp_path):
     assert table["flag"].tolist() == [stats.ONE_CARRIES] and table["cases"].tolist() == [2]
 
 
-def test_a_case_timed_on_a_busy_machine_is_flagged(tmp_path):
-    process_files(tmp_path, "torch", 0.01, [0.0, 0.01, -0.01], busy=[False, True, False], other_cpu=[0.0, 1.4, 0.0],
-                  steal_frac=[0.0, 0.0, 0.0], load_avg=[2.0, 3.5, 2.0])
+def test_a_process_that_timed_a_case_on_a_busy_machine_is_left_out_and_flagged(tmp_path):
+    """Its median (here 10x the others') enters no estimate: the case rests on the other two."""
+    process_files(tmp_path, "torch", 0.01, [0.0, 9.0, -0.01, 0.01], busy=[False, True, False, False],
+                  other_cpu=[0.0, 1.4, 0.0, 0.0], steal_frac=[0.0] * 4, load_avg=[2.0, 3.5, 2.0, 2.0])
     c = replicates.cases(reports.load(tmp_path))
     findings.prepare(c)
     r = c.iloc[0]
-    assert bool(r["busy"]) is True and "1.40 CPUs" in r["busy_note"] and findings.BUSY in r["flags"]
-    assert any("1 of 1 timed cases ran a timed round while another process" in ln
+    assert bool(r["busy"]) is False and r["busy_left_out"] == 1 and r["n_processes"] == 2
+    assert r["median_s"] == pytest.approx(0.01, rel=0.03)           # the busy process's 0.1 s left out
+    assert "1.40 CPUs" in r["busy_note"] and findings.BUSY in r["flags"]
+    assert any("Machine state: 1 measurement(s) of 1 case(s) were timed while other processes" in ln
                for ln in parts.stability_lines(c))
 
 

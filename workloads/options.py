@@ -89,6 +89,12 @@ HARNESS: tuple[Option, ...] = (
            validate=device_counts),
     Option("simulated_devices", None, False, "split the CPU into --devices simulated devices (JAX host-platform "
            "devices, TensorFlow logical devices, torch one process per device)", cli=True),
+    Option("busy_retries", int, 2, "times a case timed while the machine was busy is measured again, after "
+           "waiting for the machine to be quiet (default 2; 0: never)", low=0, what="an integer of at least 0",
+           cli=True),
+    Option("busy_wait_s", float, 30.0, "longest wait for a quiet machine before each such re-measurement, in "
+           "windows that double from 0.5 s (default 30)", low=0, what="a finite number of seconds, at least 0",
+           cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
            "case's default strategy", choices=("all", "default")),

@@ -149,7 +149,13 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "steal_frac": ((int, float, type(None)), False, "share of CPU time the hypervisor stole during the timed rounds "
                    "(null as other_cpu)"),
     "busy": ((bool, type(None)), False, "the host was busy during the timed rounds: other_cpu above "
-             "frameworks.harness.host.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured)"),
+             "frameworks.harness.host.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured); "
+             "after busy_retries re-measurements, so true means busy every time: reports leave the case out"),
+    "busy_retries": ((int, type(None)), False, "times the case was measured again, from its build, because the "
+                     "machine was busy during its timed rounds (--busy-retries bounds it); the record is the last "
+                     "measurement's"),
+    "busy_wait_s": ((int, float, type(None)), False, "seconds spent waiting for a quiet machine before those "
+                    "re-measurements (--busy-wait-s bounds each wait)"),
     "schema": ((int,), False, "record schema version"),
 }
 
@@ -251,4 +257,7 @@ RUN_INFO: dict[str, str] = {
     "env_pad_bytes": "length of FWBENCH_ENV_PAD, the random padding `fwbench run` gives each process's "
                      "environment (0 in a direct run)",
     "env_bytes": "bytes of the process's environment (NAME=value plus a terminator per variable)",
+    "compiler_startup": "{'framework/mode': seconds}: the process's compiler start-up in each compiled mode it "
+                        "ran, a throw-away program compiled before the mode's first case "
+                        "(frameworks.harness.timing.compiler_startup), so no case's first call carries it",
 }

@@ -178,7 +178,7 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
-                                  "driver", "gpu_model", "job")},
+                                  "driver", "gpu_model", "job", "compiler_startup")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None

@@ -308,7 +308,7 @@ def case_flags(r: pd.Series, fam: stats.Family) -> str:
     recompilation during the timed rounds, an invalid first call."""
     out = [f"{why} ({len(keys)} comparison{'s' if len(keys) > 1 else ''})"
            for why, keys in sorted(fam.flags.get(r["case"], {}).items())]
-    if r.get("busy") is True:
+    if finite(r.get("busy_left_out")) and r["busy_left_out"] > 0:
         out.append(BUSY)
     if r.get("recompiled_during_timing") is True:
         out.append(RECOMPILED)
@@ -317,7 +317,7 @@ def case_flags(r: pd.Series, fam: stats.Family) -> str:
     return "; ".join(out)
 
 
-BUSY = "machine busy during its timed rounds"
+BUSY = "machine busy: processes left out"
 RECOMPILED = "recompiled during the timed rounds"
 INVALID_FIRST = "a first call that compiled nothing (left out)"
 # What each flag means, for the report's summary table.
@@ -326,7 +326,8 @@ FLAG_MEANING = {
                 "of changes class (faster, slower, equivalent, inconclusive)",
     stats.ONE_CARRIES: "one process carries a verdict: with the most deviant process replaced by the others' median, "
                        "the verdict changes class",
-    BUSY: "another process used CPU (or the hypervisor stole it) while the case was timed; its time may be inflated",
+    BUSY: "another process used CPU (or the hypervisor stole it) while the case was timed, also when measured "
+          "again: those processes' measurements are left out of every number, so the case rests on fewer processes",
     RECOMPILED: "the framework compiled during the timed rounds: the steady state was not steady",
     INVALID_FIRST: "a compiled mode's first call compiled nothing (it reused code compiled earlier in the process): "
                    "not a cold first call, left out of the first-call statistics",

@@ -48,8 +48,12 @@ Columns (besides the record's fields, taken from the case's first process):
                        t interval on per-process ratios), Welch otherwise
     throughput(_lo/_hi), utilisation, compilations (max), compilations_timed (max),
     recompiled_during_timing (any process)
-    busy, busy_note    a process timed the case while the machine was busy (other processes'
-                       CPU use or steal time above the harness's limits: record `busy`)
+    busy, busy_note    every process that timed the case found the machine busy (other processes'
+                       CPU use or steal time above the harness's limits, also after the harness
+                       measured it again: record `busy`); such a case has no numbers (median_s
+                       nan, its reason says why), so no verdict, first call or choice uses it
+    busy_left_out      processes whose busy measurement of the case was left out (each is left
+                       out of every estimate; busy_note says which and how busy)
     est, est_first_cold, est_first_warm, est_cold
                        stats.Est objects (not in CSVs) for ratios, verdicts and draws
     extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
@@ -105,7 +109,7 @@ AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "medi
              "speedup_vs_eager", "speedup_lo", "speedup_hi", "throughput", "throughput_lo", "throughput_hi",
              "utilisation", "gemm_flops", "peak_precision", "peak_flops", "vendor_peak_flops", "mfu", "mfu_vendor",
              "compilations", "compilations_timed", "recompiled_during_timing",
-             "busy", "busy_note", "compile_cache", "run_file", "date")
+             "busy", "busy_note", "busy_left_out", "compile_cache", "run_file", "date")
 OBJECTS = ("est", "est_first_cold", "est_first_warm", "est_cold")
 
 # Per-process scalars whose replication matters (one value per process, no rounds: the case
@@ -219,7 +223,17 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     first = g[0]
     row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
+    # a process that timed the case on a busy machine (still busy after the harness measured it
+    # again: record `busy`) decides nothing: left out of every estimate, and counted
+    busy = [r for r in timed if r.get("busy") is True]
+    timed = [r for r in timed if r.get("busy") is not True]
     _extras(row, g, timed, list(extra))
+    row["busy_left_out"] = len(busy)
+    row["busy_note"] = "; ".join(
+        f"{r['run_file']}: other processes {_fmt(r.get('other_cpu'))} CPUs, steal "
+        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {_fmt(r.get('load_avg'))}"
+        + (f", after {r['busy_retries']} re-measurement(s) and {r.get('busy_wait_s') or 0:.0f} s waiting"
+           if finite(r.get("busy_retries")) and r["busy_retries"] else "") for r in busy) or None
     row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
                compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
@@ -231,7 +245,11 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
                                        if finite(r.get("vendor_peak_flops"))), math.nan),
                n_processes=0, **{k: None for k in OBJECTS})
     if not timed:
-        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan)
+        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan,
+                   busy=True if busy else None)
+        if busy:     # timed, but only on a busy machine: no number, verdict, first call or choice from it
+            row.update(status=busy[-1]["status"], reason=f"{BUSY_LEFT_OUT} in all {len(busy)} process(es) that "
+                                                         "timed it")
         return row
     row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
     row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)
@@ -252,12 +270,16 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
         row[c] = max((float(r[c]) for r in timed if finite(r[c])), default=math.nan)
     rec = [bool(r["recompiled_during_timing"]) for r in timed if isinstance(r["recompiled_during_timing"], bool)]
     row["recompiled_during_timing"] = any(rec) if rec else None
-    busy = [r for r in timed if r.get("busy") is True]
-    row["busy"] = bool(busy) if any(isinstance(r.get("busy"), bool) for r in timed) else None
-    row["busy_note"] = "; ".join(
-        f"{r['run_file']}: other processes {r.get('other_cpu', math.nan):.2f} CPUs, steal "
-        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {r.get('load_avg', math.nan):.2f}" for r in busy) or None
+    row["busy"] = False if busy or any(isinstance(r.get("busy"), bool) for r in timed) else None
     return row
+
+
+# A case's reason where every process that timed it found the machine busy.
+BUSY_LEFT_OUT = "left out: the machine was busy during its timed rounds, also when measured again,"
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.2f}" if finite(x) else "n/a"
 
 
 def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

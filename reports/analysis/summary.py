@@ -296,4 +296,19 @@ def scope(df: pd.DataFrame) -> list[str]:
              "Equal work: the three implementations of each model are tested equivalent before anything is timed "
              "(same numpy weights and inputs: logits, losses, gradients and optimizer steps against numpy float64 "
              "references and finite differences, at tolerances ten times the error achieved; tests/)."]
-    return lines
+    return lines + busy_scope(df)
+
+
+def busy_scope(df: pd.DataFrame) -> list[str]:
+    """Page 1's count of what a busy machine cost the run (replicates.cases' busy_left_out and
+    busy): measurements timed while other processes used the CPU, also when the harness measured
+    them again, are left out of every number, verdict, first call and the choice."""
+    if "busy" not in df.columns or not df["busy"].notna().any():
+        return ["Machine state: not recorded (result files from before fwbench recorded load and steal time)."]
+    left = df["busy_left_out"].fillna(0) if "busy_left_out" in df.columns else pd.Series(0, index=df.index)
+    n, cases, none = int(left.sum()), int((left > 0).sum()), int((df["busy"] == True).sum())   # noqa: E712
+    if not n:
+        return ["Machine state: no case was timed on a busy machine (after re-measurement)."]
+    return [f"Machine state: {n} measurement(s) of {cases} case(s) were timed while other processes used the CPU, "
+            "also when measured again, and are left out of every number, verdict, first call and the choice"
+            + (f"; {none} case(s) have no measurement left." if none else ".")]

@@ -299,6 +299,25 @@ def compile_table(d: pd.DataFrame) -> pd.DataFrame:
     } for _, r in t.iterrows()])
 
 
+def startup_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The compiler's start-up per framework, compiled mode and process role (machine_info's
+    compiler_startup: a throw-away program compiled before the mode's first case in each
+    process), each process's seconds and their geometric mean: a row of its own, in no case's
+    first call, no verdict and no choice."""
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    for r in runs:
+        role = r.get("cache_role") or r.get("compile_cache") or "-"
+        for key, s in sorted((r.get("compiler_startup") or {}).items()):
+            fw, _, mode = key.partition("/")
+            rows.setdefault((fw, mode, role), []).append(s)
+    order = rdata.framework_order({fw for fw, _, _ in rows})
+    return pd.DataFrame([{"framework": fw, "mode": mode, "processes": role, "n": len(v),
+                          "start-up, geometric mean": stats.fmt_seconds(stats.geomean(v)),
+                          "each process": ", ".join(stats.fmt_seconds(x) for x in v)}
+                         for (fw, mode, role), v in sorted(rows.items(), key=lambda kv: (
+                             order.index(kv[0][0]), kv[0][1], kv[0][2]))])
+
+
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
     """'848 [630, 950]', 'never', '' (no break-even: the steps do not differ by the verdicts)."""
     if n is None or pd.isna(n):
@@ -365,6 +384,13 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
                       "compile latency = cold first call - the same mode's steady step (non-eager modes), break-even "
                       "steps against eager [95% interval] where the steps differ by the verdicts, and the compilations "
                       "each framework's own counter saw over the case.", "compile"))
+        st = startup_table(df.attrs.get("runs", []))
+        if not st.empty:
+            b.append(("table", st, "Compiler start-up: in each process, before the first case of each compiled "
+                      "mode, a throw-away program (its own function and shapes, a forward and its gradient) compiled "
+                      "from empty caches, none of it kept where a case could find it; the one-off cost of the "
+                      "compiler stack (imports, first compile, code generator) lands here instead of in the first "
+                      "call of whichever case ran first. In no verdict and no choice.", "compiler-startup"))
     cap = figures.capability_table(df, missing)
     if not cap.empty:
         b.append(("h", 2, "Appendix D: capability matrix"))
@@ -410,10 +436,14 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "difference is stated. Tables show plain 95% intervals.",
         "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
         "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
-        "class, where the machine was busy during its timed rounds (other processes' CPU use or steal time, recorded "
-        "per case), where it recompiled during the timed rounds, or where a first call compiled nothing.",
+        "class, where processes were left out because the machine was busy during its timed rounds (other "
+        "processes' CPU use or steal time, recorded per case; the harness measures such a case again after waiting "
+        "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
+        "rounds, or where a first call compiled nothing.",
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
-        "a non-eager first call that compiled nothing reused code and is left out. compile latency = a non-eager "
+        "a non-eager first call that compiled nothing reused code and is left out. Each process first compiles a "
+        "throw-away program in each compiled mode (its compiler start-up, Appendix C), so no case's first call "
+        "carries that one-off cost. compile latency = a non-eager "
         "mode's cold first call minus the same mode's steady step (eager modes have none); break-even = the first "
         "step count n at which first call + (n-1) x step is below eager's, stated when the steps are faster by the "
         "verdicts ('never' when slower); their intervals come from draws of the same t distributions.",

@@ -61,11 +61,7 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
         lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
                      "in the compile table. The cold processes measure first calls and this ratio only: every "
                      "steady-state number, interval and verdict comes from warm processes.")
-    busy = t[t["busy"] == True]    # noqa: E712 (bools and None)
-    recorded = t["busy"].notna().sum() if "busy" in t.columns else 0
-    lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
-                 "CPU or the hypervisor stole time (flagged)." if recorded else
-                 "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
+    lines += summary.busy_scope(d)
     if fam is not None and fam.m:
         lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
                      f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
@@ -77,13 +73,14 @@ def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
     keys = {k for c in fam.flags.values() for ks in c.values() for k in ks}
     stated = {k for k, j in fam.judged.items() if j.decided or j.verdict == stats.EQUIVALENT}
     t = d[d["status"].isin(TIMED)]
-    busy = int((t.get("busy", pd.Series(dtype=object)) == True).sum())   # noqa: E712
+    busy = int((t.get("busy_left_out", pd.Series(dtype=float)).fillna(0) > 0).sum())
     if not keys and not busy:
         return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
                 "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
     return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
             "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
-            "as provisional" + (f"; {busy} case(s) ran while the machine was busy" if busy else "") + ".")
+            "as provisional" + (f"; {busy} case(s) lost processes timed on a busy machine (left out)" if busy else "")
+            + ".")
 
 
 def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
