@@ -26,13 +26,19 @@ from workloads.base import FwbenchError
 QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
-# Processes per framework (the unit of replication) in a full run: 2 cold ones, so a cold
-# first call has n >= 2, and 5 warm ones for the steady state (issue 17: in the committed
-# example the cold process made 82% of the between-process variance, the warm ones differed
-# by 4.2% in median; docs/ARCHITECTURE.md, "Allocation"); --quick: one of each, as fast as before.
-RUN_COLD, RUN_WARM = 2, 5
+# Processes per framework (the unit of replication) in a full run, and timed rounds per case
+# (issue 30; docs/design/statistics.md, "Allocation"; `python -m reports.analysis.variance
+# --allocation reports/examples/cpu-2core` prints the options): simulated with the variance
+# components of the committed example, 7 warm processes call a true 20% difference between
+# frameworks "faster" in 84% of tasks (5: 70%), with any false faster/slower in at most 5% of
+# reports and 95% intervals covering 95%; rounds buy almost nothing (within-process noise is
+# small against the between-process one), so 4 instead of 6 pay for the 2 extra warm
+# processes: about 43 minutes on the example's 2-core machine. 2 cold ones, so a cold first
+# call has two processes per case and the pooled cold spread has degrees of freedom;
+# --quick: one of each, as fast as before.
+RUN_COLD, RUN_WARM = 2, 7
 QUICK_COLD, QUICK_WARM = 1, 1
-RUN_ROUNDS = 6                # timed rounds per case in a full run (unless --rounds or --budget-s)
+RUN_ROUNDS = 4                # timed rounds per case in a full run (unless --rounds or --budget-s)
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
