@@ -261,7 +261,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
                   "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
                   "measures it on this device.", "summary"))
-    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.resolution_line(df, fam),
+                                          *summary.section_scopes(every)])))
     return b
 
 
