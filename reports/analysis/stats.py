@@ -19,8 +19,9 @@ code is about proportional to the time (4.3% between warm processes, measured).
                  strategies, a new- against a seen-shape request): paired, a t interval on the
                  per-process log ratios (df = P - 1), so the process effect they share (r about
                  0.7 between one framework's cases) cancels. In different processes: Welch's t
-                 on the difference of the log means (Welch-Satterthwaite df). With one process on
-                 a side a ratio between processes is not tested.
+                 on the difference of the log means, with Hsu's conservative df min(P_a, P_b) - 1
+                 (the Welch-Satterthwaite df was liberal in the tails at unequal spreads). Below
+                 MIN_TESTED processes on a side a ratio between processes is not tested.
     verdict      against a declared margin m (default MARGIN = 10%), on a time ratio a/b:
                    faster (slower) by at least the margin  the whole interval below 1/(1+m)
                                                             (above 1+m)
@@ -110,6 +111,7 @@ class Est:
     logs: dict[str, float]
     halves: dict[str, float] | None = None
     rounds: tuple[float, ...] | None = None
+    pool: tuple[float, float, int] | None = None   # (log SD, its df, cases) pooled over cases (`pooled`)
 
     @classmethod
     def of(cls, values: Mapping[str, float], halves: Mapping[str, float] | None = None,
@@ -132,20 +134,27 @@ class Est:
 
     @property
     def sd(self) -> float:
+        if self.pool is not None:
+            return self.pool[0]
         return float(np.std(list(self.logs.values()), ddof=1)) if self.n >= 2 else math.nan
 
     @property
     def se(self) -> float:
-        return self.sd / math.sqrt(self.n) if self.n >= 2 else math.nan
+        return self.sd / math.sqrt(self.n) if self.n >= 2 or (self.pool and self.n) else math.nan
 
     @property
     def df(self) -> float:
+        if self.pool is not None:
+            return self.pool[1]
         return float(self.n - 1) if self.n >= 2 else math.nan
 
     @property
     def tested(self) -> bool:
         """Enough processes for an interval over processes (MIN_TESTED: at two, df = 1 and a 95%
-        interval spans +-12.7 standard errors, up to a hundred decades at a Holm level)."""
+        interval spans +-12.7 standard errors, up to a hundred decades at a Holm level), or a
+        spread pooled over cases with the degrees of freedom of MIN_TESTED processes or more."""
+        if self.pool is not None:
+            return self.n >= 1 and self.pool[1] >= MIN_TESTED - 1
         return self.n >= MIN_TESTED
 
     def range(self) -> tuple[float, float]:
@@ -210,6 +219,28 @@ class Est:
         return Est(out)
 
 
+POOL_OUTLIER = 0.05         # a case whose spread departs from the others' at this level (Bonferroni) is not pooled
+
+
+def pooled(ests: Sequence[Est]) -> tuple[float, float, set[int]]:
+    """(log SD, df, left out) of several quantities' process values pooled on the log scale,
+    assuming one spread for all (as for one framework's cold first calls of one mode):
+    sqrt(sum of squared deviations from each one's own mean / sum of (n_i - 1)), df = that
+    sum. A quantity whose own spread is larger than the others' pooled one by an F test at
+    POOL_OUTLIER / (quantities) is left out (its index returned): the assumption fails for it."""
+    ss = [float(np.sum((np.array(list(e.logs.values())) - e.mean) ** 2)) if e.n >= 2 else 0.0 for e in ests]
+    dfs = [max(e.n - 1, 0) for e in ests]
+    k = sum(d > 0 for d in dfs)
+    out: set[int] = set()
+    for i, (s, d) in enumerate(zip(ss, dfs)):
+        rest_ss, rest_df = sum(ss) - s, sum(dfs) - d
+        if d and rest_df and rest_ss > 0 and sps.f.sf((s / d) / (rest_ss / rest_df), d, rest_df) < POOL_OUTLIER / k:
+            out.add(i)
+    ss_in = sum(s for i, s in enumerate(ss) if i not in out)
+    df_in = sum(d for i, d in enumerate(dfs) if i not in out)
+    return (math.sqrt(ss_in / df_in) if df_in else math.nan), float(df_in), out
+
+
 # ----------------------------------------------------------------------------- ratios
 
 @dataclass
@@ -262,11 +293,11 @@ def ratio(a: Est, b: Est | None = None) -> Ratio:
         d = np.array([a.logs[k] - b.logs[k] for k in a.logs])
         return Ratio(float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), float(len(d) - 1), "paired")
     if a.tested and b.tested:
-        va, vb = a.se ** 2, b.se ** 2
-        se = math.sqrt(va + vb)
-        den = (va ** 2 / a.df if a.df else 0.0) + (vb ** 2 / b.df if b.df else 0.0)
-        df = (va + vb) ** 2 / den if den > 0 else float(a.df + b.df)
-        return Ratio(diff, se, df, "welch")
+        # Welch's statistic with Hsu's conservative df, min(df_a, df_b): the lower bound of the
+        # Welch-Satterthwaite df, whose approximation made the tails Holm's first steps use
+        # liberal at unequal spreads (issue 30: 0.0045 against 0.0031 at alpha/16)
+        se = math.sqrt(a.se ** 2 + b.se ** 2)
+        return Ratio(diff, se, float(min(a.df, b.df)), "welch")
     return Ratio(diff, math.nan, math.nan, "untested")
 
 
@@ -638,6 +669,11 @@ def fmt_time_range(m: float, lo: float, hi: float) -> str:
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return f"{_num(m * scale)} {unit}"
     return f"{_num(m * scale)} {unit} (range {_num(lo * scale)}-{_num(hi * scale)})"
+
+
+def fmt_values(e: "Est") -> str:
+    """Every process's value in the unit of their geometric mean: '12.3 s, 4.21 s'."""
+    return ", ".join(fmt_seconds(math.exp(v)) for v in sorted(e.logs.values())) or "n/a"
 
 
 def fmt_est(e: "Est", m: float | None = None) -> str:

@@ -212,15 +212,14 @@ def draw(pl: Plan, warm: int, rounds: int, truth: np.ndarray, trials: int,
 
 def tests(pl: Plan, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log ratio, its standard error, df) of each simulated comparison, as stats.ratio
-    computes them: paired over the processes, Welch between them."""
+    computes them: paired over the processes, Welch between them (Hsu's df)."""
     n = la.shape[-1]
     paired = np.array([c[4] == "paired" for c in pl.comparisons])[None, :]
     d = la - lb
     diff = la.mean(-1) - lb.mean(-1)
     va, vb = la.var(-1, ddof=1) / n, lb.var(-1, ddof=1) / n
-    welch_df = (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1))
     se = np.where(paired, d.std(-1, ddof=1) / math.sqrt(n), np.sqrt(va + vb))
-    df = np.where(paired, n - 1.0, welch_df)
+    df = np.full(se.shape, n - 1.0)            # paired: P - 1; Welch with Hsu's df: min(P_a, P_b) - 1
     return diff, se, df
 
 

@@ -261,10 +261,14 @@ def _first(r: pd.Series, role: str) -> str:
         return "-"
     e = r.get(f"est_first_{role}")
     n = e.n if isinstance(e, stats.Est) else None
+    lo, hi = r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")
+    if isinstance(e, stats.Est) and e.pool is not None:
+        if e.tested and finite(lo) and finite(hi):       # the spread pooled over the framework's cases of this mode
+            return stats.fmt_time_ci(m, lo, hi) + f" (n={n}; spread pooled over {e.pool[2]} cases, df {e.pool[1]:.0f})"
+        return stats.fmt_values(e) + f" (n={n}, not tested)"
     if n == 2:              # no df = 1 interval: the two processes' min-max
         return stats.fmt_est(e, m) + " (n=2)"
-    return stats.fmt_time_ci(m, r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")) + \
-        (f" (n={n})" if n else "")
+    return stats.fmt_time_ci(m, lo, hi) + (f" (n={n})" if n else "")
 
 
 def _timed_compiles(r: pd.Series) -> str:
