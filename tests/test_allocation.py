@@ -2,9 +2,9 @@
 components estimated from the committed example (reports/examples/cpu-2core, not assumed
 constants): simulated reports of the example's own family of comparisons call a true 20%
 difference between frameworks "faster" in at least 80% of tasks (mean over the tasks'
-comparisons), give any false faster/slower in at most 5% of reports of equal speeds, and their 95% intervals cover 93.5-96.5%; the run takes at most
-45 minutes at the example's process costs. The vectorised simulation is checked against
-stats.Family on the same draws."""
+comparisons), give any false faster/slower in at most 5% of reports of equal speeds, and
+their 95% intervals cover 93.5-96.5%; the run takes at most 45 minutes at the example's
+process costs. The vectorised simulation is checked against stats.Family on the same draws."""
 from __future__ import annotations
 
 import math
