@@ -32,7 +32,9 @@ Columns (besides the record's fields, taken from the case's first process):
                        nan unless both roles timed it, the interval needs two of each)
     first_call_cold_s(_lo/_hi), first_call_warm_s(_lo/_hi)
                        geometric mean over the cold (warm) processes' first calls, with a t
-                       interval from two processes up; a first call the record marks invalid
+                       interval (warm: from MIN_TESTED processes; cold: at the spread pooled
+                       over the framework's cases of the mode, `_pool_first_cold`, no wider
+                       than hi/lo = MAX_FIRST_RATIO, else none: not tested); a first call the record marks invalid
                        (a compiled mode whose first call compiled nothing: it reused code an
                        earlier case compiled) is left out and counted in first_call_invalid
     n_first_cold       valid cold first calls behind first_call_cold_s

@@ -210,9 +210,10 @@ def draw(pl: Plan, warm: int, rounds: int, truth: np.ndarray, trials: int,
     return la, lb
 
 
-def tests(pl: Plan, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tests(pl: Plan, la: np.ndarray, lb: np.ndarray, hsu: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log ratio, its standard error, df) of each simulated comparison, as stats.ratio
-    computes them: paired over the processes, Welch between them (Hsu's df)."""
+    computes them: paired over the processes, Welch between them (Hsu's df; hsu=False: the
+    Welch-Satterthwaite df stats.ratio used before issue 30)."""
     n = la.shape[-1]
     paired = np.array([c[4] == "paired" for c in pl.comparisons])[None, :]
     d = la - lb
@@ -220,6 +221,9 @@ def tests(pl: Plan, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndar
     va, vb = la.var(-1, ddof=1) / n, lb.var(-1, ddof=1) / n
     se = np.where(paired, d.std(-1, ddof=1) / math.sqrt(n), np.sqrt(va + vb))
     df = np.full(se.shape, n - 1.0)            # paired: P - 1; Welch with Hsu's df: min(P_a, P_b) - 1
+    if not hsu:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            df = np.where(paired, df, (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1)))
     return diff, se, df
 
 
@@ -271,7 +275,8 @@ def holm(p: np.ndarray, groups: Sequence[str], shares: Mapping[str, float] = sta
 
 
 def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int = 1000, seed: int = 0,
-             grouped: bool = True, margin: float = stats.MARGIN, per_comparison: bool = False) -> dict[str, Any]:
+             grouped: bool = True, margin: float = stats.MARGIN, per_comparison: bool = False,
+             hsu: bool = True) -> dict[str, Any]:
     """Simulated reports of this plan at `warm` processes of `rounds` rounds. Two scenarios:
     `power`: every comparison between frameworks (Plan.between_frameworks) with a true
     difference of `effect` (a faster), the others at their measured ratios: `power` the share
@@ -280,7 +285,7 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
     that hold the truth. `null`: every main-group comparison at a true ratio of 1 (equal
     frameworks, compiled as fast as eager), the op-by-op ones at their measured ratios:
     `false`, the share of reports with any false faster/slower. grouped=False: one Holm
-    family over all (the report before issue 30)."""
+    family over all, hsu=False: Welch-Satterthwaite df (the report before issue 30)."""
     rng = np.random.default_rng(seed)
     measured = np.array([c[5] for c in pl.comparisons])
     main = np.array([c[3] == stats.MAIN for c in pl.comparisons])
@@ -294,7 +299,7 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
         else:
             truth[main] = 0.0
         la, lb = draw(pl, warm, rounds, truth, trials, rng)
-        diff, se, df = tests(pl, la, lb)
+        diff, se, df = tests(pl, la, lb, hsu)
         p = 2 * sps.t.sf(np.abs(diff) / se, df)
         rej, a_at = holm(p, groups)
         if scenario == "power":
@@ -313,16 +318,17 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
     return out
 
 
-ALLOCATIONS: tuple[tuple[str, Mapping[str, int] | int, int, int, bool], ...] = (
-    # (label, cold per framework, warm, rounds, grouped family)
-    ("before issue 30: 2 cold + 5 warm, one Holm family", 2, 5, 6, False),
-    ("2 cold + 5 warm, grouped family", 2, 5, 6, True),
-    ("2 cold + 6 warm", 2, 6, 6, True),
-    ("2 cold + 7 warm", 2, 7, 6, True),
-    ("2 cold + 7 warm, 4 rounds", 2, 7, 4, True),
-    ("1 cold + 8 warm", 1, 8, 6, True),
-    ("1 cold + 9 warm", 1, 9, 6, True),
-    ("2 cold (TensorFlow 1) + 7 warm", {"torch": 2, "jax": 2, "tensorflow": 1}, 7, 6, True),
+ALLOCATIONS: tuple[tuple[str, Mapping[str, int] | int, int, int, bool, bool], ...] = (
+    # (label, cold per framework, warm, rounds, grouped family, Hsu's df)
+    ("before issue 30: 2 cold + 5 warm, one Holm family, Satterthwaite df", 2, 5, 6, False, False),
+    ("2 cold + 5 warm", 2, 5, 6, True, True),
+    ("2 cold + 6 warm", 2, 6, 6, True, True),
+    ("2 cold + 7 warm", 2, 7, 6, True, True),
+    ("**2 cold + 7 warm, 4 rounds (the defaults)**", 2, 7, 4, True, True),
+    ("1 cold + 8 warm", 1, 8, 6, True, True),
+    ("1 cold + 9 warm", 1, 9, 6, True, True),
+    ("2 cold (TensorFlow 1) + 7 warm (not offered: --cold is one number for every framework)",
+     {"torch": 2, "jax": 2, "tensorflow": 1}, 7, 6, True, True),
 )
 
 
@@ -331,8 +337,8 @@ def allocation_table(pl: Plan, trials: int = 1000, seed: int = 0) -> list[str]:
     out = ["| allocation | rounds | true 20% called faster (mean over tasks) | faster by the margin | "
            "any false faster/slower, equal speeds | 95% coverage, ratios | 95% coverage, cases | "
            "est. run time |", "|---|---|---|---|---|---|---|---|"]
-    for label, cold, warm, rounds, grouped in ALLOCATIONS:
-        s = simulate(pl, warm, rounds, trials=trials, seed=seed, grouped=grouped)
+    for label, cold, warm, rounds, grouped, hsu in ALLOCATIONS:
+        s = simulate(pl, warm, rounds, trials=trials, seed=seed, grouped=grouped, hsu=hsu)
         t = pl.run_time(cold, warm, rounds)
         out.append(f"| {label} | {rounds} | {100 * s['power']:.1f}% | {100 * s['power_m']:.1f}% | "
                    f"{100 * s['false']:.1f}% | {100 * s['coverage']:.1f}% | {100 * s['case_coverage']:.1f}% | "
