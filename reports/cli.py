@@ -26,19 +26,10 @@ from workloads.base import FwbenchError
 QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
-# Processes per framework (the unit of replication) in a full run, and timed rounds per case
-# (issue 30; docs/design/statistics.md, "Allocation"; `python -m reports.analysis.variance
-# --allocation reports/examples/cpu-2core` prints the options): simulated with the variance
-# components of the committed example, 7 warm processes call a true 20% difference between
-# frameworks "faster" in 84% of tasks (5: 70%), with any false faster/slower in at most 5% of
-# reports and 95% intervals covering 95%; rounds buy almost nothing (within-process noise is
-# small against the between-process one), so 4 instead of 6 pay for the 2 extra warm
-# processes: about 43 minutes on the example's 2-core machine. 2 cold ones, so a cold first
-# call has two processes per case and the pooled cold spread has degrees of freedom;
-# --quick: one of each, as fast as before.
-RUN_COLD, RUN_WARM = 2, 7
+# Processes per framework and timed rounds per case of a full run: workloads/options.py (issue 30,
+# chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
+RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
 QUICK_COLD, QUICK_WARM = 1, 1
-RUN_ROUNDS = 4                # timed rounds per case in a full run (unless --rounds or --budget-s)
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
