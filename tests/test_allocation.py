@@ -74,3 +74,9 @@ def test_vectorised_decisions_are_stats_family_decisions(plan):
             if not fam.closed:
                 fam.close()
         assert decided == rej[t].tolist(), t
+
+
+def test_a_folder_without_comparisons_is_one_line(tmp_path, capsys):
+    assert variance.main(["--allocation", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "holds no comparison between two frameworks" in err

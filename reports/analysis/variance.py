@@ -353,8 +353,14 @@ def allocation_report(folder: str, trials: int = 4000) -> list[str]:
     """What `--allocation FOLDER` prints: the components, the options' table, per task the
     power at the defaults, and how it was made."""
     from reports.analysis.data import load
-    pl = plan(load([folder]), Path(folder))
-    c = components(load([folder]))
+    from workloads.base import FwbenchError
+    df = load([folder])
+    pl = plan(df, Path(folder))
+    if not pl.between_frameworks():
+        raise FwbenchError(f"{folder} holds no comparison between two frameworks with {stats.MIN_TESTED} or more warm "
+                           "processes a side: the allocation is simulated from a full run's components (e.g. "
+                           "reports/examples/cpu-2core)")
+    c = components(df)
     out = [f"Components of {folder} ({c.cases} cases with two warm processes or more; pooled): within a process "
            f"{100 * c.within:.1f}% per round, between warm processes {100 * c.between:.1f}%, cold over warm "
            f"{math.exp(c.cold):.3f}x, shared process effect r = {c.shared:.2f}; the simulation uses each case's own "
@@ -379,7 +385,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("usage: python -m reports.analysis.variance --allocation RUN_FOLDER (a folder of result JSON "
                   "with its logs/, e.g. reports/examples/cpu-2core)")
             return 2
-        print("\n".join(allocation_report(args[1])))
+        from workloads.base import FwbenchError
+        try:
+            print("\n".join(allocation_report(args[1])))
+        except FwbenchError as e:
+            print(f"python -m reports.analysis.variance --allocation: {e}", file=sys.stderr)
+            return 2
         return 0
     if not args:
         print(__doc__.split("\n\n")[1])
