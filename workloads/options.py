@@ -110,6 +110,19 @@ HARNESS: tuple[Option, ...] = (
 )
 
 
+# Processes per framework (the unit of replication) and timed rounds per case in a full
+# `fwbench run` (issue 30; docs/design/statistics.md, "Allocation"; `python -m
+# reports.analysis.variance --allocation reports/examples/cpu-2core` prints the options):
+# simulated with the variance components of the committed example, 7 warm processes call a
+# true 20% difference between frameworks "faster" in 83% of tasks (5: 66%), with any false
+# faster/slower in 4% of reports of equal speeds and 95% intervals covering 95%; rounds buy
+# almost nothing (the within-process noise is small against the between-process one), so 4
+# instead of 6 pay for the 2 extra warm processes: about 43 minutes on the example's 2-core
+# machine. 2 cold ones, so a cold first call has two processes per case and the spread pooled
+# over a framework's cases has degrees of freedom.
+RUN_COLD, RUN_WARM = 2, 7
+RUN_ROUNDS = 4
+
 GPU_DEVICES = ("cuda", "gpu")
 
 

@@ -110,13 +110,20 @@ def report_family(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Famil
     Holm sets the levels, pass 2 words the verdicts and runs the stability checks. The
     family is kept in the cases frame's attrs, so every later call states the same."""
     df = replicates.cases(df)
-    fam = stats.Family(margin=margin)
+    fam = stats.Family(margin=margin, group_of=op_by_op_grouping(df))
     for _ in range(2):
         _statements(df, fam)
         if not fam.closed:
             fam.close()
     df.attrs["family"] = replicates.SharedObject(fam)
     return fam
+
+
+def op_by_op_grouping(df: pd.DataFrame):  # noqa: ANN201
+    """The family's grouping (stats.GROUP_SHARES): a comparison with an op-by-op eager case
+    (JAX's, TensorFlow's eager mode) on either side in a Holm group of its own."""
+    op = set(df.loc[df["framework"].isin(OP_BY_OP_EAGER) & (df["mode"] == "eager"), "case"])
+    return lambda cases: stats.OP_BY_OP if op & set(cases) else stats.MAIN
 
 
 def prepare(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Family:

@@ -32,7 +32,9 @@ Columns (besides the record's fields, taken from the case's first process):
                        nan unless both roles timed it, the interval needs two of each)
     first_call_cold_s(_lo/_hi), first_call_warm_s(_lo/_hi)
                        geometric mean over the cold (warm) processes' first calls, with a t
-                       interval from two processes up; a first call the record marks invalid
+                       interval (warm: from MIN_TESTED processes; cold: at the spread pooled
+                       over the framework's cases of the mode, `_pool_first_cold`, no wider
+                       than hi/lo = MAX_FIRST_RATIO, else none: not tested); a first call the record marks invalid
                        (a compiled mode whose first call compiled nothing: it reused code an
                        earlier case compiled) is left out and counted in first_call_invalid
     n_first_cold       valid cold first calls behind first_call_cold_s
@@ -207,6 +209,11 @@ def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: 
     row["n_first_cold"] = row["est_first_cold"].n
     row["first_call_s"] = row["first_call_cold_s"] if finite(row["first_call_cold_s"]) else row["first_call_warm_s"]
     row["compile_s"] = _med(r["compile_s"] for r in (first_cold or steady))
+    _latency(row)
+
+
+def _latency(row: dict[str, Any]) -> None:
+    """Compile latency (cold first call minus the steady step) with its interval from draws."""
     row["compile_latency_s"] = row["compile_latency_lo_s"] = row["compile_latency_hi_s"] = math.nan
     if row["mode"] == "eager" or not finite(row["first_call_s"]):
         return
@@ -217,6 +224,33 @@ def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: 
         with np.errstate(over="ignore"):        # a t draw of one degree of freedom can be huge
             row["compile_latency_lo_s"], row["compile_latency_hi_s"] = stats.percentile_interval(
                 np.exp(df_) - np.exp(ds))
+
+
+MAX_FIRST_RATIO = 3.0      # a cold first-call interval wider than hi/lo = 3 is not printed: values, not tested
+
+
+def _pool_first_cold(rows: list[dict[str, Any]]) -> None:
+    """Cold first calls get their interval from a spread pooled over the cases of one framework
+    and mode (stats.pooled: the same log-scale spread assumed for all; a case whose own spread
+    departs from the others' is left out of the pool and not tested): two cold processes a
+    case give a t interval with df summed over the cases. Where the pool has fewer than
+    MIN_TESTED - 1 degrees of freedom, or the interval's hi/lo exceeds MAX_FIRST_RATIO, the
+    case's cold first call is not tested (its processes' values are shown)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        e = r.get("est_first_cold")
+        if isinstance(e, stats.Est) and e.n:
+            groups.setdefault((r["framework"], r["mode"], r.get("device"), r.get("preset")), []).append(r)
+    for g in groups.values():
+        sd, df, out = stats.pooled([r["est_first_cold"] for r in g])
+        for i, r in enumerate(g):
+            e = r["est_first_cold"]
+            p = stats.Est(e.logs, pool=(sd, df, len(g) - len(out)) if i not in out else (math.nan, 0.0, 0))
+            lo, hi = p.interval() if p.tested else (math.nan, math.nan)
+            if not (finite(lo) and finite(hi) and hi / lo <= MAX_FIRST_RATIO):
+                p, lo, hi = stats.Est(e.logs, pool=(math.nan, 0.0, 0)), math.nan, math.nan
+            r["est_first_cold"], r["first_call_cold_lo_s"], r["first_call_cold_hi_s"] = p, lo, hi
+            _latency(r)
 
 
 def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
@@ -341,6 +375,7 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
         groups.setdefault(r["case"], []).append(r)
     extra = [c for c in df.columns if c not in known_columns() and c not in AGGREGATE]
     rows = [_one_case(g, extra) for g in groups.values()]
+    _pool_first_cold(rows)
     procs = [f"procs_{k}" for k in PER_PROCESS if k in extra or k in CARRIED]
     cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, *extra, *OBJECTS, *procs]
     out = pd.DataFrame(rows).reindex(columns=cols)

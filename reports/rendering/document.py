@@ -261,10 +261,14 @@ def _first(r: pd.Series, role: str) -> str:
         return "-"
     e = r.get(f"est_first_{role}")
     n = e.n if isinstance(e, stats.Est) else None
+    lo, hi = r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")
+    if isinstance(e, stats.Est) and e.pool is not None:
+        if e.tested and finite(lo) and finite(hi):       # the spread pooled over the framework's cases of this mode
+            return stats.fmt_time_ci(m, lo, hi) + f" (n={n}; spread pooled over {e.pool[2]} cases, df {e.pool[1]:.0f})"
+        return stats.fmt_values(e) + f" (n={n}, not tested)"
     if n == 2:              # no df = 1 interval: the two processes' min-max
         return stats.fmt_est(e, m) + " (n=2)"
-    return stats.fmt_time_ci(m, r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")) + \
-        (f" (n={n})" if n else "")
+    return stats.fmt_time_ci(m, lo, hi) + (f" (n={n})" if n else "")
 
 
 def _timed_compiles(r: pd.Series) -> str:
@@ -429,11 +433,16 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
         "reaches beyond the margin), not tested (fewer than 3 processes on a side). `fwbench compare` uses the same.",
-        f"One error rate: the report's {fam.m} tested comparisons form one family under Holm's step-down procedure "
-        f"at 5%: the chance that any 'faster' or 'slower' of this report is false is at most 5%, whatever the other "
-        "comparisons' truth. Each interval is shown at the level of its Holm step (1 - 0.05 / (m - j + 1) for the "
-        "j-th smallest p-value; those Holm keeps at the level where it stopped), so it excludes 1 exactly when a "
-        "difference is stated. Tables show plain 95% intervals.",
+        f"One error rate: the report's {fam.m} tested comparisons share one 5% chance that any 'faster' or "
+        "'slower' of this report is false, whatever the other comparisons' truth: Holm's step-down procedure in "
+        "two groups, the comparisons against an op-by-op eager mode (JAX's, TensorFlow's) with 1% and the others "
+        "(between frameworks, torch's modes) with 4%, a group's share passing to the other once all its "
+        "comparisons are stated (a graphical Holm procedure, Bretz et al. 2009), so how strict the comparisons "
+        "between frameworks are does not depend on how many trivially large op-by-op differences a report holds. "
+        "Each difference is read on the interval at the level of its Holm step (1 - alpha' / (m - j + 1) for the "
+        "j-th smallest p-value of its group; those Holm keeps at the level where it stopped), so it excludes 1 "
+        "exactly when a difference is stated. Equivalence is two one-sided tests at the same alpha': the "
+        "interval at 1 - 2 alpha', shown with its level, inside the margin. Tables show plain 95% intervals.",
         "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
         "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
         "class, where processes were left out because the machine was busy during its timed rounds (other "

@@ -63,7 +63,8 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
                      "steady-state number, interval and verdict comes from warm processes.")
     lines += summary.busy_scope(d)
     if fam is not None and fam.m:
-        lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
+        lines.append(f"{fam.m} tested comparisons share one error rate (Holm, op-by-op eager ones a group of their "
+                     f"own): the chance of any false 'faster' or "
                      f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
     return lines
 
@@ -136,7 +137,8 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
                    "(fewer than 3 processes); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
-                      "(Holm), so each verdict's interval is shown at its own level." if fam.m else
+                      "(Holm; those against op-by-op eager modes a group of their own), so each verdict's interval "
+                      "is shown at its own level." if fam.m else
                       "no comparison of this report could be tested.")))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
         b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
@@ -256,7 +258,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
                   "(geometric means), cases that ran of those the mode has, and the peak memory where the framework "
                   "measures it on this device.", "summary"))
-    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.resolution_line(df, fam),
+                                          *summary.section_scopes(every)])))
     return b
 
 
