@@ -409,7 +409,9 @@ class Adapter:
 
     def attention_impl(self, device: str, precision: str) -> str:
         """The attention this framework's layers run on `device` at `precision`: its precision
-        module's attention_impl (frameworks/<fw>/precision.py), a pure function of the two."""
+        module's attention_impl (frameworks/<fw>/precision.py): a function of the two, and for JAX
+        on a GPU of what this process's cuDNN compiles (asked again after a case: a shape it
+        refused there is named)."""
         import importlib
         return importlib.import_module(f"frameworks.{self.name}.precision").attention_impl(device, precision)
 

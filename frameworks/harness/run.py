@@ -106,6 +106,9 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
         with adapter.case_caches(role) as found:
             record["first_call_cache"] = found
             measure_case(benchmark, adapter, case, p, spec, record, opts)
+        # again, after the case's programs were traced: a shape the backend refused there (JAX's
+        # cuDNN attention) is named in it
+        record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
     except Unsupported as e:
         not_run("unsupported", e)
         pytest.skip(record["reason"])
