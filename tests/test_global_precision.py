@@ -68,6 +68,47 @@ def test_a_case_leaves_the_global_matmul_settings_as_it_found_them(framework, be
     assert after == before
 
 
+GPT_CLASS = {"torch": "TorchGPT", "jax": "JaxGPT", "tensorflow": "TFGPT"}
+
+
+@pytest.mark.parametrize("framework", list(SETTINGS))
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_the_library_api_leaves_the_global_matmul_settings_as_it_found_them(framework, mode, monkeypatch):
+    """A library user (README, "Use as a library"): configure(), build() and the model's calls
+    leave the process's float32 settings as the user set them, while inside each fwbench call
+    (a probe in the model's own method) they are fwbench's ('highest': no TF32), the same as
+    a harness case sees."""
+    pytest.importorskip(framework)
+    from workloads import gpt
+    read, set_users_own = SETTINGS[framework]()
+    adapter = frameworks.load(framework)
+    if mode not in adapter.modes:
+        mode = adapter.modes[-1]
+    set_users_own()
+    before = read()
+    module = importlib.import_module(f"frameworks.{framework}.gpt")
+    cls = getattr(module, GPT_CLASS[framework])
+    during = []
+    real = cls.logits
+
+    def probe(self, tokens):                # inside fwbench's call, before the model computes
+        during.append(read())
+        return real(self, tokens)
+
+    monkeypatch.setattr(cls, "logits", probe)
+    adapter.configure(matmul_precision="highest")
+    assert read() == before, "configure() changed the process's settings"
+    cfg = gpt.preset("tiny").config
+    model = adapter.build("gpt", cfg, gpt.init_params(cfg, seed=0), mode=mode, device="cpu")
+    assert read() == before, "build() changed the process's settings"
+    x, _ = gpt.make_batch(cfg, batch=1, seed=0)
+    out = adapter.to_numpy(model.logits(adapter.asarray(x, "cpu")))
+    assert np.isfinite(out).all() and read() == before, "a model call changed the process's settings"
+    with adapter.own_precision():           # what fwbench's calls run at, as the harness's case sees it
+        fwbench = read()
+    assert during == [fwbench] and fwbench != before, (during, fwbench, before)
+
+
 # ----------------------------------------------------------------------------- the attention per backend
 
 XLA = "jax.nn.dot_product_attention (XLA)"
