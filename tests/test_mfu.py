@@ -260,8 +260,8 @@ def test_utilisation_divides_by_the_gemm_rate_at_the_cases_precision(tmp_path):
     old_bf = record("jax", "forward", "eager", flops=1e9, precision="bf16")
     old_fp = record("jax", "forward", "compiled", flops=1e9)
     write(tmp_path / "a.json", result_json([(bf, times(0.1, seed=1)), (fp, times(0.05, seed=2))], gemm_flops=5e10))
-    write(tmp_path / "b.json", result_json([(old_bf, times(0.1, seed=3)), (old_fp, times(0.05, seed=4))], frameworks=("jax",),
-                                           gemm_flops=3e10))
+    write(tmp_path / "b.json", result_json([(old_bf, times(0.1, seed=3)), (old_fp, times(0.05, seed=4))],
+                                           frameworks=("jax",), gemm_flops=3e10))
     df = replicates.cases(reports.load(tmp_path)).set_index(["framework", "mode"])
     for key, rate in ((("torch", "eager"), 2e10), (("torch", "compiled"), 5e10), (("jax", "compiled"), 5e10)):
         r = df.loc[key]

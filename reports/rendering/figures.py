@@ -338,7 +338,8 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
     d["util_lo"], d["util_hi"] = scale / d["median_hi_s"], scale / d["median_lo_s"]
     col, fws = colours(d["framework"]), framework_order(d["framework"])
     rates = d.groupby(d["peak_precision"].fillna("fp32"))["util_peak_flops"].median()
-    gemm = ", ".join(f"{k} {v / 1e9:.0f}" for k, v in rates.items())
+    gemm = (f"{rates.index[0]} GEMM rate, {rates.iloc[0] / 1e9:.0f} GFLOP/s" if len(rates) == 1 else
+            "GEMM rate: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in rates.items()) + " GFLOP/s")
     with _style():
         fig, panels = _each_panel(d, "task")
         for ax, wl, task, sub in panels:
@@ -346,7 +347,7 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
             vals = _bars(ax, sub, _mode_label, xs, fws, "utilisation", "util_lo", "util_hi", col, scale=100)
             _log_if_wide(ax, vals + [100.0])
             ax.axhline(100, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, 100, f"100% = GEMM rate at the case's precision ({gemm} GFLOP/s)")
+            _line_label(ax, 100, f"100% = {gemm}")
             _headroom(ax, vals + [100.0])
             ax.set_title(f"{wl}: {task}")
             ax.set_xlabel("mode")
