@@ -194,6 +194,13 @@ def _one_state(states: dict[str, str]) -> str | None:
     return vals.pop() if len(vals) == 1 else ", ".join(f"{n} {v}" for n, v in states.items())
 
 
+def node_info() -> dict[str, Any]:
+    """What a benchmark process says about the machine it runs on in fwbench run's event
+    stream, cheaply (no GEMM): CPU, C heap policy, CPUs available, commit, fingerprint."""
+    return {"cpu": cpu_name(), "allocator": configure_allocator(), "cpus_available": available_cpus(),
+            "fwbench_commit": git_commit(), **machine_fingerprint(None)}
+
+
 def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
     """The machine part of machine_info for a result file that `fwbench run` rebuilds after
     its benchmark process ended early (reports.running.runner.host_info runs this in a fresh

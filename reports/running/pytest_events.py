@@ -3,6 +3,7 @@
 the FWBENCH_EVENTS environment variable, and does nothing when that is unset.
 
     {"event": "collected", "cases": [{"nodeid": ..., "workload": "gpt", "framework": ..., ...}]}
+    {"event": "machine", "machine": {"host": ..., "cpu": ..., "machine_id": ..., ...}}
     {"event": "start", "nodeid": ...}
     {"event": "done", "nodeid": ..., "outcome": "passed|skipped|failed", "reason": ...,
      "benchmark": <the entry pytest-benchmark would write to benchmarks[]>,
@@ -13,7 +14,8 @@ The parent reads the stream for its progress display, and if the process dies be
 pytest-benchmark writes its JSON (a crash, a timeout), rebuilds that JSON from the cases
 that finished, so their timings survive and the case that was running is named.
 Case identity comes from the parametrization (item.callspec.params) and the module's
-WORKLOAD, never from parsing test names. Imports pytest only.
+WORKLOAD, never from parsing test names. Imports pytest only (and fwbench's machine
+facts, lazily, for the machine event).
 """
 from __future__ import annotations
 
@@ -72,8 +74,21 @@ def _case(item: pytest.Item) -> dict[str, Any]:
     return {"nodeid": item.nodeid, "workload": getattr(module, "WORKLOAD", None), **params}
 
 
+def _machine() -> dict[str, Any]:
+    """The machine this process runs on (frameworks.harness.machine.node_info: host, CPU,
+    fingerprint), so a result file rebuilt elsewhere (a Slurm job that died, rebuilt on the
+    submitting host) names the node that measured; {} where fwbench is not importable."""
+    try:
+        from frameworks.harness.machine import node_info
+        return node_info()
+    except Exception:           # noqa: BLE001 - the stream must not fail the benchmark itself
+        return {}
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     _emit({"event": "collected", "cases": [_case(i) for i in session.items], "t": time.time()})
+    if os.environ.get("FWBENCH_EVENTS"):
+        _emit({"event": "machine", "machine": _machine(), "t": time.time()})
 
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
