@@ -87,7 +87,10 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                       "(workloads/precision.py POLICIES: float32 at fp32, bfloat16 at bf16); older files: null"),
     "attention_impl": ((str, type(None)), False, "the attention the model's layers run at this device and "
                        "precision (frameworks/<fw>/precision.py attention_impl): sdpa, written (softmax written "
-                       "out in float32), jax.nn.dot_product_attention (XLA); null for older files"),
+                       "out in float32; on a GPU with the reason cuDNN was not used), "
+                       "jax.nn.dot_product_attention (XLA), jax.nn.dot_product_attention (cuDNN) (with the shapes it "
+                       "refused, run written out); "
+                       "null for older files"),
     "device": ((str,), True, "cpu, cuda, gpu"),
     "threads": ((int,), True, "intra-op threads the framework was set to"),
     "items": ((int, float), True, "work of one round, in unit"),

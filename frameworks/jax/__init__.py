@@ -126,6 +126,11 @@ class Adapter(base.Adapter):
     def global_precision(self) -> tuple[Any, ...]:
         return (jax.config.jax_default_matmul_precision,)
 
+    def _precision_scope(self, precision: str) -> Any:
+        # JAX's own scoped setting (thread-local, part of jit's cache key): the global one is
+        # never touched
+        return jax.default_matmul_precision("tensorfloat32" if precision == "tf32" else "highest")
+
     def set_global_precision(self, state: tuple[Any, ...]) -> None:
         jax.config.update("jax_default_matmul_precision", state[0])
 

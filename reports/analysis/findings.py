@@ -193,7 +193,8 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
         if not u.empty and u["utilisation"].max() >= 5e-4:
             top = u.loc[u["utilisation"].idxmax()]
             lines.append(f"Highest utilisation: {verdicts.name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% "
-                         f"of the machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
+                         f"of the machine's {top.get('peak_precision') or 'fp32'} GEMM rate "
+                         f"({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
                          "model FLOPs).")
         out[str(wl)] = lines
     return out

@@ -48,7 +48,8 @@ Columns (besides the record's fields, taken from the case's first process):
     speedup_vs_eager(_lo/_hi)
                        eager's time / this case's: paired over the processes both ran in (a
                        t interval on per-process ratios), Welch otherwise
-    throughput(_lo/_hi), utilisation, compilations (max), compilations_timed (max),
+    throughput(_lo/_hi), utilisation (against util_peak_flops, the best GEMM rate at the case's
+    precision on its set-up: data.py), compilations (max), compilations_timed (max),
     recompiled_during_timing (any process)
     busy, busy_note    every process that timed the case found the machine busy (other processes'
                        CPU use or steal time above the harness's limits, also after the harness
@@ -109,7 +110,8 @@ AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "medi
              "first_call_warm_s", "first_call_warm_lo_s", "first_call_warm_hi_s", "first_call_invalid",
              "first_call_s", "compile_s", "compile_latency_s", "compile_latency_lo_s", "compile_latency_hi_s",
              "speedup_vs_eager", "speedup_lo", "speedup_hi", "throughput", "throughput_lo", "throughput_hi",
-             "utilisation", "gemm_flops", "peak_precision", "peak_flops", "vendor_peak_flops", "mfu", "mfu_vendor",
+             "utilisation", "util_peak_flops", "gemm_flops", "peak_precision", "peak_flops", "vendor_peak_flops",
+             "mfu", "mfu_vendor",
              "compilations", "compilations_timed", "recompiled_during_timing",
              "busy", "busy_note", "busy_left_out", "compile_cache", "run_file", "date")
 OBJECTS = ("est", "est_first_cold", "est_first_warm", "est_cold")
@@ -272,6 +274,8 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
                compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
                or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
+               util_peak_flops=max((float(r["util_peak_flops"]) for r in g if finite(r.get("util_peak_flops"))),
+                                   default=math.nan),
                # MFU's peaks: the best any process measured (a busy moment only lowers one), the vendor's
                peak_precision=next((r["peak_precision"] for r in g if isinstance(r.get("peak_precision"), str)), None),
                peak_flops=max((float(r["peak_flops"]) for r in g if finite(r.get("peak_flops"))), default=math.nan),
@@ -409,7 +413,7 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     items, med = out["items"].astype(float), out["median_s"].astype(float)
     out["throughput"] = items / med
     out["throughput_lo"], out["throughput_hi"] = items / out["median_hi_s"], items / out["median_lo_s"]
-    out["utilisation"] = out["flops"].astype(float) / med / out["gemm_flops"]
+    out["utilisation"] = out["flops"].astype(float) / med / out["util_peak_flops"]   # at the case's precision
     for col, peak in (("mfu", "peak_flops"), ("mfu_vendor", "vendor_peak_flops")):   # at the case's precision
         out[col] = out["flops"].astype(float) / med / out[peak].astype(float) if peak in out else math.nan
     out["eager_case"] = None

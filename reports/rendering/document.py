@@ -97,7 +97,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("accelerator", _uniq(r["accelerator"] for r in runs) if any(r["accelerator"] for r in runs) else "none"),
         ("device", _uniq(df["device"])),
         ("intra-op threads", _uniq(df["threads"])),
-        ("fp32 GEMM rate (utilisation's denominator)",
+        ("fp32 GEMM rate (utilisation's denominator at fp32)",
          ", ".join(f"{g / 1e9:.1f} GFLOP/s" for g in sorted(set(gemm))) or "not measured"),
         ("GEMM measurement", _gemm_text(runs, measured)),
         ("matmul precision", _uniq(df["matmul_precision"])),
@@ -468,8 +468,10 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "process makes the answer indicative.",
         *claims.rules(),
         *drawings.method(df),
-        "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
-        "numpy on the CPU, with a framework on an accelerator).",
+        "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
+        "(fp32, tf32 or bf16): the best rate any run on the same set-up measured with one instrument, a "
+        "framework's own n x n matmul at that precision (at fp32 on the CPU numpy's BLAS too); MFU divides "
+        "by the case's own processes' measured peak, the same instrument.",
         "model FLOPs are counted once per workload task by its formula (GPT: PaLM's 6N + 12LHQT per trained "
         "token, N the parameters without the position embedding; DDPM: 2 FLOPs per multiply-add of every conv, "
         "dense and attention product; a train step is 3x the forward pass), the same for every framework. MFU = "
