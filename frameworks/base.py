@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib
+import inspect
 import os
 import platform
+import threading
 from typing import Any
 
 import numpy as np
@@ -261,6 +264,9 @@ class Adapter:
     def __init__(self) -> None:
         self.threads: int | None = None
         self.matmul_precision: str | None = None
+        # (mode, device) -> seconds of the compiler's start-up in this process (None: nothing to
+        # start), measured once (frameworks.harness.run.started)
+        self.startup_s: dict[tuple[str, str], float | None] = {}
 
     # -- framework-specific --------------------------------------------------------
     def version(self) -> str:
@@ -278,7 +284,8 @@ class Adapter:
         raise NotImplementedError
 
     def _apply_matmul_precision(self, precision: str) -> None:
-        """'highest': full float32 matmuls (TF32 off); 'tf32': allow TF32 on GPUs."""
+        """'highest': full float32 matmuls (TF32 off); 'tf32': allow TF32 on GPUs. Process-wide:
+        only _precision_scope calls it, and puts the settings back after."""
         raise NotImplementedError
 
     def global_precision(self) -> tuple[Any, ...]:
@@ -290,15 +297,34 @@ class Adapter:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def global_precision_kept(self) -> Any:
-        """A block (one case through the harness) after which the process-wide float32 matmul
-        settings are as before it, whatever configure() set inside: code outside fwbench in the
-        same process sees its own (or the framework's default) settings."""
+    def _precision_scope(self, precision: str) -> Any:
+        """A block whose float32 matmuls run at `precision`. The base class: the process-wide
+        settings applied on entry and put back as they were on exit (JAX has a scoped setting
+        of its own)."""
         state = self.global_precision()
+        self._apply_matmul_precision(precision)
         try:
             yield
         finally:
             self.set_global_precision(state)
+
+    @contextlib.contextmanager
+    def own_precision(self) -> Any:
+        """A block that runs at fwbench's float32 matmul precision (configure()'s, 'highest' by
+        default: no TF32), after which the framework's float32 settings are as before it: every
+        call of a model build() returns runs in one (so does a whole case in the harness; the
+        inner blocks of a nested one change nothing). Code outside fwbench in the same process
+        sees its own, or the framework's default, settings."""
+        scope = self.__dict__.setdefault("_scope", threading.local())     # the depth, per thread
+        if getattr(scope, "depth", 0):
+            yield
+            return
+        scope.depth = 1
+        try:
+            with self._precision_scope(self.matmul_precision or "highest"):
+                yield
+        finally:
+            scope.depth = 0
 
     def asarray(self, x: np.ndarray, device: str) -> Any:
         raise NotImplementedError
@@ -385,6 +411,17 @@ class Adapter:
         """Cumulative persistent compile-cache hits so far; None where not counted."""
         return None
 
+    def startup_program(self, mode: str, device: str) -> Any:
+        """A callable that makes and runs a small throw-away program in `mode` on `device` (its
+        first call compiles it; the harness syncs what it returns): the process's compiler
+        start-up, timed before the first case of that mode (frameworks.harness.timing
+        .compiler_startup), so that no case's first call pays the one-off cost of the compiler
+        stack (its imports, its first compile, its code generator and toolchain). Its function,
+        shapes and ops are its own, so no case can reuse what it compiled; a forward and a
+        gradient, so the backward machinery starts too. None: the framework has nothing to
+        start in that mode (eager)."""
+        return None
+
     def counters(self) -> dict[str, int]:
         """Further cumulative counters of the framework's own, by record field (TensorFlow:
         xla_compilations); the harness records each one's growth over a case. {} where none."""
@@ -413,7 +450,9 @@ class Adapter:
 
     def attention_impl(self, device: str, precision: str) -> str:
         """The attention this framework's layers run on `device` at `precision`: its precision
-        module's attention_impl (frameworks/<fw>/precision.py), a pure function of the two."""
+        module's attention_impl (frameworks/<fw>/precision.py): a function of the two, and for JAX
+        on a GPU of what this process's cuDNN compiles (asked again after a case: a shape it
+        refused there is named)."""
         import importlib
         return importlib.import_module(f"frameworks.{self.name}.precision").attention_impl(device, precision)
 
@@ -424,13 +463,14 @@ class Adapter:
 
     # -- shared --------------------------------------------------------------------
     def configure(self, threads: int | None = None, matmul_precision: str = "highest") -> dict[str, Any]:
-        """Apply the thread count and float32 matmul precision; call before any work."""
+        """Apply the thread count, and choose the float32 matmul precision fwbench's calls run
+        at (own_precision applies it around each of them; the process's own settings are not
+        changed); call before any work."""
         choose("matmul precision", matmul_precision, ("highest", "tf32"))
         n = int(os.environ.get("FWBENCH_THREADS", 0)) or set_threads(threads)
         if threads is not None and int(threads) != n:
             n = set_threads(threads)
         self._apply_threads(n)
-        self._apply_matmul_precision(matmul_precision)
         self.threads, self.matmul_precision = n, matmul_precision
         return {"threads": n, "matmul_precision": matmul_precision}
 
@@ -476,8 +516,47 @@ class Adapter:
                 raise Unsupported(f"{case.task} has no data-parallel form here (those that have: "
                                   f"{', '.join(PARALLEL_TASKS)})")
             parallel = importlib.import_module(f"frameworks.{self.name}.parallel")
-            return parallel.data_parallel(self, module.build, config, params, case)
-        return module.build(self, config, params, case)
+            with self.own_precision():
+                return Scoped(parallel.data_parallel(self, module.build, config, params, case), self)
+        with self.own_precision():
+            return Scoped(module.build(self, config, params, case), self)
 
     def __repr__(self) -> str:
         return f"<fwbench adapter {self.name} {self.version()}>"
+
+
+class Scoped:
+    """A built model whose every public method (and public function attribute) runs inside its
+    adapter's own_precision: fwbench's float32 matmul precision for the call, the process's
+    settings as they were after it. Everything else (private attributes, arrays, sub-modules)
+    is the model's own, read and written through."""
+
+    __slots__ = ("_fwbench_model", "_fwbench_adapter")
+
+    def __init__(self, model: Any, adapter: Adapter) -> None:
+        object.__setattr__(self, "_fwbench_model", model)
+        object.__setattr__(self, "_fwbench_adapter", adapter)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._fwbench_model, name)
+        if name.startswith("_") or not (inspect.ismethod(attr) or inspect.isfunction(attr)):
+            return attr
+        adapter = self._fwbench_adapter
+        state = adapter.__dict__.setdefault("_scope", threading.local())    # own_precision's depth
+
+        @functools.wraps(attr)
+        def scoped(*args: Any, **kwargs: Any) -> Any:
+            if getattr(state, "depth", 0):      # inside a block already (a harness case): the call as it is
+                return attr(*args, **kwargs)
+            with adapter.own_precision():
+                return attr(*args, **kwargs)
+        return scoped
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._fwbench_model, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._fwbench_model, name)
+
+    def __repr__(self) -> str:
+        return repr(self._fwbench_model)

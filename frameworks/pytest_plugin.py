@@ -158,7 +158,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     s = session_of(config)
-    machine_info["fwbench"] = machine.machine_info(s.options, s.gemm_samples)
+    machine_info["fwbench"] = machine.machine_info(s.options, s.gemm_samples, s.peaks)
+    machine_info["fwbench"]["compiler_startup"] = dict(s.compiler_startup)
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]) -> None:

@@ -26,13 +26,10 @@ from workloads.base import FwbenchError
 QUICK_MIN_ROUNDS = 5          # fewest rounds that still give a bootstrap interval
 QUICK_BUDGET_S = 0.2          # timed seconds per case in --quick (pytest plugin's --budget-s)
 QUICK_TIMEOUT_S = 600.0
-# Processes per framework (the unit of replication) in a full run: 2 cold ones, so a cold
-# first call has n >= 2, and 5 warm ones for the steady state (issue 17: in the committed
-# example the cold process made 82% of the between-process variance, the warm ones differed
-# by 4.2% in median; docs/ARCHITECTURE.md, "Allocation"); --quick: one of each, as fast as before.
-RUN_COLD, RUN_WARM = 2, 5
+# Processes per framework and timed rounds per case of a full run: workloads/options.py (issue 30,
+# chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
+RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
 QUICK_COLD, QUICK_WARM = 1, 1
-RUN_ROUNDS = 6                # timed rounds per case in a full run (unless --rounds or --budget-s)
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 

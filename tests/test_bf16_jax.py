@@ -51,7 +51,13 @@ PRODUCTS = {"dot_general", "conv_general_dilated"}
 MOVES = {"convert_element_type", "reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims",
          "slice", "dynamic_slice", "dynamic_update_slice", "concatenate", "pad", "rev", "copy", "copy_p",
          "pjit", "jit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "scan", "while",
-         "cond", "closed_call", "remat", "checkpoint"}
+         "cond", "closed_call", "remat", "checkpoint", "platform_index"}
+# cuDNN's flash attention (frameworks/jax/precision.py, on a CUDA GPU at a reduced policy): its
+# primitives take q, k, v in the compute dtype and return the output and the q, k, v gradients in
+# it; inside, both products accumulate in float32 and the softmax statistics are float32 (a float32
+# output of the forward). It is the one fused kernel the probe lets take reduced values.
+CUDNN_FUSED = {"dot_product_attention_fwd_wrapper", "dot_product_attention_bwd_wrapper",
+               "dot_product_attention_fwd", "dot_product_attention_bwd"}
 
 
 class TestJax(PC.PrecisionChecks):
@@ -109,6 +115,9 @@ def violations(jaxpr: Any, precision: str) -> list[str]:
         elif name in PRODUCTS:
             if any(d != low for d in ins) or outs != [F32]:
                 out.append(f"a product not {precision} x {precision} -> float32: " + where)
+        elif name in CUDNN_FUSED:
+            if any(d != low for d in ins[:3]):
+                out.append(f"cuDNN's attention not on {precision} q, k, v: " + where)
         elif name not in MOVES and low in ins + outs:
             out.append(f"computes in {precision}: " + where)
     return out
@@ -253,6 +262,70 @@ def test_the_probe_reports_a_bf16_group_norm(monkeypatch):
     monkeypatch.setattr(JD, "group_norm", group_norm_bf16)
     found = violations(unet_programs("bf16")["forward"], "bf16")
     assert any("computes in bf16" in f for f in found), found
+
+
+# ----------------------------------------------------------------------------- cuDNN's attention on a GPU
+
+@pytest.mark.parametrize("kind", ["causal", "decode"])
+def test_cudnn_attention_keeps_the_policy_on_a_gpu(kind):
+    """On a CUDA GPU whose cuDNN compiles it (.ci/gpu-check runs this file there; skipped with
+    the reason elsewhere): the bf16 attention the layers run is cuDNN's flash kernel (its custom
+    call in the compiled program), within bf16's error of a float64 attention computed apart
+    (jax.enable_x64 on the CPU), forward and (causal) all three gradients: no farther than the
+    written form (its scores and softmax float32, float32 results) plus the one rounding of the
+    kernel's result to bf16 (unit roundoff 2^-9 of the largest value, doubled)."""
+    why = JP.cudnn_refusal(jnp.bfloat16, *JP.PROBE)
+    if why is not None:
+        pytest.skip(f"cuDNN's attention is not available here: {why}")
+    gpu = jax.devices("gpu")[0]
+    B, S, nh, hs, pos = 2, 128, 4, 64, 70
+    T, scale = (S if kind == "causal" else 1), hs ** -0.5
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((B, T, nh, hs), dtype=np.float32)
+    k, v = (rng.standard_normal((B, S, nh, hs) if kind == "causal" else (B, nh, S, hs), dtype=np.float32)
+            for _ in range(2))
+    w = rng.standard_normal((B, T, nh, hs), dtype=np.float32)               # a cotangent
+
+    def plain(q, k, v, w):                                                  # the float64 reference
+        if kind == "decode":
+            k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)
+        s = jnp.einsum("btnh,bsnh->bnts", q, k) * scale
+        seen = jnp.tril(jnp.ones((T, S), bool)) if kind == "causal" else (jnp.arange(S) <= pos)[None, :]
+        p = jax.nn.softmax(jnp.where(seen, s, -jnp.inf), axis=-1)
+        return (jnp.einsum("bnts,bsnh->btnh", p, v) * w).sum()
+    with jax.enable_x64(True):
+        cpu = jax.devices("cpu")[0]
+        ref = [np.asarray(x) for x in jax.jit(jax.value_and_grad(plain, (0, 1, 2)))(
+            *(jax.device_put(a.astype(np.float64), cpu) for a in (q, k, v, w)))[1]]
+        ref_out = np.asarray(jax.jit(lambda *a: jax.grad(plain, 3)(*a))(
+            *(jax.device_put(a.astype(np.float64), cpu) for a in (q, k, v, w))))
+
+    def ours(q, k, v, w):
+        pos_ = None if kind == "causal" else pos
+        return (JP.attention(q, k, v, scale, jnp.bfloat16, causal=kind == "causal", pos=pos_) * w).sum()
+
+    def written(q, k, v, w):
+        if kind == "causal":
+            mask = jnp.tril(jnp.ones((T, S), bool))
+            return (JP.written_attention(q, k, v, scale, jnp.bfloat16, mask) * w).sum()
+        return (JP.written_attention(q, k, v, scale, jnp.bfloat16, jnp.arange(S) <= pos, kv_layout="bnsh")
+                * w).sum()
+    args = [jax.device_put(a, gpu) for a in (q, k, v, w)]
+    hlo = jax.jit(jax.grad(ours, 3)).lower(*args).compile().as_text()
+    assert "__cudnn$fmha" in hlo, "the bf16 attention on the GPU is not cuDNN's"
+    bound = 2 * 2 ** -9
+    for fn_of, name in ((lambda f: jax.grad(f, 3), "output"),) + (
+            ((lambda f: jax.grad(f, (0, 1, 2)), "q, k, v gradients"),) if kind == "causal" else ()):
+        got = jax.jit(fn_of(ours))(*args)
+        wr = jax.jit(fn_of(written))(*args)
+        want = ref_out if name == "output" else ref
+        got, wr = (g if isinstance(g, tuple) else (g,) for g in (got, wr))
+        want = want if isinstance(want, list) else [want]
+        for g, r, x in zip(got, wr, want):
+            g, r = np.asarray(g), np.asarray(r)
+            assert g.dtype == np.float32
+            e, e_written = float(np.abs(g - x).max()), float(np.abs(r - x).max())
+            assert e <= e_written + bound * float(np.abs(x).max()), (name, e, e_written)
 
 
 # ----------------------------------------------------------------------------- the built models

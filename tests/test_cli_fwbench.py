@@ -215,7 +215,11 @@ FAKE_CONFTEST = '''
 import datetime, pytest
 from types import SimpleNamespace
 
-SESSION = SimpleNamespace(records=[], missing={})
+def _node():                 # the real harness's machine facts (frameworks.harness.Session.node)
+    from frameworks.harness.machine import node_info
+    return node_info()
+
+SESSION = SimpleNamespace(records=[], missing={}, node=_node)
 
 def pytest_addoption(parser):
     for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",

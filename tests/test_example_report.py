@@ -45,8 +45,12 @@ def test_the_steady_state_is_from_five_warm_processes_and_first_calls_from_two_c
     timed = c[c["status"].isin(data.TIMED)]
     assert (timed["n_processes"] == 5).all() and (timed["n_cold"] == 2).all()
     compiled = timed[timed["mode"] != "eager"]
-    # two cold first calls per case: shown with their range, no df = 1 interval (stats.MIN_TESTED)
-    assert (compiled["n_first_cold"] == 2).all() and compiled["first_call_cold_lo_s"].isna().all()
+    # two cold first calls per case: no df = 1 interval of their own (stats.MIN_TESTED); the
+    # spread pooled over the framework's cases of the mode gives one (issue 30), except where a
+    # case's spread departs from the others' (tests/test_first_calls_pooled.py)
+    assert (compiled["n_first_cold"] == 2).all()
+    assert compiled["first_call_cold_lo_s"].notna().sum() >= len(compiled) - 2
+    assert all(e.pool is not None and (not e.tested or e.pool[1] > 1) for e in compiled["est_first_cold"])
 
 
 @pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes"])

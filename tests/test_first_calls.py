@@ -131,3 +131,17 @@ def test_jax_eager_case_compiles_its_primitives_again_after_another_eager_case(t
     assert forward["first_call_compilations"] > 0 and after["first_call_valid"] is None      # eager: no latency
     assert after["compile_cache"] == alone["compile_cache"] == "cold"
     assert after["first_call_compilations"] == alone["first_call_compilations"] > 7
+
+
+@pytest.mark.slow
+def test_a_benchmark_process_records_its_compiler_startup_apart(tmp_path):
+    """A real cold process of one compiled JAX case: machine_info holds the compiler's start-up
+    (issue 30), measured before the case, and the case's first call still compiled its own
+    programs from an empty cache (the start-up left nothing it could find)."""
+    _needs("jax")
+    [rec] = _run_in_one_process(tmp_path, ["tests/benchmarks/test_gpt.py::test_gpt[jax-compiled-forward]"],
+                                "--framework", "jax", "--cache-role", "cold", cache=tmp_path / "cache")
+    info = json.loads((tmp_path / "run-0.json").read_text())["machine_info"]["fwbench"]
+    assert list(info["compiler_startup"]) == ["jax/compiled"] and info["compiler_startup"]["jax/compiled"] > 0
+    assert rec["compile_cache"] == "cold" and rec["first_call_valid"] is True
+    assert rec["first_call_compilations"] > 0 and rec["cache_hits"] == 0

@@ -68,6 +68,47 @@ def test_a_case_leaves_the_global_matmul_settings_as_it_found_them(framework, be
     assert after == before
 
 
+GPT_CLASS = {"torch": "TorchGPT", "jax": "JaxGPT", "tensorflow": "TFGPT"}
+
+
+@pytest.mark.parametrize("framework", list(SETTINGS))
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_the_library_api_leaves_the_global_matmul_settings_as_it_found_them(framework, mode, monkeypatch):
+    """A library user (README, "Use as a library"): configure(), build() and the model's calls
+    leave the process's float32 settings as the user set them, while inside each fwbench call
+    (a probe in the model's own method) they are fwbench's ('highest': no TF32), the same as
+    a harness case sees."""
+    pytest.importorskip(framework)
+    from workloads import gpt
+    read, set_users_own = SETTINGS[framework]()
+    adapter = frameworks.load(framework)
+    if mode not in adapter.modes:
+        mode = adapter.modes[-1]
+    set_users_own()
+    before = read()
+    module = importlib.import_module(f"frameworks.{framework}.gpt")
+    cls = getattr(module, GPT_CLASS[framework])
+    during = []
+    real = cls.logits
+
+    def probe(self, tokens):                # inside fwbench's call, before the model computes
+        during.append(read())
+        return real(self, tokens)
+
+    monkeypatch.setattr(cls, "logits", probe)
+    adapter.configure(matmul_precision="highest")
+    assert read() == before, "configure() changed the process's settings"
+    cfg = gpt.preset("tiny").config
+    model = adapter.build("gpt", cfg, gpt.init_params(cfg, seed=0), mode=mode, device="cpu")
+    assert read() == before, "build() changed the process's settings"
+    x, _ = gpt.make_batch(cfg, batch=1, seed=0)
+    out = adapter.to_numpy(model.logits(adapter.asarray(x, "cpu")))
+    assert np.isfinite(out).all() and read() == before, "a model call changed the process's settings"
+    with adapter.own_precision():           # what fwbench's calls run at, as the harness's case sees it
+        fwbench = read()
+    assert during == [fwbench] and fwbench != before, (during, fwbench, before)
+
+
 # ----------------------------------------------------------------------------- the attention per backend
 
 XLA = "jax.nn.dot_product_attention (XLA)"
@@ -75,7 +116,7 @@ XLA = "jax.nn.dot_product_attention (XLA)"
 ATTENTION = {
     "torch": {("cpu", "fp32"): "sdpa", ("cuda", "fp32"): "sdpa", ("cuda:0", "fp32"): "sdpa",
               ("cpu", "bf16"): "written", ("cuda", "bf16"): "sdpa", ("cuda:1", "bf16"): "sdpa"},
-    "jax": {("cpu", "fp32"): XLA, ("gpu", "fp32"): XLA, ("cpu", "bf16"): "written", ("gpu", "bf16"): "written"},
+    "jax": {("cpu", "fp32"): XLA, ("gpu", "fp32"): XLA, ("cpu", "bf16"): "written"},   # gpu bf16: below
     "tensorflow": {(d, p): "written" for d in ("cpu", "gpu") for p in ("fp32", "bf16")},
 }
 
@@ -127,3 +168,87 @@ def test_torch_attention_follows_its_choice(monkeypatch):
     monkeypatch.setattr(P, "attention_impl", lambda device, precision: P.SDPA)
     out = P.attention(q, k, v, 0.5, bf, causal=True)
     assert out.dtype == torch.float32 and torch.equal(out, fused)                     # the CUDA choice
+
+
+# ----------------------------------------------------------------------------- JAX: cuDNN at bf16 on a GPU
+
+def _jax_qkv(B=2, T=16, nh=2, hs=8, seed=3):
+    import jax.numpy as jnp
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.standard_normal((B, T, nh, hs), dtype=np.float32)) for _ in range(3))
+
+
+def test_jax_on_a_gpu_without_cudnn_writes_the_attention_out_and_says_why(monkeypatch):
+    pytest.importorskip("jax")
+    from frameworks.jax import precision as P
+    monkeypatch.setattr(P, "_CUDNN", {})
+    monkeypatch.setattr(P, "_cudnn_probe", lambda *a: "no CUDA GPU in this process")
+    for device in ("gpu", "cuda", "cuda:0"):
+        assert P.attention_impl(device, "bf16") == "written (cuDNN not used: no CUDA GPU in this process)"
+    assert P.attention_impl("cpu", "bf16") == "written" and P.attention_impl("gpu", "fp32") == XLA
+    q, k, v = _jax_qkv()
+    import jax.numpy as jnp
+    mask = jnp.tril(jnp.ones((16, 16), bool))
+    assert np.array_equal(P.attention(q, k, v, 0.5, jnp.bfloat16, causal=True),
+                          P.written_attention(q, k, v, 0.5, jnp.bfloat16, mask))
+
+
+def test_jax_on_this_machine_cudnn_is_refused_unless_a_cuda_gpu_is_here():
+    """The real check, unpatched: on a machine without a CUDA GPU (this one in CI) it refuses
+    with the reason; on one with a GPU whose cuDNN compiles the flash kernel, it picks cuDNN."""
+    jax = pytest.importorskip("jax")
+    from frameworks.jax import precision as P
+    try:
+        has_gpu = bool(jax.devices("gpu"))
+    except RuntimeError:
+        has_gpu = False
+    got = P.attention_impl("gpu", "bf16")
+    if has_gpu:
+        assert got.startswith(P.CUDNN_ATTENTION) or got.startswith("written (cuDNN not used: "), got
+    else:
+        assert got == "written (cuDNN not used: no CUDA GPU in this process)"
+
+
+def test_jax_picks_cudnn_where_it_is_available(monkeypatch):
+    """With cuDNN available (the check patched), attention_impl names cuDNN, the attention stages
+    the cuDNN call for CUDA (lax.platform_dependent) with q, k, v in bf16, the decode path with
+    the keys each sequence sees, and a program run on the CPU still takes the written form; a
+    shape cuDNN refused is named and runs written out."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from frameworks.jax import precision as P
+    monkeypatch.setattr(P, "_CUDNN", {})
+    refuse = {("decode", 1, 16, 2, 8): "NotImplementedError: the head dim must be a multiple of 8"}
+    monkeypatch.setattr(P, "_cudnn_probe", lambda compute, *shape: refuse.get(shape))
+    calls = []
+
+    def fake_cudnn(q, k, v, seen, scale, causal):       # traced for the CUDA branch only
+        calls.append(([str(t.dtype) for t in (q, k, v)], None if seen is None else str(seen.dtype), causal))
+        return (q.astype(jnp.float32) + 7.0)[..., :v.shape[-1]]
+
+    monkeypatch.setattr(P, "_cudnn_call", fake_cudnn)
+    assert P.attention_impl("gpu", "bf16") == P.CUDNN_ATTENTION
+    q, k, v = _jax_qkv()
+    mask = jnp.tril(jnp.ones((16, 16), bool))
+    out = jax.jit(lambda q, k, v: P.attention(q, k, v, 0.5, jnp.bfloat16, causal=True))(q, k, v)
+    assert calls == [(["bfloat16"] * 3, None, True)]
+    assert np.array_equal(out, P.written_attention(q, k, v, 0.5, jnp.bfloat16, mask))   # the CPU's branch
+    jaxpr = str(jax.make_jaxpr(lambda q, k, v: P.attention(q, k, v, 0.5, jnp.bfloat16, causal=True))(q, k, v))
+    assert "platform_index" in jaxpr and "cuda" in jaxpr
+    g = jax.grad(lambda q: P.attention(q, k, v, 0.5, jnp.bfloat16, causal=True).sum())(q)   # differentiable
+    assert g.dtype == jnp.float32 and bool(jnp.isfinite(g).all())
+    # decoding with caches (B, nh, S, hs): that shape class refused here, so it runs written out, named
+    kc, vc = (t.swapaxes(1, 2) for t in (k, v))
+    calls.clear()
+    out = P.attention(q[:, :1], kc, vc, 0.5, jnp.bfloat16, pos=5)
+    assert calls == []
+    ref = P.written_attention(q[:, :1], kc, vc, 0.5, jnp.bfloat16, jnp.arange(16) <= 5, kv_layout="bnsh")
+    assert np.array_equal(out, ref)
+    assert P.attention_impl("cuda", "bf16") == (
+        f"{P.CUDNN_ATTENTION}; written where cuDNN refused "
+        "(decode T=1 S=16 heads=2 head size=8: NotImplementedError: the head dim must be a multiple of 8)")
+    refuse.clear()                                       # a decode shape cuDNN takes: the keys seen passed
+    monkeypatch.setattr(P, "_CUDNN", {})
+    jax.jit(lambda q, k, v: P.attention(q, k, v, 0.5, jnp.bfloat16, pos=5))(q[:, :1], kc, vc)
+    assert calls == [(["bfloat16"] * 3, "int32", False)]

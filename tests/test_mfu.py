@@ -130,10 +130,11 @@ def test_vendor_peaks_by_gpu_model(model, kind, peak):
 
 
 def test_tf32_is_the_peak_of_fp32_cases_on_an_accelerator_at_matmul_precision_tf32():
-    assert gemm.peak_kind("fp32", "tf32", "cuda:0") == "tf32"
-    assert gemm.peak_kind("fp32", "tf32", "cpu") == "fp32"
-    assert gemm.peak_kind("fp32", "highest", "cuda:0") == "fp32"
-    assert gemm.peak_kind("bf16", "tf32", "cuda:0") == "bf16"
+    from workloads.precision import peak_kind
+    assert peak_kind("fp32", "tf32", "cuda:0") == "tf32"
+    assert peak_kind("fp32", "tf32", "cpu") == "fp32"
+    assert peak_kind("fp32", "highest", "cuda:0") == "fp32"
+    assert peak_kind("bf16", "tf32", "cuda:0") == "bf16"
 
 
 def test_a_record_states_items_per_s_and_mfu(benchmark, monkeypatch):
@@ -210,3 +211,60 @@ def test_an_older_file_without_peaks_shows_mfu_as_na(tmp_path):
     write(tmp_path / "old.json", result_json([(record("torch", "forward", "eager"), times(0.1))]))
     t = document.mfu_table(replicates.cases(reports.load(tmp_path)))
     assert t.iloc[0]["MFU (measured peak)"] == "n/a" and t.iloc[0]["peak"] == "not measured"
+
+
+# ----------------------------------------------------------------------------- 3. one GEMM instrument
+
+def test_the_cpu_gemm_rates_and_the_peaks_are_one_instrument(monkeypatch):
+    """Each framework's rate in measure_gemm_rates (machine_info's gemm_flops on the CPU, the
+    fp32 peak of CPU records) is measure_peak's, at the CPU's fp32 size; numpy's BLAS beside it."""
+    from tests.test_harness import FakeAdapter
+    calls = []
+
+    def peak(adapter, device, precision, repeats=5, n=None):
+        calls.append((adapter.name, device, precision, n))
+        return 1.25e11, "fake"
+    monkeypatch.setattr(gemm, "measure_peak", peak)
+    monkeypatch.setattr(gemm, "measure_gemm_flops", lambda n, repeats, threads: 1e11)
+    fake = FakeAdapter()
+    rates = gemm.measure_gemm_rates(1, [fake], n=64, repeats=1)
+    assert rates == {"numpy": 1e11, fake.name: 1.25e11}
+    assert calls == [(fake.name, "cpu", "fp32", 64)]
+
+
+def test_the_accelerator_gemm_is_the_best_fp32_kind_peak_the_cases_measured(monkeypatch):
+    """On an accelerator machine_info's gemm_flops is the best peak at the fp32 cases' kind
+    (tf32 at --matmul-precision tf32) from the session's peaks; never a bf16 or CPU one; measured
+    by measure_peak only where no case measured it."""
+    peaks = {("torch", "cuda", "fp32"): (5.0e13, "torch fp32"), ("jax", "gpu", "fp32"): (5.2e13, "jax fp32"),
+             ("jax", "gpu", "bf16"): (7e14, "jax bf16"), ("torch", "cuda", "tf32"): (4e14, "torch tf32"),
+             ("torch", "cpu", "fp32"): (9e14, "a CPU")}
+    opts = harness.Options(frameworks=("torch", "jax"), workloads=("gpt",), device="cuda")
+    assert gemm.accelerator_gemm(opts, {"torch": {}, "jax": {}}, peaks) == (5.2e13, "jax fp32")
+    tf32 = harness.Options(frameworks=("torch",), workloads=("gpt",), device="cuda", matmul_precision="tf32")
+    assert gemm.accelerator_gemm(tf32, {"torch": {}}, peaks) == (4e14, "torch tf32")
+    monkeypatch.setattr(frameworks, "load", lambda name: (_ for _ in ()).throw(AssertionError("measured again")))
+    gemm.accelerator_gemm(opts, {"torch": {}}, peaks)          # from the peaks: nothing loaded
+
+
+def test_utilisation_divides_by_the_gemm_rate_at_the_cases_precision(tmp_path):
+    """A bf16 case's utilisation is against the bf16 rate, an fp32 case's against the best fp32
+    rate on the set-up (its peak or the run's gemm_flops, the same instrument); a bf16 record
+    from before peaks has no utilisation (its file's only rate was fp32's); an older fp32 one
+    divides by gemm_flops as it did."""
+    import reports
+    from reports.analysis import replicates
+    from tests.support.reports_fixtures import record, result_json, times, write
+    bf = record("torch", "forward", "eager", flops=1e9, precision="bf16", peak_precision="bf16", peak_flops=2e10)
+    fp = record("torch", "forward", "compiled", flops=1e9, peak_precision="fp32", peak_flops=4e10)
+    old_bf = record("jax", "forward", "eager", flops=1e9, precision="bf16")
+    old_fp = record("jax", "forward", "compiled", flops=1e9)
+    write(tmp_path / "a.json", result_json([(bf, times(0.1, seed=1)), (fp, times(0.05, seed=2))], gemm_flops=5e10))
+    write(tmp_path / "b.json", result_json([(old_bf, times(0.1, seed=3)), (old_fp, times(0.05, seed=4))],
+                                           frameworks=("jax",), gemm_flops=3e10))
+    df = replicates.cases(reports.load(tmp_path)).set_index(["framework", "mode"])
+    for key, rate in ((("torch", "eager"), 2e10), (("torch", "compiled"), 5e10), (("jax", "compiled"), 5e10)):
+        r = df.loc[key]
+        assert r["util_peak_flops"] == rate
+        assert math.isclose(r["utilisation"], 1e9 / r["median_s"] / rate)
+    assert math.isnan(df.loc[("jax", "eager"), "utilisation"])

@@ -184,3 +184,40 @@ def test_crash_reasons_carry_no_progress_characters(tmp_path):
     assert runner._tail(log) == "Fatal Python error: Aborted"
     log.write_text("$ cmd\n.sEException: boom\n")
     assert runner._tail(log) == "Exception: boom"
+
+
+def test_a_result_rebuilt_on_another_host_keeps_the_nodes_machine(monkeypatch):
+    """A Slurm job that died on a node is rebuilt on the submitting host: the file names the
+    node's CPU and fingerprint from the process's own machine event, and no GEMM rate (the
+    submitting host's would be the wrong denominator)."""
+    here = {"cpu": "Submit CPU", "allocator": "kept", "host": "login1", "machine_id": "m-login",
+            "gemm_flops": 5e10, "gemm_rates": {"numpy": 5e10}, "gemm_note": "numpy", "modes": ["eager"]}
+    monkeypatch.setattr(runner, "host_info", lambda fw, threads, device: dict(here))
+    node = {"cpu": "Node CPU", "allocator": "kept", "host": "node7", "machine_id": "m-node", "cores": 64}
+    w = runner._Watch("torch", runner.Progress())
+    w.on({"event": "collected", "cases": [{"nodeid": "t[eager]", "workload": "gpt", "task": "forward",
+                                           "mode": "eager"}]})
+    w.on({"event": "machine", "machine": node})
+    w.on({"event": "done", "nodeid": "t[eager]", "outcome": "passed", "benchmark": None, "records": []})
+    info = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")[
+        "machine_info"]["fwbench"]
+    assert (info["cpu"], info["host"], info["machine_id"], info["cores"]) == ("Node CPU", "node7", "m-node", 64)
+    assert info["gemm_flops"] is None and "gemm_rates" not in info and "ran on node7" in info["gemm_note"]
+    w.machine = dict(node, host="login1")                   # the same host: measured here, as before
+    info = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "x")["machine_info"]["fwbench"]
+    assert info["gemm_flops"] == 5e10 and info["cpu"] == "Submit CPU"
+
+
+def test_the_event_stream_names_the_machine_the_process_ran_on(fake_suite, monkeypatch):  # noqa: F811
+    """The stand-in suite's process (the real plugin; its session's node() is the harness's
+    node_info) writes its machine into the stream before its first case's results, and a
+    crash leaves it there."""
+    import socket
+    events = []
+    real = runner._Watch.on
+    monkeypatch.setattr(runner._Watch, "on", lambda self, ev: (events.append(ev), real(self, ev))[1])
+    _run(fake_suite, monkeypatch, "crash")
+    kinds = [e["event"] for e in events]
+    assert "machine" in kinds and kinds.index("machine") < kinds.index("done")
+    m = events[kinds.index("machine")]["machine"]
+    assert m["host"] == socket.gethostname() and m["cpu"] and m["machine_id"]

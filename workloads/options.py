@@ -89,6 +89,12 @@ HARNESS: tuple[Option, ...] = (
            validate=device_counts),
     Option("simulated_devices", None, False, "split the CPU into --devices simulated devices (JAX host-platform "
            "devices, TensorFlow logical devices, torch one process per device)", cli=True),
+    Option("busy_retries", int, 2, "times a case timed while the machine was busy is measured again, after "
+           "waiting for the machine to be quiet (default 2; 0: never)", low=0, what="an integer of at least 0",
+           cli=True),
+    Option("busy_wait_s", float, 30.0, "longest wait for a quiet machine before each such re-measurement, in "
+           "windows that double from 0.5 s (default 30)", low=0, what="a finite number of seconds, at least 0",
+           cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
            "case's default strategy", choices=("all", "default")),
@@ -103,6 +109,19 @@ HARNESS: tuple[Option, ...] = (
     Option("run_id", str, None, "identifier of the run (set by fwbench run)", process=True),
 )
 
+
+# Processes per framework (the unit of replication) and timed rounds per case in a full
+# `fwbench run` (issue 30; docs/design/statistics.md, "Allocation"; `python -m
+# reports.analysis.variance --allocation reports/examples/cpu-2core` prints the options):
+# simulated with the variance components of the committed example, 7 warm processes call a
+# true 20% difference between frameworks "faster" in 83% of tasks (5: 66%), with any false
+# faster/slower in 4% of reports of equal speeds and 95% intervals covering 95%; rounds buy
+# almost nothing (the within-process noise is small against the between-process one), so 4
+# instead of 6 pay for the 2 extra warm processes: about 43 minutes on the example's 2-core
+# machine. 2 cold ones, so a cold first call has two processes per case and the spread pooled
+# over a framework's cases has degrees of freedom.
+RUN_COLD, RUN_WARM = 2, 7
+RUN_ROUNDS = 4
 
 GPU_DEVICES = ("cuda", "gpu")
 

@@ -81,3 +81,12 @@ def native(precision: str, cpu_flags: list[str] | None) -> bool | None:
 def native_words(precision: str) -> str:
     """The instructions of `precision` as the report names them: 'AVX512-BF16 or AMX-BF16'."""
     return " or ".join(f.upper().replace("_", "-") for f in POLICIES[precision].native)
+
+
+def peak_kind(precision: str, matmul_precision: str | None, device: str | None) -> str:
+    """The precision a case's products run at, as GEMM peaks name it: bf16, fp32, or tf32 (fp32
+    cases on an accelerator at --matmul-precision tf32; a CPU has no TF32). The key of the
+    GEMM rate that utilisation and MFU divide by (frameworks/harness/gemm.py, reports)."""
+    if precision == "fp32" and matmul_precision == "tf32" and device not in (None, "cpu"):
+        return "tf32"
+    return precision

@@ -87,7 +87,10 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                       "(workloads/precision.py POLICIES: float32 at fp32, bfloat16 at bf16); older files: null"),
     "attention_impl": ((str, type(None)), False, "the attention the model's layers run at this device and "
                        "precision (frameworks/<fw>/precision.py attention_impl): sdpa, written (softmax written "
-                       "out in float32), jax.nn.dot_product_attention (XLA); null for older files"),
+                       "out in float32; on a GPU with the reason cuDNN was not used), "
+                       "jax.nn.dot_product_attention (XLA), jax.nn.dot_product_attention (cuDNN) (with the shapes it "
+                       "refused, run written out); "
+                       "null for older files"),
     "device": ((str,), True, "cpu, cuda, gpu"),
     "threads": ((int,), True, "intra-op threads the framework was set to"),
     "items": ((int, float), True, "work of one round, in unit"),
@@ -152,7 +155,13 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "steal_frac": ((int, float, type(None)), False, "share of CPU time the hypervisor stole during the timed rounds "
                    "(null as other_cpu)"),
     "busy": ((bool, type(None)), False, "the host was busy during the timed rounds: other_cpu above "
-             "frameworks.harness.host.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured)"),
+             "frameworks.harness.host.BUSY_OTHER_CPU or steal_frac above BUSY_STEAL (null where not measured); "
+             "after busy_retries re-measurements, so true means busy every time: reports leave the case out"),
+    "busy_retries": ((int, type(None)), False, "times the case was measured again, from its build, because the "
+                     "machine was busy during its timed rounds (--busy-retries bounds it); the record is the last "
+                     "measurement's"),
+    "busy_wait_s": ((int, float, type(None)), False, "seconds spent waiting for a quiet machine before those "
+                    "re-measurements (--busy-wait-s bounds each wait)"),
     "schema": ((int,), False, "record schema version"),
 }
 
@@ -254,4 +263,7 @@ RUN_INFO: dict[str, str] = {
     "env_pad_bytes": "length of FWBENCH_ENV_PAD, the random padding `fwbench run` gives each process's "
                      "environment (0 in a direct run)",
     "env_bytes": "bytes of the process's environment (NAME=value plus a terminator per variable)",
+    "compiler_startup": "{'framework/mode': seconds}: the process's compiler start-up in each compiled mode it "
+                        "ran, a throw-away program compiled before the mode's first case "
+                        "(frameworks.harness.timing.compiler_startup), so no case's first call carries it",
 }

@@ -1,7 +1,9 @@
-"""The machine's fp32 GEMM rate, the denominator of every utilisation: on the CPU by numpy's
-BLAS and each framework's own matmul at the thread count in force (measured before the first
-case and after the last; the best counts), on an accelerator by the first framework that
-sees it."""
+"""The GEMM rate at a precision, one instrument (measure_peak) for both figures that divide by
+it: utilisation (reports: the best rate measured on the machine set-up at the case's precision)
+and each record's MFU (peak_flops). On the CPU at fp32 the rate is also numpy's BLAS, and the
+best of numpy's and every framework's, at the thread count in force, measured before the first
+case and after the last, is machine_info's gemm_flops; on an accelerator gemm_flops is the best
+fp32 peak (tf32 at --matmul-precision tf32) the frameworks measured, by the same instrument."""
 from __future__ import annotations
 
 import math
@@ -15,6 +17,7 @@ import frameworks
 from frameworks.base import available_cpus
 from frameworks.harness.options import Options, resolve_device
 from workloads.base import FwbenchError
+from workloads.precision import peak_kind
 
 GEMM_N = 2048
 
@@ -45,15 +48,13 @@ def _best_time(fn: Callable[[], Any], repeats: int) -> float:
 def measure_gemm_rates(threads: int, adapters: list[frameworks.Adapter], n: int = GEMM_N,
                        repeats: int = 5) -> dict[str, float]:
     """The CPU's fp32 GEMM rate at `threads` threads by every library at hand: numpy's BLAS
-    and each adapter's own matmul (MKL/oneDNN for PyTorch, XLA for JAX and TensorFlow), n x n,
-    best of `repeats`. Utilisation divides by the best of them (no library's rate understates
-    what the machine can do), and every rate is recorded."""
+    and each adapter's own matmul (measure_peak: MKL/oneDNN for PyTorch, XLA for JAX and
+    TensorFlow), n x n, best of `repeats`. Utilisation divides by the best of them (no
+    library's rate understates what the machine can do), and every rate is recorded."""
     rates = {"numpy": measure_gemm_flops(n, repeats, threads)}
-    x = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     for a in adapters:
         try:
-            xa, mm = a.asarray(x, "cpu"), a.matmul_fn()
-            rates[a.name] = 2.0 * n ** 3 / _best_time(lambda: a.sync(mm(xa, xa)), repeats)
+            rates[a.name] = measure_peak(a, "cpu", "fp32", repeats, n)[0]
         except Exception:  # noqa: BLE001  a framework that cannot multiply here: numpy's rate remains
             continue
     return rates
@@ -75,26 +76,22 @@ def cpu_gemm(threads: int, adapters: list[frameworks.Adapter], before: list[dict
                           f"fastest: {best}")}
 
 
-def accelerator_gemm(opts: Options, fws: dict[str, Any]) -> tuple[float | None, str | None]:
-    """fp32 GEMM rate on the accelerator, measured with the first framework that sees it
-    (no framework-neutral GEMM exists on a GPU), at the matmul precision in force."""
+def accelerator_gemm(opts: Options, fws: dict[str, Any], peaks: dict[tuple[str, str, str], tuple[float | None, str]]
+                     ) -> tuple[float | None, str | None]:
+    """machine_info's gemm_flops on an accelerator: the best peak at the fp32 cases' kind (fp32,
+    or tf32 at --matmul-precision tf32) the run's frameworks measured for their records
+    (`peaks`, Session.peaks), else measured now by the first framework that sees the device."""
+    kind = peak_kind("fp32", opts.matmul_precision, opts.device)
+    seen = [(rate, how) for (_, device, k), (rate, how) in peaks.items() if k == kind and device != "cpu" and rate]
+    if seen:
+        return max(seen, key=lambda p: p[0])
     for name in fws:
         a = frameworks.load(name)
         try:
             device = resolve_device(a, opts.device)
         except FwbenchError:
             continue
-        n = 8192
-        x = a.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device)
-        mm = a.matmul_fn()
-        a.sync(mm(x, x))
-        best = math.inf
-        for _ in range(10):
-            t0 = time.perf_counter()
-            a.sync(mm(x, x))
-            best = min(best, time.perf_counter() - t0)
-        return 2.0 * n ** 3 / best, (f"{name} float32 {n}x{n} matmul on {device}, best of 10, "
-                                     f"precision {opts.matmul_precision}")
+        return measure_peak(a, device, "fp32", repeats=10)
     return None, "no framework sees the accelerator"
 
 
@@ -115,14 +112,6 @@ PEAK_N = {"cpu": 1024, "accelerator": 8192}     # the GEMM size of a peak measur
                                                 # without native instructions is emulated: slow)
 
 
-def peak_kind(precision: str, matmul_precision: str, device: str) -> str:
-    """The precision a case's products run at, as the peaks name it: bf16, fp32, or tf32 (fp32
-    cases on an accelerator at --matmul-precision tf32; a CPU has no TF32)."""
-    if precision == "fp32" and matmul_precision == "tf32" and device != "cpu":
-        return "tf32"
-    return precision
-
-
 def vendor_peak(gpu_model: str | None, kind: str) -> float | None:
     """The vendor's dense peak of `kind` for the GPU named `gpu_model`, or None (a CPU, a GPU
     not in VENDOR_PEAKS, a precision it does not list)."""
@@ -132,16 +121,20 @@ def vendor_peak(gpu_model: str | None, kind: str) -> float | None:
     return None
 
 
-def measure_peak(adapter: frameworks.Adapter, device: str, precision: str, repeats: int = 5) -> tuple[float, str]:
-    """The framework's own n x n GEMM rate on `device` with both inputs in `precision`'s compute
-    dtype, at the matmul precision in force (best of `repeats`, after one warm-up), and how it
-    was measured: the denominator of MFU at that precision."""
-    n = PEAK_N["cpu" if device == "cpu" else "accelerator"]
-    x = adapter.cast(adapter.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device),
-                     precision)
-    mm = adapter.matmul_fn()
-    rate = 2.0 * n ** 3 / _best_time(lambda: adapter.sync(mm(x, x)), repeats)
-    return rate, f"{adapter.name} {precision} {n}x{n} matmul on {device}, best of {repeats}"
+def measure_peak(adapter: frameworks.Adapter, device: str, precision: str, repeats: int = 5,
+                 n: int | None = None) -> tuple[float, str]:
+    """The one GEMM instrument: the framework's own n x n matrix-multiply rate on `device` with
+    both inputs in `precision`'s compute dtype, at fwbench's float32 matmul precision (the
+    adapter's own_precision), best of `repeats` after one warm-up, and how it was measured.
+    n: PEAK_N by device unless given (GEMM_N for the CPU's fp32 rates)."""
+    n = n or PEAK_N["cpu" if device == "cpu" else "accelerator"]
+    with adapter.own_precision():
+        x = adapter.cast(adapter.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device),
+                         precision)
+        mm = adapter.matmul_fn()
+        rate = 2.0 * n ** 3 / _best_time(lambda: adapter.sync(mm(x, x)), repeats)
+    kind = peak_kind(precision, adapter.matmul_precision, device)
+    return rate, f"{adapter.name} {kind} {n}x{n} matmul on {device}, best of {repeats}"
 
 
 def mfu_fields(flops: float, items: float, unit: str, median_s: float | None, peak: float | None,

@@ -72,6 +72,23 @@ def host_window(read: Callable[[], str | None] = _proc_stat_line) -> Iterator[di
                             os.cpu_count() or 1))
 
 
+def wait_quiet(max_wait_s: float, first_s: float = 0.5, read: Callable[[], str | None] = _proc_stat_line,
+               sleep: Callable[[float], None] = time.sleep) -> tuple[float, bool]:
+    """Wait for the machine to be quiet before a busy case is measured again: sleep in windows
+    that double from `first_s` (0.5, 1, 2, 4 ... s; a window of this sleeping process measures
+    the other processes' CPU use alone), until one window is not busy (host_state) or
+    `max_wait_s` have passed. Returns (seconds waited, whether the last window was quiet)."""
+    waited, window, t0 = 0.0, first_s, time.perf_counter()
+    while waited < max_wait_s:
+        with host_window(read) as state:
+            sleep(min(window, max_wait_s - waited))
+        waited = time.perf_counter() - t0
+        if state["busy"] is False:
+            return waited, True
+        window *= 2
+    return waited, False
+
+
 def env_bytes() -> int:
     """Bytes the process's environment takes ("NAME=value\\0" per variable): its size moves
     the stack, and with it the alignment of everything on it, which changed measured times by

@@ -116,7 +116,8 @@ def frameworks_seen(opts: Options) -> tuple[dict[str, Any], dict[str, str], list
     return fws, missing, adapters, accel
 
 
-def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> dict[str, Any]:
+def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = (),
+                 peaks: dict[tuple[str, str, str], tuple[float | None, str]] | None = None) -> dict[str, Any]:
     """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
     workloads.record.RUN_INFO describes the run keys).
 
@@ -124,7 +125,9 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
     (gemm_samples) and now, after the last, by numpy and by every framework loaded: on a
     shared machine a busy neighbour can only lower a measurement, so the best is the
     machine's rate, and one unlucky moment does not inflate every utilisation of the run.
-    Every sample is kept (`gemm_samples`), and each source's best (`gemm_rates`)."""
+    Every sample is kept (`gemm_samples`), and each source's best (`gemm_rates`). On an
+    accelerator it is the best fp32-kind peak the cases measured (`peaks`, Session.peaks; the
+    same instrument, gemm.measure_peak), or one measured now."""
     fws, missing, adapters, accel = frameworks_seen(opts)
     threads = int(os.environ.get("FWBENCH_THREADS", 0)) or available_cpus()
     info = {
@@ -158,7 +161,7 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
               "timed rounds, and during a stream's cold pass and through its warm passes",
         "env_pad_bytes": len(os.environ.get("FWBENCH_ENV_PAD", "")),
         "env_bytes": env_bytes(),
-        "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **a.settings()}
+        "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **_settings(a)}
                      for n, a in zip(fws, adapters)},
         "numpy": np.__version__,
         "gemm_flops": None,
@@ -172,8 +175,15 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = ()) -> di
     if opts.device == "cpu":
         info.update(cpu_gemm(threads, adapters, gemm_samples))
     else:
-        info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws)
+        info["gemm_flops"], info["gemm_note"] = accelerator_gemm(opts, fws, peaks or {})
     return info
+
+
+def _settings(a: frameworks.Adapter) -> dict[str, str]:
+    """The adapter's settings as its cases run them (inside own_precision: its float32 matmul
+    precision is fwbench's, which the process's global settings do not hold)."""
+    with a.own_precision():
+        return a.settings()
 
 
 def _one_state(states: dict[str, str]) -> str | None:
@@ -182,6 +192,13 @@ def _one_state(states: dict[str, str]) -> str | None:
     if not vals:
         return None
     return vals.pop() if len(vals) == 1 else ", ".join(f"{n} {v}" for n, v in states.items())
+
+
+def node_info() -> dict[str, Any]:
+    """What a benchmark process says about the machine it runs on in fwbench run's event
+    stream, cheaply (no GEMM): CPU, C heap policy, CPUs available, commit, fingerprint."""
+    return {"cpu": cpu_name(), "allocator": configure_allocator(), "cpus_available": available_cpus(),
+            "fwbench_commit": git_commit(), **machine_fingerprint(None)}
 
 
 def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:

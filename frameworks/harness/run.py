@@ -12,16 +12,17 @@ from typing import Any
 import frameworks
 import workloads
 from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, process_threads
-from frameworks.harness.gemm import GEMM_N, measure_gemm_rates, measure_peak, mfu_fields, peak_kind, vendor_peak
+from frameworks.harness.gemm import GEMM_N, measure_gemm_rates, measure_peak, mfu_fields, vendor_peak
+from frameworks.harness.host import wait_quiet
 from frameworks.harness.memory import cpu_call_peak
 from frameworks.harness.options import Options, parse_presets, resolve_device
 from frameworks.harness.scaleout import collectives_record, parallel_check
 from frameworks.harness.session import Session
-from frameworks.harness.timing import bare_loop, time_steady, time_stream
+from frameworks.harness.timing import bare_loop, compiler_startup, reset_benchmark, time_steady, time_stream
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, WrongResult, error_line
 from workloads.case import Case
-from workloads.precision import PARAM_DTYPE, POLICIES, POLICY
+from workloads.precision import PARAM_DTYPE, POLICIES, POLICY, peak_kind
 
 
 def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
@@ -63,8 +64,7 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
     except FrameworkUnavailable as e:
         session.missing[framework] = str(e)
         pytest.skip(str(e))
-    with adapter.global_precision_kept():   # the process's float32 settings, as they were, after the case
-        return run_configured(benchmark, session, case, adapter, p, spec, record)
+    return run_configured(benchmark, session, case, adapter, p, spec, record)
 
 
 def run_configured(benchmark: Any, session: Session, case: Case, adapter: frameworks.Adapter, p: Any, spec: Any,
@@ -77,51 +77,89 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
     framework, mode = case.framework, case.mode
     n_dev = case.placement.devices
     cfg = adapter.configure(process_threads(opts.threads, n_dev), opts.matmul_precision)
-    if opts.device == "cpu" and not session.gemm_samples:
-        session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
-    role = adapter.compile_cache()            # cold / warm / off: the process's role
-    record.update(framework_version=adapter.version(), threads=cfg["threads"],
-                  threads_per_device=cfg["threads"] if n_dev == 1 else opts.threads,
-                  oversubscribed=n_dev > 1 and n_dev * (opts.threads or 1) > available_cpus(),
-                  matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
-                  compile_cache=role)         # in every record, cases not run too
+    with adapter.own_precision():   # fwbench's float32 precision for the case; the process's own after it
+        if opts.device == "cpu" and not session.gemm_samples:
+            session.gemm_samples.append(measure_gemm_rates(cfg["threads"], [adapter]))
+        role = adapter.compile_cache()            # cold / warm / off: the process's role
+        record.update(framework_version=adapter.version(), threads=cfg["threads"],
+                      threads_per_device=cfg["threads"] if n_dev == 1 else opts.threads,
+                      oversubscribed=n_dev > 1 and n_dev * (opts.threads or 1) > available_cpus(),
+                      matmul_precision=cfg["matmul_precision"], compile_counter=adapter.compile_counter,
+                      compile_cache=role)         # in every record, cases not run too
 
-    def not_run(status: str, e: BaseException) -> dict[str, Any]:
-        record.update(getattr(e, "record_extra", None) or {})
-        record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else error_line(e))
-        session.records.append(record)
+        def not_run(status: str, e: BaseException) -> dict[str, Any]:
+            record.update(getattr(e, "record_extra", None) or {})
+            record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else error_line(e))
+            session.records.append(record)
+            return record
+
+        try:
+            case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
+            record["device"] = case.device
+            record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
+            record.update(case_peak(session, adapter, case.device, case.precision, cfg["matmul_precision"]))
+            if mode not in adapter.modes:
+                raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
+            # the process's folder (a cold case compiles into a folder of its own, merged into it)
+            record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
+            started(session, adapter, mode, case.device)      # the compiler's one-off start-up, apart
+            if case.placement.devices > 1:     # checked first, in a compile state of its own
+                with adapter.case_caches(role):
+                    record.update(parallel_check(adapter, case, p, spec, opts.seed))
+            measured(benchmark, adapter, case, p, spec, record, opts, role)
+            # again, after the case's programs were traced: a shape the backend refused there (JAX's
+            # cuDNN attention) is named in it
+            record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
+        except Unsupported as e:
+            not_run("unsupported", e)
+            pytest.skip(record["reason"])
+        except WrongResult as e:   # ran, but not as eager does: recorded failed, never timed
+            not_run("failed", e)
+            pytest.xfail(record["reason"])
+        except Exception as e:
+            not_run("failed", e)
+            raise
+        stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+        if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
+            record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
+                                     record["peak_flops"], record["vendor_peak_flops"]))
+        benchmark.extra_info.update(record)
         return record
 
-    try:
-        case = case.on(resolve_device(adapter, case.device))      # the framework's own name for it
-        record["device"] = case.device
-        record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
-        record.update(case_peak(session, adapter, case.device, case.precision, cfg["matmul_precision"]))
-        if mode not in adapter.modes:
-            raise Unsupported(rec_mod.not_its_api(framework, f"{mode!r} mode (it has {', '.join(adapter.modes)})"))
-        # the process's folder (a cold case compiles into a folder of its own, merged into it)
-        record.update(compile_cache_dir=adapter.cache_dir_in_use(), compile_s_source=adapter.compile_timer)
-        if case.placement.devices > 1:     # checked first, in a compile state of its own
-            with adapter.case_caches(role):
-                record.update(parallel_check(adapter, case, p, spec, opts.seed))
+
+def started(session: Session, adapter: frameworks.Adapter, mode: str, device: str) -> None:
+    """The process's compiler start-up in `mode` (timing.compiler_startup), measured once per
+    process before the first case of the mode and kept in session.compiler_startup (machine_info's
+    compiler_startup: "framework/mode" -> seconds); a later Session in the same process (tests)
+    gets the measurement made first, since the compiler started only once (the adapter, one per
+    process, keeps it: Adapter.startup_s)."""
+    if (mode, device) not in adapter.startup_s:
+        started = compiler_startup(adapter, mode, device)
+        adapter.startup_s[(mode, device)] = None if started is None else started[0]
+    if adapter.startup_s[(mode, device)] is not None:
+        session.compiler_startup.setdefault(f"{adapter.name}/{mode}", adapter.startup_s[(mode, device)])
+
+
+def measured(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, record: dict[str, Any],
+             opts: Options, role: str) -> None:
+    """measure_case inside the adapter's case_caches(role), measured again from the build (a
+    fresh compile state, first call included) while its timed rounds found the machine busy:
+    at most opts.busy_retries times, each after waiting up to opts.busy_wait_s for a quiet
+    machine (host.wait_quiet). `record` ends as the last measurement's, with busy_retries and
+    busy_wait_s; pytest-benchmark keeps the last timed rounds only (timing.reset_benchmark)."""
+    base, retries, waited = dict(record), 0, 0.0
+    while True:
         with adapter.case_caches(role) as found:
             record["first_call_cache"] = found
             measure_case(benchmark, adapter, case, p, spec, record, opts)
-    except Unsupported as e:
-        not_run("unsupported", e)
-        pytest.skip(record["reason"])
-    except WrongResult as e:   # ran, but not as eager does: recorded failed, never timed
-        not_run("failed", e)
-        pytest.xfail(record["reason"])
-    except Exception as e:
-        not_run("failed", e)
-        raise
-    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
-    if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
-        record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
-                                 record["peak_flops"], record["vendor_peak_flops"]))
-    benchmark.extra_info.update(record)
-    return record
+        if record.get("busy") is not True or retries >= opts.busy_retries:
+            break
+        retries += 1
+        waited += wait_quiet(opts.busy_wait_s)[0]
+        reset_benchmark(benchmark)
+        record.clear()
+        record.update(base)
+    record.update(busy_retries=retries, busy_wait_s=round(waited, 3))
 
 
 def case_peak(session: Session, adapter: frameworks.Adapter, device: str, precision: str,

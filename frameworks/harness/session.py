@@ -21,4 +21,15 @@ class Session:
     # {(framework, device, peak kind): (FLOP/s or None, how measured)}: MFU's denominators,
     # measured once per process before the first case that needs one (frameworks.harness.gemm)
     peaks: dict[tuple[str, str, str], tuple[float | None, str]] = field(default_factory=dict)
+    # {"framework/mode": seconds}: the compiler's start-up in each compiled mode, measured before the
+    # first case of the mode (frameworks.harness.run.started)
+    compiler_startup: dict[str, float] = field(default_factory=dict)
     cases_started: int = 0         # position of the next case in this process (records' `order`)
+
+    def node(self) -> dict[str, Any]:
+        """The machine this process runs on (machine.node_info), for fwbench run's event stream
+        (reports.running.pytest_events), read once."""
+        if not hasattr(self, "_node"):
+            from frameworks.harness.machine import node_info
+            self._node = node_info()
+        return self._node

@@ -19,8 +19,9 @@ from JAX's dtype table (frameworks/jax/precision.py: COMPUTE). The convolutions,
 layers and the attention go through that module's `conv`, `matmul` and `attention`: at bf16
 the parameters, gradients and optax state stay float32 and bf16 enters only at the products'
 inputs, forward and backward (custom_vjp: the float32 cotangent rounded to bf16), their
-results float32 (the attention written out, so its softmax is float32). GroupNorm, SiLU, the
-timestep embedding, the loss and the sampler's arithmetic are float32 in both.
+results float32 (the attention written out, or cuDNN's on a CUDA GPU: softmax float32).
+GroupNorm, SiLU, the timestep embedding, the loss and the sampler's arithmetic are float32
+in both.
 
 Modes: "eager" calls the functions as they are, so JAX dispatches every operation (of the
 forward, the backward, the optimizer update and every sampler step) one at a time; nothing

@@ -23,8 +23,8 @@ once in JaxGPT from JAX's dtype table (frameworks/jax/precision.py: COMPUTE). Ev
 (`linear`, `head` and the attention's q k^T and p v) goes through that module's `matmul` and
 `attention`; at bf16 the parameters, gradients and optax state stay float32 and bf16 enters
 only at the products' inputs, forward and backward, their results float32 (the attention
-written out, so its softmax is float32). Embeddings, LayerNorm, GELU, the residual adds and
-the loss are float32 in both.
+written out, or cuDNN's flash kernel on a CUDA GPU: its softmax float32 either way).
+Embeddings, LayerNorm, GELU, the residual adds and the loss are float32 in both.
 
 Modes: "eager" calls the functions as they are, so JAX dispatches every operation (and
 every operation of the backward pass and the optimizer update) one at a time; nothing is

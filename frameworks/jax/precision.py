@@ -9,9 +9,11 @@ inputs are cast to it, the product accumulates and returns float32 (preferred_el
 and its backward is written out (a custom_vjp) so that the backward products, too, take
 reduced operands (the float32 cotangent rounded to the dtype) and return float32: JAX's own
 transpose of a bf16 product with a float32 result multiplies the float32 cotangent by the bf16
-operand and rounds the parameter's gradient to bf16. jax.nn.dot_product_attention rounds the
-softmax's probabilities to bf16 and returns p v in bf16, so at a reduced dtype the attention is
-written out (written_attention): scores float32, masked softmax float32.
+operand and rounds the parameter's gradient to bf16. jax.nn.dot_product_attention (XLA's) rounds
+the softmax's probabilities to bf16 and returns p v in bf16, so at a reduced dtype the attention
+is cuDNN's flash kernel on a CUDA GPU that compiles it (bf16 inputs, float32 accumulation and
+softmax statistics) and written out elsewhere (written_attention): scores float32, masked
+softmax float32 (attention_impl names the choice).
 
 The roles (the same names in frameworks/torch/precision.py and frameworks/tensorflow/precision.py):
   matmul     the product a @ b (b transposed with transpose_b)
@@ -109,18 +111,93 @@ def written_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, co
     return einsum(f"bnts,{kv_layout}->btnh", compute, jax.nn.softmax(s, axis=-1), v)
 
 
-# The attention JAX's layers run, by policy (attention_impl): float32 is jax.nn.dot_product_attention
-# with implementation=None (XLA's; cuDNN's flash kernel takes no float32 inputs); a reduced
-# dtype is written out on every device. XLA's dot_product_attention at bf16 returns p v in bf16
-# and differentiates through JAX's own transposes (a float32 cotangent times a bf16 operand,
-# rounding a gradient to bf16), which the policy's custom_vjp products avoid. cuDNN's kernel
-# (implementation='cudnn') would keep the policy on a GPU; it is not wired into the models yet.
-XLA_ATTENTION, WRITTEN = "jax.nn.dot_product_attention (XLA)", "written"
+# The attention JAX's layers run, by device and policy (attention_impl). float32:
+# jax.nn.dot_product_attention with implementation=None (XLA's; cuDNN's flash kernel takes no
+# float32 inputs). A reduced dtype on a CUDA GPU: cuDNN's flash attention
+# (implementation='cudnn') on q, k, v in the dtype, where cuDNN is present and compiles the
+# shape (cudnn_refusal); it keeps the policy as torch's SDPA does on CUDA: both products take
+# the reduced inputs and accumulate in float32, the softmax and its statistics (the residual the
+# backward reads) are float32; its output and the q, k, v gradients leave the kernel rounded to
+# the dtype once (cast back to float32 at once), and its backward takes the float32 cotangent
+# rounded to the dtype, as the written form's products do (jax/_src/cudnn/
+# fused_attention_stablehlo.py: the softmax_stat is float32, the gradients have q's dtype). It
+# is staged with lax.platform_dependent, so a program lowered for the CPU runs the written form.
+# A reduced dtype elsewhere, or where cuDNN refuses: written out (written_attention). XLA's
+# dot_product_attention at bf16 rounds the softmax's probabilities to bf16 and differentiates
+# through JAX's own transposes (a float32 cotangent times a bf16 operand, rounding a gradient to
+# bf16), which the policy's custom_vjp products avoid.
+XLA_ATTENTION, CUDNN_ATTENTION, WRITTEN = ("jax.nn.dot_product_attention (XLA)", "jax.nn.dot_product_attention (cuDNN)",
+                                           "written")
+# The shape class of cuDNN's device check (attention_impl): causal, 128 tokens, one head of 64.
+PROBE = ("causal", 128, 128, 1, 64)
+# (dtype name, kind, T, S, heads, head dim) -> None where cuDNN's flash attention compiles it on
+# this process's GPU (forward, and backward for the kinds a gradient takes), else why not.
+_CUDNN: dict[tuple[Any, ...], str | None] = {}
+
+
+def _cudnn_call(q: jax.Array, k: jax.Array, v: jax.Array, seen: jax.Array | None, scale: float,
+                causal: bool) -> jax.Array:
+    """cuDNN's flash attention of q (B, T, nh, hs), k, v (B, S, nh, hs), all in the reduced dtype;
+    seen: None, or the number of keys each sequence sees (B,) int32. Returns float32."""
+    return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal, key_value_seq_lengths=seen,
+                                        implementation="cudnn").astype(F32)
+
+
+def _cudnn_probe(compute: Any, kind: str, T: int, S: int, nh: int, hs: int) -> str | None:
+    """None where this process has a CUDA GPU whose cuDNN compiles the flash attention of the
+    shape class (batch 1) at `compute`, its backward too for kinds a gradient takes ('causal',
+    'full'); else the reason, in one line."""
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        return "no CUDA GPU in this process"
+    if "cuda" not in getattr(gpu.client, "platform_version", "").lower():
+        return f"not a CUDA GPU ({gpu.client.platform_version})"
+    from jax.sharding import SingleDeviceSharding
+    at = SingleDeviceSharding(gpu)
+    q = jax.ShapeDtypeStruct((1, T, nh, hs), compute, sharding=at)
+    kv = jax.ShapeDtypeStruct((1, S, nh, hs), compute, sharding=at)
+    if kind == "decode":
+        fn = partial(_cudnn_call, scale=1.0, causal=False)
+        args = (q, kv, kv, jax.ShapeDtypeStruct((1,), jnp.int32, sharding=at))
+    else:
+        def fn(q: jax.Array, k: jax.Array, v: jax.Array) -> Any:
+            return jax.grad(lambda *a: _cudnn_call(*a, None, 1.0, kind == "causal").sum(), (0, 1, 2))(q, k, v)
+        args = (q, kv, kv)
+    try:
+        jax.jit(fn).lower(*args).compile()
+    except Exception as e:  # noqa: BLE001  cuDNN absent, too old, or this shape unsupported: the reason
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}"[:300]
+    return None
+
+
+def cudnn_refusal(compute: Any, kind: str, T: int, S: int, nh: int, hs: int) -> str | None:
+    """None where cuDNN's flash attention runs the shape class on this process's GPU at
+    `compute` (one compile per class and process, cached), else why not (attention_impl says it)."""
+    key = (jnp.dtype(compute).name, kind, T, S, nh, hs)
+    if key not in _CUDNN:
+        _CUDNN[key] = _cudnn_probe(compute, kind, T, S, nh, hs)
+    return _CUDNN[key]
 
 
 def attention_impl(device: str, precision: str) -> str:
-    """The attention JAX's layers run on `device` ('cpu', 'gpu', 'cuda') at `precision`."""
-    return XLA_ATTENTION if COMPUTE[precision] == F32 else WRITTEN
+    """The attention JAX's layers run on `device` ('cpu', 'gpu', 'cuda', 'cuda:0') at
+    `precision`: XLA's at float32; at a reduced dtype cuDNN's on a GPU where cuDNN compiles it
+    (its own check on a small causal shape), the written form with the reason where not, and
+    the written form on any other device. A shape cuDNN refused in this process (a model's own
+    head size, say) is named after it: those layers ran written out."""
+    compute = COMPUTE[precision]
+    if compute == F32:
+        return XLA_ATTENTION
+    if device.split(":")[0] not in ("gpu", "cuda"):
+        return WRITTEN
+    why = cudnn_refusal(compute, *PROBE)
+    if why is not None:
+        return f"{WRITTEN} (cuDNN not used: {why})"
+    name = jnp.dtype(compute).name
+    refused = [f"{k[1]} T={k[2]} S={k[3]} heads={k[4]} head size={k[5]}: {r}"
+               for k, r in _CUDNN.items() if k[0] == name and r is not None]
+    return CUDNN_ATTENTION + (f"; {WRITTEN} where cuDNN refused ({'; '.join(refused)})" if refused else "")
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, compute: Any = F32,
@@ -128,19 +205,34 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, compute: A
     """softmax(q k^T * scale, masked) v; q (B, T, nh, hs) (JAX's layout). k, v (B, S, nh, hs),
     every key seen, or with `causal` the causal mask; or, with `pos`, the decoding caches
     (B, nh, S, hs), keys 0..pos seen. float32: jax.nn.dot_product_attention; a reduced
-    `compute`: written_attention. The scale comes from the caller (its module's attn_scale,
-    which tests/test_mutations.py patches)."""
+    `compute`: cuDNN's on a CUDA GPU where it runs the shape, else written_attention
+    (attention_impl). The scale comes from the caller (its module's attn_scale, which
+    tests/test_mutations.py patches)."""
     if compute == F32:
         if pos is not None:
             seen = jnp.full((q.shape[0],), pos + 1, jnp.int32)             # keys 0..pos
             return jax.nn.dot_product_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2),
                                                 key_value_seq_lengths=seen, scale=scale)
         return jax.nn.dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    if pos is not None:
-        seen = jnp.arange(k.shape[2]) <= pos                               # (S,): keys 0..pos
-        return written_attention(q, k, v, scale, compute, seen, kv_layout="bnsh")
-    mask = jnp.tril(jnp.ones((q.shape[1],) * 2, bool)) if causal else None
-    return written_attention(q, k, v, scale, compute, mask)
+    B, T, nh, hs = q.shape
+    seen = None if pos is None else jnp.full((B,), pos + 1, jnp.int32)    # keys 0..pos
+
+    def written(q: jax.Array, k: jax.Array, v: jax.Array, seen: jax.Array | None) -> jax.Array:
+        if seen is not None:
+            return written_attention(q, k, v, scale, compute, jnp.arange(k.shape[2]) < seen[0], kv_layout="bnsh")
+        mask = jnp.tril(jnp.ones((T, T), bool)) if causal else None
+        return written_attention(q, k, v, scale, compute, mask)
+
+    S = k.shape[1 if pos is None else 2]
+    kind = "decode" if pos is not None else "causal" if causal else "full"
+    if cudnn_refusal(compute, kind, T, S, nh, hs) is not None:
+        return written(q, k, v, seen)
+
+    def cudnn(q: jax.Array, k: jax.Array, v: jax.Array, seen: jax.Array | None) -> jax.Array:
+        if seen is not None:                                               # the caches' layout
+            k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)
+        return _cudnn_call(q.astype(compute), k.astype(compute), v.astype(compute), seen, scale, causal)
+    return lax.platform_dependent(q, k, v, seen, cuda=cudnn, default=written)
 
 
 # ----------------------------------------------------------------------------- the convolution

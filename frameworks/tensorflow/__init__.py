@@ -277,6 +277,28 @@ class Adapter(frameworks.base.Adapter):
         except OSError:
             return {}
 
+    def startup_program(self, mode: str, device: str) -> Any:
+        """graph: a tf.function's tracing, AutoGraph and Grappler; compiled: XLA's too. The
+        XLA entry it writes in a persistent cache folder is keyed by its own tf.function's
+        process-unique name and its program's fingerprint, which no case's program has."""
+        if mode == "eager":
+            return None
+
+        def throwaway(x: Any, w: Any) -> Any:     # no case's function or shapes
+            with tf.GradientTape() as tape:
+                tape.watch(w)
+                y = tf.reduce_sum(tf.tanh(tf.matmul(x, w)))
+            return y, tape.gradient(y, w)
+
+        fn = self.function(throwaway, jit_compile=mode == "compiled")
+        with tf.device(self.tf_device(device)):
+            x, w = tf.ones((3, 5)), tf.ones((5, 7))
+
+        def run() -> Any:
+            with tf.device(self.tf_device(device)):
+                return fn(x, w)
+        return run
+
     @contextlib.contextmanager
     def case_caches(self, role: str) -> Any:
         """Nothing to do per case: each case builds a new model, hence new tf.functions, which

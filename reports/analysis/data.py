@@ -14,11 +14,18 @@ Where the records live in a pytest-benchmark JSON written by fwbench:
 
 Derived columns (per row, from the same run file):
     throughput        = items / median_s                        (unit/s)
-    utilisation       = flops / median_s / gemm_flops           (fraction of the machine's GEMM rate)
-    gemm_flops        = the best GEMM rate of all runs on the same machine set-up (CPU,
-                        accelerator, device, threads, matmul precision): one denominator for
-                        every framework, not each process's own measurement, which a busy
-                        moment on a shared machine lowers; run_gemm_flops keeps the run's own
+    utilisation       = flops / median_s / util_peak_flops      (fraction of the machine's GEMM rate
+                                                                 at the case's precision)
+    util_peak_flops   = the best GEMM rate at the case's precision (peak_precision: fp32, tf32,
+                        bf16) measured on the same machine set-up (CPU, accelerator, device,
+                        threads, matmul precision) by any run: the records' peak_flops and, at
+                        the fp32 kind, the runs' gemm_flops (one instrument, frameworks/harness/
+                        gemm.py); one denominator for every framework, not each process's own
+                        measurement, which a busy moment on a shared machine lowers. Files
+                        from before peak_precision: fp32 rows divide by gemm_flops, others
+                        have none (their only rate was fp32's: no utilisation)
+    gemm_flops        = the best fp32 GEMM rate (the runs' machine_info gemm_flops) of all runs on
+                        the same machine set-up; run_gemm_flops keeps the run's own
     median_lo/hi_s    = order-statistic 95% interval of the process's median (stats.order_interval)
     speedup_vs_eager  = median_s(eager) / median_s              (same framework, workload, task, ...;
                         interval from the two cases' rounds in this process: round noise only)
@@ -46,6 +53,7 @@ from reports.analysis import stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
 from workloads.framework_facts import FACTS
+from workloads.precision import peak_kind
 from workloads.record import CASE_KEYS, FIELDS, MODES, NOT_ITS_API, STATUSES, machine_key, upgraded
 
 # Display order of the frameworks fwbench knows; others sort after them by name.
@@ -58,7 +66,7 @@ BASELINE_KEYS = ("run_file", "framework", "workload", "task", "preset", "device"
 # Runs that share these measured the same machine: they share the best GEMM rate among them.
 SETUP_KEYS = ("cpu", "accelerator", "device", "threads", "matmul_precision")
 TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s", "median_lo_s", "median_hi_s")
-DERIVED = ("throughput", "throughput_lo", "throughput_hi", "utilisation", "speedup_vs_eager",
+DERIVED = ("throughput", "throughput_lo", "throughput_hi", "util_peak_flops", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
 MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id",
            "cpus_available", "cores")
@@ -178,7 +186,7 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
-                                  "driver", "gpu_model", "job")},
+                                  "driver", "gpu_model", "job", "compiler_startup")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
@@ -311,6 +319,21 @@ def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
     return ["|".join(map(str, r)) for r in df[list(keys)].itertuples(index=False)]
 
 
+def util_peaks(df: pd.DataFrame, setup: list[str]) -> pd.Series:
+    """Each row's utilisation denominator (util_peak_flops, the module docstring): the best rate
+    at its peak kind on its set-up."""
+    def col(name: str) -> pd.Series:
+        return df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+    fp32_kind = [peak_kind("fp32", m, d) for m, d in zip(col("matmul_precision"), col("device"))]
+    kind = [k if isinstance(k, str) else (f if p == "fp32" else None)
+            for k, p, f in zip(col("peak_precision"), df["precision"], fp32_kind)]
+    own = pd.to_numeric(col("peak_flops"), errors="coerce").astype(float)
+    machine = df["run_gemm_flops"].where([k is not None and k == f for k, f in zip(kind, fp32_kind)])
+    rate = pd.concat([own, machine], axis=1).max(axis=1, skipna=True)
+    rate = rate.where([k is not None for k in kind])
+    return rate.groupby([f"{s}|{k}" for s, k in zip(setup, kind)]).transform("max")
+
+
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Add the confidence intervals and derived columns (see the module docstring)."""
     df = df.copy()
@@ -334,7 +357,8 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["run_gemm_flops"] = df["gemm_flops"].astype(float)
     setup = _joined(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
-    df["utilisation"] = df["flops"].astype(float) / med / df["gemm_flops"]
+    df["util_peak_flops"] = util_peaks(df, setup)
+    df["utilisation"] = df["flops"].astype(float) / med / df["util_peak_flops"]
     n = len(df)
     out = {c: np.full(n, math.nan) for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps")}
     df["compile_latency_s"] = pd.to_numeric(df["first_call_s"], errors="coerce").astype(float) - med

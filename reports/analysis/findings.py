@@ -110,13 +110,20 @@ def report_family(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Famil
     Holm sets the levels, pass 2 words the verdicts and runs the stability checks. The
     family is kept in the cases frame's attrs, so every later call states the same."""
     df = replicates.cases(df)
-    fam = stats.Family(margin=margin)
+    fam = stats.Family(margin=margin, group_of=op_by_op_grouping(df))
     for _ in range(2):
         _statements(df, fam)
         if not fam.closed:
             fam.close()
     df.attrs["family"] = replicates.SharedObject(fam)
     return fam
+
+
+def op_by_op_grouping(df: pd.DataFrame):  # noqa: ANN201
+    """The family's grouping (stats.GROUP_SHARES): a comparison with an op-by-op eager case
+    (JAX's, TensorFlow's eager mode) on either side in a Holm group of its own."""
+    op = set(df.loc[df["framework"].isin(OP_BY_OP_EAGER) & (df["mode"] == "eager"), "case"])
+    return lambda cases: stats.OP_BY_OP if op & set(cases) else stats.MAIN
 
 
 def prepare(df: pd.DataFrame, margin: float = stats.MARGIN) -> stats.Family:
@@ -186,7 +193,8 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
         if not u.empty and u["utilisation"].max() >= 5e-4:
             top = u.loc[u["utilisation"].idxmax()]
             lines.append(f"Highest utilisation: {verdicts.name(top)} {_case(top)} at {100 * top['utilisation']:.1f}% "
-                         f"of the machine's fp32 GEMM rate ({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
+                         f"of the machine's {top.get('peak_precision') or 'fp32'} GEMM rate "
+                         f"({top['flops'] / top['median_s'] / 1e9:.1f} GFLOP/s of "
                          "model FLOPs).")
         out[str(wl)] = lines
     return out
@@ -308,7 +316,7 @@ def case_flags(r: pd.Series, fam: stats.Family) -> str:
     recompilation during the timed rounds, an invalid first call."""
     out = [f"{why} ({len(keys)} comparison{'s' if len(keys) > 1 else ''})"
            for why, keys in sorted(fam.flags.get(r["case"], {}).items())]
-    if r.get("busy") is True:
+    if finite(r.get("busy_left_out")) and r["busy_left_out"] > 0:
         out.append(BUSY)
     if r.get("recompiled_during_timing") is True:
         out.append(RECOMPILED)
@@ -317,7 +325,7 @@ def case_flags(r: pd.Series, fam: stats.Family) -> str:
     return "; ".join(out)
 
 
-BUSY = "machine busy during its timed rounds"
+BUSY = "machine busy: processes left out"
 RECOMPILED = "recompiled during the timed rounds"
 INVALID_FIRST = "a first call that compiled nothing (left out)"
 # What each flag means, for the report's summary table.
@@ -326,7 +334,8 @@ FLAG_MEANING = {
                 "of changes class (faster, slower, equivalent, inconclusive)",
     stats.ONE_CARRIES: "one process carries a verdict: with the most deviant process replaced by the others' median, "
                        "the verdict changes class",
-    BUSY: "another process used CPU (or the hypervisor stole it) while the case was timed; its time may be inflated",
+    BUSY: "another process used CPU (or the hypervisor stole it) while the case was timed, also when measured "
+          "again: those processes' measurements are left out of every number, so the case rests on fewer processes",
     RECOMPILED: "the framework compiled during the timed rounds: the steady state was not steady",
     INVALID_FIRST: "a compiled mode's first call compiled nothing (it reused code compiled earlier in the process): "
                    "not a cold first call, left out of the first-call statistics",

@@ -32,7 +32,9 @@ Columns (besides the record's fields, taken from the case's first process):
                        nan unless both roles timed it, the interval needs two of each)
     first_call_cold_s(_lo/_hi), first_call_warm_s(_lo/_hi)
                        geometric mean over the cold (warm) processes' first calls, with a t
-                       interval from two processes up; a first call the record marks invalid
+                       interval (warm: from MIN_TESTED processes; cold: at the spread pooled
+                       over the framework's cases of the mode, `_pool_first_cold`, no wider
+                       than hi/lo = MAX_FIRST_RATIO, else none: not tested); a first call the record marks invalid
                        (a compiled mode whose first call compiled nothing: it reused code an
                        earlier case compiled) is left out and counted in first_call_invalid
     n_first_cold       valid cold first calls behind first_call_cold_s
@@ -46,10 +48,15 @@ Columns (besides the record's fields, taken from the case's first process):
     speedup_vs_eager(_lo/_hi)
                        eager's time / this case's: paired over the processes both ran in (a
                        t interval on per-process ratios), Welch otherwise
-    throughput(_lo/_hi), utilisation, compilations (max), compilations_timed (max),
+    throughput(_lo/_hi), utilisation (against util_peak_flops, the best GEMM rate at the case's
+    precision on its set-up: data.py), compilations (max), compilations_timed (max),
     recompiled_during_timing (any process)
-    busy, busy_note    a process timed the case while the machine was busy (other processes'
-                       CPU use or steal time above the harness's limits: record `busy`)
+    busy, busy_note    every process that timed the case found the machine busy (other processes'
+                       CPU use or steal time above the harness's limits, also after the harness
+                       measured it again: record `busy`); such a case has no numbers (median_s
+                       nan, its reason says why), so no verdict, first call or choice uses it
+    busy_left_out      processes whose busy measurement of the case was left out (each is left
+                       out of every estimate; busy_note says which and how busy)
     est, est_first_cold, est_first_warm, est_cold
                        stats.Est objects (not in CSVs) for ratios, verdicts and draws
     extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
@@ -103,9 +110,10 @@ AGGREGATE = ("n_processes", "n_cold", "n_warm", "steady_from", "median_s", "medi
              "first_call_warm_s", "first_call_warm_lo_s", "first_call_warm_hi_s", "first_call_invalid",
              "first_call_s", "compile_s", "compile_latency_s", "compile_latency_lo_s", "compile_latency_hi_s",
              "speedup_vs_eager", "speedup_lo", "speedup_hi", "throughput", "throughput_lo", "throughput_hi",
-             "utilisation", "gemm_flops", "peak_precision", "peak_flops", "vendor_peak_flops", "mfu", "mfu_vendor",
+             "utilisation", "util_peak_flops", "gemm_flops", "peak_precision", "peak_flops", "vendor_peak_flops",
+             "mfu", "mfu_vendor",
              "compilations", "compilations_timed", "recompiled_during_timing",
-             "busy", "busy_note", "compile_cache", "run_file", "date")
+             "busy", "busy_note", "busy_left_out", "compile_cache", "run_file", "date")
 OBJECTS = ("est", "est_first_cold", "est_first_warm", "est_cold")
 
 # Per-process scalars whose replication matters (one value per process, no rounds: the case
@@ -203,6 +211,11 @@ def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: 
     row["n_first_cold"] = row["est_first_cold"].n
     row["first_call_s"] = row["first_call_cold_s"] if finite(row["first_call_cold_s"]) else row["first_call_warm_s"]
     row["compile_s"] = _med(r["compile_s"] for r in (first_cold or steady))
+    _latency(row)
+
+
+def _latency(row: dict[str, Any]) -> None:
+    """Compile latency (cold first call minus the steady step) with its interval from draws."""
     row["compile_latency_s"] = row["compile_latency_lo_s"] = row["compile_latency_hi_s"] = math.nan
     if row["mode"] == "eager" or not finite(row["first_call_s"]):
         return
@@ -215,6 +228,33 @@ def _first_calls(row: dict[str, Any], cold: list[Rec], warm: list[Rec], steady: 
                 np.exp(df_) - np.exp(ds))
 
 
+MAX_FIRST_RATIO = 3.0      # a cold first-call interval wider than hi/lo = 3 is not printed: values, not tested
+
+
+def _pool_first_cold(rows: list[dict[str, Any]]) -> None:
+    """Cold first calls get their interval from a spread pooled over the cases of one framework
+    and mode (stats.pooled: the same log-scale spread assumed for all; a case whose own spread
+    departs from the others' is left out of the pool and not tested): two cold processes a
+    case give a t interval with df summed over the cases. Where the pool has fewer than
+    MIN_TESTED - 1 degrees of freedom, or the interval's hi/lo exceeds MAX_FIRST_RATIO, the
+    case's cold first call is not tested (its processes' values are shown)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        e = r.get("est_first_cold")
+        if isinstance(e, stats.Est) and e.n:
+            groups.setdefault((r["framework"], r["mode"], r.get("device"), r.get("preset")), []).append(r)
+    for g in groups.values():
+        sd, df, out = stats.pooled([r["est_first_cold"] for r in g])
+        for i, r in enumerate(g):
+            e = r["est_first_cold"]
+            p = stats.Est(e.logs, pool=(sd, df, len(g) - len(out)) if i not in out else (math.nan, 0.0, 0))
+            lo, hi = p.interval() if p.tested else (math.nan, math.nan)
+            if not (finite(lo) and finite(hi) and hi / lo <= MAX_FIRST_RATIO):
+                p, lo, hi = stats.Est(e.logs, pool=(math.nan, 0.0, 0)), math.nan, math.nan
+            r["est_first_cold"], r["first_call_cold_lo_s"], r["first_call_cold_hi_s"] = p, lo, hi
+            _latency(r)
+
+
 def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     first = g[0]
     row: dict[str, Any] = {k: first[k] for k in (*CASE_KEYS, "case", *CARRIED) if k in first}
@@ -225,11 +265,23 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
         row.update({k: measured[k] for k in ("peak_memory_bytes", "peak_memory_source", "memory_note")
                     if k in measured})
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
+    # a process that timed the case on a busy machine (still busy after the harness measured it
+    # again: record `busy`) decides nothing: left out of every estimate, and counted
+    busy = [r for r in timed if r.get("busy") is True]
+    timed = [r for r in timed if r.get("busy") is not True]
     _extras(row, g, timed, list(extra))
+    row["busy_left_out"] = len(busy)
+    row["busy_note"] = "; ".join(
+        f"{r['run_file']}: other processes {_fmt(r.get('other_cpu'))} CPUs, steal "
+        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {_fmt(r.get('load_avg'))}"
+        + (f", after {r['busy_retries']} re-measurement(s) and {r.get('busy_wait_s') or 0:.0f} s waiting"
+           if finite(r.get("busy_retries")) and r["busy_retries"] else "") for r in busy) or None
     row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
                compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
                or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
+               util_peak_flops=max((float(r["util_peak_flops"]) for r in g if finite(r.get("util_peak_flops"))),
+                                   default=math.nan),
                # MFU's peaks: the best any process measured (a busy moment only lowers one), the vendor's
                peak_precision=next((r["peak_precision"] for r in g if isinstance(r.get("peak_precision"), str)), None),
                peak_flops=max((float(r["peak_flops"]) for r in g if finite(r.get("peak_flops"))), default=math.nan),
@@ -237,7 +289,11 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
                                        if finite(r.get("vendor_peak_flops"))), math.nan),
                n_processes=0, **{k: None for k in OBJECTS})
     if not timed:
-        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan)
+        row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan,
+                   busy=True if busy else None)
+        if busy:     # timed, but only on a busy machine: no number, verdict, first call or choice from it
+            row.update(status=busy[-1]["status"], reason=f"{BUSY_LEFT_OUT} in all {len(busy)} process(es) that "
+                                                         "timed it")
         return row
     row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
     row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)
@@ -258,12 +314,16 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
         row[c] = max((float(r[c]) for r in timed if finite(r[c])), default=math.nan)
     rec = [bool(r["recompiled_during_timing"]) for r in timed if isinstance(r["recompiled_during_timing"], bool)]
     row["recompiled_during_timing"] = any(rec) if rec else None
-    busy = [r for r in timed if r.get("busy") is True]
-    row["busy"] = bool(busy) if any(isinstance(r.get("busy"), bool) for r in timed) else None
-    row["busy_note"] = "; ".join(
-        f"{r['run_file']}: other processes {r.get('other_cpu', math.nan):.2f} CPUs, steal "
-        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {r.get('load_avg', math.nan):.2f}" for r in busy) or None
+    row["busy"] = False if busy or any(isinstance(r.get("busy"), bool) for r in timed) else None
     return row
+
+
+# A case's reason where every process that timed it found the machine busy.
+BUSY_LEFT_OUT = "left out: the machine was busy during its timed rounds, also when measured again,"
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.2f}" if finite(x) else "n/a"
 
 
 def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -325,6 +385,7 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
         groups.setdefault(r["case"], []).append(r)
     extra = [c for c in df.columns if c not in known_columns() and c not in AGGREGATE]
     rows = [_one_case(g, extra) for g in groups.values()]
+    _pool_first_cold(rows)
     procs = [f"procs_{k}" for k in PER_PROCESS if k in extra or k in CARRIED]
     cols = [*CASE_KEYS, "case", "status", "reason", *CARRIED, *AGGREGATE, *extra, *OBJECTS, *procs]
     out = pd.DataFrame(rows).reindex(columns=cols)
@@ -358,7 +419,7 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
     items, med = out["items"].astype(float), out["median_s"].astype(float)
     out["throughput"] = items / med
     out["throughput_lo"], out["throughput_hi"] = items / out["median_hi_s"], items / out["median_lo_s"]
-    out["utilisation"] = out["flops"].astype(float) / med / out["gemm_flops"]
+    out["utilisation"] = out["flops"].astype(float) / med / out["util_peak_flops"]   # at the case's precision
     for col, peak in (("mfu", "peak_flops"), ("mfu_vendor", "vendor_peak_flops")):   # at the case's precision
         out[col] = out["flops"].astype(float) / med / out[peak].astype(float) if peak in out else math.nan
     out["eager_case"] = None

@@ -19,8 +19,9 @@ code is about proportional to the time (4.3% between warm processes, measured).
                  strategies, a new- against a seen-shape request): paired, a t interval on the
                  per-process log ratios (df = P - 1), so the process effect they share (r about
                  0.7 between one framework's cases) cancels. In different processes: Welch's t
-                 on the difference of the log means (Welch-Satterthwaite df). With one process on
-                 a side a ratio between processes is not tested.
+                 on the difference of the log means, with Hsu's conservative df min(P_a, P_b) - 1
+                 (the Welch-Satterthwaite df was liberal in the tails at unequal spreads). Below
+                 MIN_TESTED processes on a side a ratio between processes is not tested.
     verdict      against a declared margin m (default MARGIN = 10%), on a time ratio a/b:
                    faster (slower) by at least the margin  the whole interval below 1/(1+m)
                                                             (above 1+m)
@@ -34,12 +35,17 @@ code is about proportional to the time (4.3% between warm processes, measured).
     Family       a report states dozens of verdicts; at 5% each, two equally fast frameworks
                  would get a false "faster" somewhere in most reports. Holm's step-down
                  procedure controls the chance of any false "faster"/"slower" in the report
-                 (the family-wise error rate) at ALPHA, whatever the other comparisons' truth.
-                 Each comparison's interval is shown at the level of its Holm step (1 -
-                 ALPHA / (m - j + 1) for the j-th smallest p-value; the comparisons Holm keeps
-                 at the level of the step where it stopped), so an interval excludes 1 exactly
-                 when Holm states the difference. The report states every verdict in two passes:
-                 the first collects the p-values, the second words them.
+                 (the family-wise error rate) at ALPHA, whatever the other comparisons' truth,
+                 in groups that share ALPHA (GROUP_SHARES, holm_levels: comparisons against an
+                 op-by-op eager mode in a group of their own; a group all of whose comparisons
+                 are stated passes its share on). Each comparison's difference is read on the
+                 interval at the level of its Holm step (1 - alpha' / (m - j + 1) for the j-th
+                 smallest p-value of its group; the comparisons Holm keeps at the level of the
+                 step where it stopped), so an interval excludes 1 exactly when Holm states the
+                 difference; equivalence is two one-sided tests at the same alpha' (the interval
+                 at 1 - 2 alpha' inside the margin, shown with that level). The report states
+                 every verdict in two passes: the first collects the p-values, the second words
+                 them.
 
 Derived numbers (compile latency, break-even) take their intervals from draws of the same t
 distributions (`Est.draws`, `Ratio.draws`), seeded from the quantity's name, so a report
@@ -50,7 +56,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -64,6 +70,13 @@ N_DRAWS = 4000             # draws behind a derived number's interval
 FASTER_M, FASTER, EQUIVALENT, SLOWER, SLOWER_M, INCONCLUSIVE, NOT_TESTED = (
     "faster_m", "faster", "equivalent", "slower", "slower_m", "inconclusive", "not_tested")
 DECIDED = (FASTER_M, FASTER, SLOWER, SLOWER_M)
+# A report's comparisons fall into groups that share ALPHA (stats.holm_levels): comparisons
+# against an op-by-op eager mode (JAX's, TensorFlow's: differences of 2-12x, never in doubt)
+# in a group of their own, so how strict the comparisons between frameworks and torch's
+# modes are does not depend on how many of those a report holds; once all of a group are
+# stated, its share passes to the other.
+MAIN, OP_BY_OP = "main", "against op-by-op eager"
+GROUP_SHARES = {MAIN: 0.8, OP_BY_OP: 0.2}
 MIN_TESTED = 3             # processes a side needs before a comparison is tested (df >= 2)
 ONE_PROCESS = "not tested (fewer than 3 processes)"   # the words of NOT_TESTED
 
@@ -98,6 +111,7 @@ class Est:
     logs: dict[str, float]
     halves: dict[str, float] | None = None
     rounds: tuple[float, ...] | None = None
+    pool: tuple[float, float, int] | None = None   # (log SD, its df, cases) pooled over cases (`pooled`)
 
     @classmethod
     def of(cls, values: Mapping[str, float], halves: Mapping[str, float] | None = None,
@@ -120,20 +134,27 @@ class Est:
 
     @property
     def sd(self) -> float:
+        if self.pool is not None:
+            return self.pool[0]
         return float(np.std(list(self.logs.values()), ddof=1)) if self.n >= 2 else math.nan
 
     @property
     def se(self) -> float:
-        return self.sd / math.sqrt(self.n) if self.n >= 2 else math.nan
+        return self.sd / math.sqrt(self.n) if self.n >= 2 or (self.pool and self.n) else math.nan
 
     @property
     def df(self) -> float:
+        if self.pool is not None:
+            return self.pool[1]
         return float(self.n - 1) if self.n >= 2 else math.nan
 
     @property
     def tested(self) -> bool:
         """Enough processes for an interval over processes (MIN_TESTED: at two, df = 1 and a 95%
-        interval spans +-12.7 standard errors, up to a hundred decades at a Holm level)."""
+        interval spans +-12.7 standard errors, up to a hundred decades at a Holm level), or a
+        spread pooled over cases with the degrees of freedom of MIN_TESTED processes or more."""
+        if self.pool is not None:
+            return self.n >= 1 and self.pool[1] >= MIN_TESTED - 1
         return self.n >= MIN_TESTED
 
     def range(self) -> tuple[float, float]:
@@ -198,6 +219,28 @@ class Est:
         return Est(out)
 
 
+POOL_OUTLIER = 0.05         # a case whose spread departs from the others' at this level (Bonferroni) is not pooled
+
+
+def pooled(ests: Sequence[Est]) -> tuple[float, float, set[int]]:
+    """(log SD, df, left out) of several quantities' process values pooled on the log scale,
+    assuming one spread for all (as for one framework's cold first calls of one mode):
+    sqrt(sum of squared deviations from each one's own mean / sum of (n_i - 1)), df = that
+    sum. A quantity whose own spread is larger than the others' pooled one by an F test at
+    POOL_OUTLIER / (quantities) is left out (its index returned): the assumption fails for it."""
+    ss = [float(np.sum((np.array(list(e.logs.values())) - e.mean) ** 2)) if e.n >= 2 else 0.0 for e in ests]
+    dfs = [max(e.n - 1, 0) for e in ests]
+    k = sum(d > 0 for d in dfs)
+    out: set[int] = set()
+    for i, (s, d) in enumerate(zip(ss, dfs)):
+        rest_ss, rest_df = sum(ss) - s, sum(dfs) - d
+        if d and rest_df and rest_ss > 0 and sps.f.sf((s / d) / (rest_ss / rest_df), d, rest_df) < POOL_OUTLIER / k:
+            out.add(i)
+    ss_in = sum(s for i, s in enumerate(ss) if i not in out)
+    df_in = sum(d for i, d in enumerate(dfs) if i not in out)
+    return (math.sqrt(ss_in / df_in) if df_in else math.nan), float(df_in), out
+
+
 # ----------------------------------------------------------------------------- ratios
 
 @dataclass
@@ -250,11 +293,11 @@ def ratio(a: Est, b: Est | None = None) -> Ratio:
         d = np.array([a.logs[k] - b.logs[k] for k in a.logs])
         return Ratio(float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d))), float(len(d) - 1), "paired")
     if a.tested and b.tested:
-        va, vb = a.se ** 2, b.se ** 2
-        se = math.sqrt(va + vb)
-        den = (va ** 2 / a.df if a.df else 0.0) + (vb ** 2 / b.df if b.df else 0.0)
-        df = (va + vb) ** 2 / den if den > 0 else float(a.df + b.df)
-        return Ratio(diff, se, df, "welch")
+        # Welch's statistic with Hsu's conservative df, min(df_a, df_b): the lower bound of the
+        # Welch-Satterthwaite df, whose approximation made the tails Holm's first steps use
+        # liberal at unequal spreads (issue 30: 0.0045 against 0.0031 at alpha/16)
+        se = math.sqrt(a.se ** 2 + b.se ** 2)
+        return Ratio(diff, se, float(min(a.df, b.df)), "welch")
     return Ratio(diff, math.nan, math.nan, "untested")
 
 
@@ -364,6 +407,10 @@ class Family:
     alpha: float = ALPHA
     margin: float = MARGIN
     closed: bool = False
+    group_of: Callable[[tuple[str, ...]], str] | None = None   # a comparison's cases -> its group (None: MAIN)
+    shares: Mapping[str, float] = field(default_factory=lambda: dict(GROUP_SHARES))
+    groups: dict[str, str] = field(default_factory=dict)        # key -> group
+    members: dict[str, tuple[str, ...]] = field(default_factory=dict)   # key -> the cases it compares
     pvalues: dict[str, float] = field(default_factory=dict)
     levels: dict[str, float] = field(default_factory=dict)
     stop_level: float = LEVEL
@@ -380,9 +427,11 @@ class Family:
         r = ratio(a, b)
         if not self.closed and r.tested:
             self.pvalues[key] = r.p()
+            self.members[key] = tuple(cases)
+            self.groups[key] = self.group_of(tuple(cases)) if self.group_of is not None else MAIN
         level = self.levels.get(key, self.stop_level) if self.closed and r.tested else LEVEL
-        lo, hi = r.interval(level)
-        j = Judgement(key, r.value, lo, hi, level, verdict(lo, hi, self.margin), r.kind)
+        v, lo, hi, shown = self.verdict_of(r, level)
+        j = Judgement(key, r.value, lo, hi, shown, v, r.kind)
         cache[key] = j
         if self.closed and r.tested:
             self._stability(key, j, a, b, tuple(cases), level)
@@ -402,25 +451,30 @@ class Family:
             if x is None or skip:
                 continue
             r = ratio(x, y)
-            if r.tested and coarse(verdict(*r.interval(level), self.margin)) != coarse(j.verdict):
+            if r.tested and coarse(self.verdict_of(r, level)[0]) != coarse(j.verdict):
                 self.key_flags.setdefault(key, set()).add(reason)
                 for c in cases:
                     self.flags.setdefault(c, {}).setdefault(reason, set()).add(key)
 
+    def verdict_of(self, r: "Ratio", level: float) -> tuple[str, float, float, float]:
+        """(verdict, lo, hi, the level of the interval shown) of a ratio at its Holm level. A
+        difference is read on the interval at `level` (it excludes 1 exactly when Holm states
+        it). Equivalence is a TOST at the same alpha' = 1 - level (both one-sided tests at
+        alpha'): the interval at 1 - 2 alpha', shown with that level, inside the margin."""
+        lo, hi = r.interval(level)
+        v = verdict(lo, hi, self.margin)
+        if v in (EQUIVALENT, INCONCLUSIVE) and level > 0.5:
+            eq = 1.0 - 2.0 * (1.0 - level)
+            elo, ehi = r.interval(eq)
+            if math.isfinite(elo) and math.isfinite(ehi) and elo >= 1 / (1 + self.margin) and ehi <= 1 + self.margin:
+                return EQUIVALENT, elo, ehi, eq
+        return v, lo, hi, level
+
     def close(self) -> None:
-        """Holm's levels from pass 1's p-values; the next pass words the verdicts."""
-        items = sorted(self.pvalues.items(), key=lambda kv: (kv[1], kv[0]))
-        m = len(items)
-        self.levels, self.stop_level = {}, 1.0 - self.alpha / max(m, 1)
-        stopped = False
-        for j, (key, p) in enumerate(items):
-            step = 1.0 - self.alpha / (m - j)
-            if not stopped and p <= self.alpha / (m - j):
-                self.levels[key] = step
-                continue
-            if not stopped:
-                stopped, self.stop_level = True, step
-            self.levels[key] = self.stop_level
+        """Holm's levels from pass 1's p-values, per group (`holm_levels`); the next pass words
+        the verdicts."""
+        self.levels, stops = holm_levels(self.pvalues, self.groups, self.shares, self.alpha)
+        self.stop_level = min(stops.values(), default=1.0 - self.alpha / max(self.m, 1))
         self.closed = True
 
     @property
@@ -429,6 +483,52 @@ class Family:
 
     def stated(self) -> int:
         return sum(j.decided for j in self.judged.values())
+
+
+def holm_levels(pvalues: Mapping[str, float], groups: Mapping[str, str], shares: Mapping[str, float],
+                alpha: float = ALPHA) -> tuple[dict[str, float], dict[str, float]]:
+    """Holm within each group of comparisons, the groups sharing `alpha` by `shares` (a
+    graphical procedure, Bretz et al. 2009: Holm is its equal-weight case): a group starts
+    with alpha x its share of the groups that have comparisons (a group without a share in
+    `shares` weighs 1); once every comparison of a group is rejected, its alpha passes to the
+    groups still open, equally. The chance of any false
+    rejection in all the groups together stays at most `alpha`. Returns each key's level
+    (1 - its alpha'/(m - j) at its step; those not rejected at the level where their group
+    stopped) and each group's stop level."""
+    by: dict[str, list[tuple[str, float]]] = {}
+    for k, p in pvalues.items():
+        by.setdefault(groups.get(k, MAIN), []).append((k, p))
+    names = sorted(by)                  # a group without comparisons passes its share at once
+    weight = {g: shares.get(g, 1.0) for g in names}
+    budget = {g: alpha * w / sum(weight.values()) for g, w in weight.items()}
+    levels: dict[str, float] = {}
+    stops: dict[str, float] = {}
+    open_ = list(names)
+    while open_:
+        finished = []
+        for g in open_:
+            items = sorted(by.get(g, []), key=lambda kv: (kv[1], kv[0]))
+            m, a = len(items), budget[g]
+            stops[g] = 1.0 - a / max(m, 1)
+            rejected = 0
+            for j, (key, p) in enumerate(items):
+                if p > a / (m - j):
+                    stops[g] = 1.0 - a / (m - j)
+                    break
+                levels[key] = 1.0 - a / (m - j)
+                rejected += 1
+            for key, _ in items[rejected:]:
+                levels[key] = stops[g]
+            if rejected == m:
+                finished.append(g)
+        rest = [g for g in open_ if g not in finished]
+        if not finished or not rest:
+            break
+        for g in finished:              # its alpha passes on; its levels stand
+            for o in rest:
+                budget[o] += budget[g] / len(rest)
+        open_ = rest
+    return levels, stops
 
 
 HALF = "verdict changes on the second half of the rounds"
@@ -448,7 +548,7 @@ def sentence(j: Judgement, a: str, b: str, margin: float, label: str | None = No
     elif v in (FASTER, SLOWER):
         s = f"{a} is {faster if v == FASTER else slower} than {b}, not surely by the {m} margin ({x})"
     elif v == EQUIVALENT:
-        s = f"{a} and {b} are equivalent within +-{m} ({x})"
+        s = f"{a} and {b} are equivalent within +-{m} ({x}: two one-sided tests)"
     elif v == INCONCLUSIVE:
         s = f"{a} against {b} is inconclusive: the interval contains 1 and reaches beyond +-{m} ({x})"
     else:
@@ -569,6 +669,11 @@ def fmt_time_range(m: float, lo: float, hi: float) -> str:
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return f"{_num(m * scale)} {unit}"
     return f"{_num(m * scale)} {unit} (range {_num(lo * scale)}-{_num(hi * scale)})"
+
+
+def fmt_values(e: "Est") -> str:
+    """Every process's value in the unit of their geometric mean: '12.3 s, 4.21 s'."""
+    return ", ".join(fmt_seconds(math.exp(v)) for v in sorted(e.logs.values())) or "n/a"
 
 
 def fmt_est(e: "Est", m: float | None = None) -> str:

@@ -18,9 +18,12 @@ own sentences where its workload ran.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import optimize as sps_opt
+from scipy import stats as sps
 
 from reports import sections
 from reports.analysis import findings, jobs, precision, stats, verdicts
@@ -312,6 +315,72 @@ def choice_sentence(rank: pd.DataFrame, sens: pd.DataFrame, weights: dict[str, f
             + (" " + flip.split(". ", 1)[1] if ". " in flip else ""))
 
 
+POWER = 0.80     # the power at which a report states the smallest difference it could detect
+
+
+def detectable(se: float, df: float, level: float, power: float = POWER) -> float:
+    """The smallest true log ratio a t test of standard error `se` and `df` degrees of freedom
+    at `level` (two-sided) finds with `power`: the noncentral t's power solved for its
+    noncentrality (the normal shortcut t_{1-alpha/2} + t_{power} overstates the power at few
+    degrees of freedom)."""
+    if not (se > 0 and df > 0 and math.isfinite(se)):
+        return math.nan
+    q = stats.t_quantile(df, level)
+    def miss(nc: float) -> float:
+        return float(sps.nct.sf(q, df, nc) + np.nan_to_num(sps.nct.cdf(-q, df, nc))) - power   # nan: far in the tail
+    hi = q + stats.t_quantile(df, 2 * power - 1) + 1.0
+    while miss(hi) < 0:
+        hi *= 2
+    return float(sps_opt.brentq(miss, 0.0, hi, xtol=1e-6)) * se
+
+
+def resolution(df: pd.DataFrame, fam: stats.Family) -> dict[str, Any]:
+    """What this report can resolve, from its own processes (issue 30): `case`, the median
+    half-width of the cases' 95% intervals (as a fraction, over cases with an interval over
+    processes); over the comparisons between two frameworks in the family's main group,
+    `between_95` and `between_used`, the median half-width of their intervals at 95% and at
+    the Holm level each was judged at, and `detectable`, the median smallest true difference
+    each would call faster or slower with POWER (`detectable_lo`/`_hi` their range; from its
+    Welch standard error and degrees of freedom at its level, `detectable`). `n_cases`,
+    `n_between`: what the medians are over."""
+    est = {r["case"]: r["est"] for _, r in df.iterrows() if isinstance(r.get("est"), stats.Est)}
+    fw = dict(zip(df["case"], df["framework"]))
+    case = [e.interval()[1] / e.value - 1 for e in est.values() if e.tested]
+    b95, used, det = [], [], []
+    for key, level in fam.levels.items():
+        cs = fam.members.get(key, ())
+        if fam.groups.get(key) != stats.MAIN or len(cs) != 2 or not all(c in est for c in cs) \
+                or fw.get(cs[0]) == fw.get(cs[1]):
+            continue
+        r = stats.ratio(est[cs[0]], est[cs[1]])
+        if not r.tested:
+            continue
+        b95.append(stats.exp_bound(stats.t_quantile(r.df) * r.se) - 1)
+        used.append(stats.exp_bound(stats.t_quantile(r.df, level) * r.se) - 1)
+        det.append(stats.exp_bound(detectable(r.se, r.df, level)) - 1)
+    med = (lambda v: float(np.median(v)) if v else math.nan)   # noqa: E731
+    return {"case": med(case), "n_cases": len(case), "between_95": med(b95), "between_used": med(used),
+            "detectable": med(det), "detectable_lo": min(det, default=math.nan),
+            "detectable_hi": max(det, default=math.nan), "n_between": len(det)}
+
+
+def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """The scope's sentence on what this report resolves (`resolution`)."""
+    r = resolution(df, fam)
+    if not r["n_cases"]:
+        return ["Resolution: no case has an interval over processes (fewer than "
+                f"{stats.MIN_TESTED} steady-state processes), so this report resolves no difference."]
+    pct = (lambda x: f"{100 * x:.1f}%")    # noqa: E731
+    out = f"Resolution: median 95% half-width per case +-{pct(r['case'])} ({r['n_cases']} cases)"
+    if r["n_between"]:
+        out += (f"; between frameworks +-{pct(r['between_95'])} at 95% and +-{pct(r['between_used'])} at the Holm "
+                f"levels used (median of {r['n_between']} comparisons); the smallest difference between frameworks "
+                f"this report would call faster or slower with {100 * POWER:.0f}% power, from its own processes' "
+                f"spread: {pct(r['detectable'])} (median; {pct(r['detectable_lo'])}-{pct(r['detectable_hi'])} over "
+                "those comparisons)")
+    return [out + "."]
+
+
 def scope(df: pd.DataFrame) -> list[str]:
     """What the run can and cannot say."""
     runs = df.attrs.get("runs", [])
@@ -338,4 +407,19 @@ def scope(df: pd.DataFrame) -> list[str]:
              "Equal work: the three implementations of each model are tested equivalent before anything is timed "
              "(same numpy weights and inputs: logits, losses, gradients and optimizer steps against numpy float64 "
              "references and finite differences, at tolerances ten times the error achieved; tests/)."]
-    return lines
+    return lines + busy_scope(df)
+
+
+def busy_scope(df: pd.DataFrame) -> list[str]:
+    """Page 1's count of what a busy machine cost the run (replicates.cases' busy_left_out and
+    busy): measurements timed while other processes used the CPU, also when the harness measured
+    them again, are left out of every number, verdict, first call and the choice."""
+    if "busy" not in df.columns or not df["busy"].notna().any():
+        return ["Machine state: not recorded (result files from before fwbench recorded load and steal time)."]
+    left = df["busy_left_out"].fillna(0) if "busy_left_out" in df.columns else pd.Series(0, index=df.index)
+    n, cases, none = int(left.sum()), int((left > 0).sum()), int((df["busy"] == True).sum())   # noqa: E712
+    if not n:
+        return ["Machine state: no case was timed on a busy machine (after re-measurement)."]
+    return [f"Machine state: {n} measurement(s) of {cases} case(s) were timed while other processes used the CPU, "
+            "also when measured again, and are left out of every number, verdict, first call and the choice"
+            + (f"; {none} case(s) have no measurement left." if none else ".")]

@@ -65,9 +65,12 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "gpu_model": (str,), "devices": (int,),
     # the scheduler's job that ran the process (reports.running.launch.job_info): id, host, start, end
     "job": (dict,),
+    # the compiler's start-up per compiled mode: {"framework/mode": seconds}
+    "compiler_startup": (dict,),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
-_MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings", "job": "text"}
+_MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings", "job": "text",
+           "compiler_startup": "rate"}
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 
 

@@ -1,7 +1,8 @@
 """Variance components of a set of runs, and the allocation of processes and rounds they
 imply (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 
-    python -m reports.analysis.variance RESULTS...   # components, and simulated power per allocation
+    python -m reports.analysis.variance RESULTS...           # the components
+    python -m reports.analysis.variance --allocation FOLDER  # simulated reports per allocation (issue 30)
 
 Per case with two or more warm processes, on the log scale (so each is about a relative SD):
 
@@ -23,15 +24,19 @@ rounds per process that minimise it for a given time are n* = sqrt(c_p (pi/2) wi
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from reports.analysis import replicates, stats
 from reports.analysis.data import TIMED
+from workloads import options
 
 
 @dataclass
@@ -97,54 +102,302 @@ def _shared(effects: dict[tuple[str, str], dict[str, float]]) -> float:
     return _med(rs)
 
 
-def simulate(c: Components, warm: int, rounds: int, comparisons: int = 48, effect: float = 1.2,
-             trials: int = 400, seed: int = 0) -> dict[str, float]:
-    """By simulation with these components, at `warm` processes of `rounds` rounds and Holm
-    at 5% over `comparisons` comparisons: `false`, the chance of any false faster/slower
-    between two equally fast frameworks; `found`, the share of true differences of `effect`
-    found when every comparison has one; `alone`, the chance of finding a single true
-    difference among otherwise equal comparisons (Holm's hardest case: it must pass 5% /
-    comparisons)."""
-    rng = np.random.default_rng(seed)
+# ----------------------------------------------------------------------------- the report, simulated
 
-    def est(mu: float, tag: str) -> stats.Est:
-        eff = rng.normal(0.0, c.between, warm)
-        return stats.Est.of({f"{tag}{i}": float(np.median(np.exp(mu + eff[i] + rng.normal(0.0, c.within, rounds))))
-                             for i in range(warm)})
-    out = {}
-    for name in ("false", "found", "alone"):
-        hits = []
-        for t in range(trials):
-            fam = stats.Family()
-            mus = {"false": [0.0] * comparisons, "found": [math.log(effect)] * comparisons,
-                   "alone": [math.log(effect)] + [0.0] * (comparisons - 1)}[name]
-            pairs = [(est(0.0, f"a{t}.{k}."), est(mu, f"b{t}.{k}.")) for k, mu in enumerate(mus)]
-            for _ in range(2):
-                js = [fam.judge(str(k), a, b) for k, (a, b) in enumerate(pairs)]
-                if not fam.closed:
-                    fam.close()
-            hits.append({"false": any(j.decided for j in js), "found": np.mean([j.decided for j in js]),
-                         "alone": js[0].decided}[name])
-        out[name] = float(np.mean(hits))
+@dataclass
+class Plan:
+    """The components of one report measured on a run (`plan`): per case its framework, the
+    log SD between warm processes (the rounds' share removed) and within a process per round;
+    per comparison of the report's family its two cases, group (stats.MAIN or stats.OP_BY_OP),
+    kind (paired, welch) and measured log ratio; `shared`, the correlation of two cases'
+    process effects within a framework; per framework and role a process's wall time and one
+    round of all its cases (seconds), for the run-time estimate."""
+    between: dict[str, float]
+    within: dict[str, float]
+    framework: dict[str, str]
+    comparisons: list[tuple[str, str, str, str, str, float]]     # key, a, b, group, kind, log ratio
+    shared: float
+    rounds: int
+    wall: dict[tuple[str, str], float]
+    round_cost: dict[tuple[str, str], float]
+
+    def between_frameworks(self) -> list[int]:
+        """Indices of the comparisons between two frameworks in the main group (one per task
+        and mode class the report words: the ones "calls a true 20% difference faster" is about)."""
+        return [i for i, c in enumerate(self.comparisons)
+                if c[3] == stats.MAIN and self.framework[c[1]] != self.framework[c[2]]]
+
+    def run_time(self, cold: Mapping[str, int] | int, warm: int, rounds: int) -> float:
+        """Seconds of processes a run at this allocation takes (the example's mean process wall
+        time per framework and role, its rounds' share moved to `rounds`); nan without logs."""
+        fws = sorted({f for f, _ in self.wall})
+        if not fws:
+            return math.nan
+        out = 0.0
+        for f in fws:
+            c = cold.get(f, 0) if isinstance(cold, Mapping) else cold
+            for role, n in (("cold", c), ("warm", warm)):
+                if n and (f, role) not in self.wall:
+                    return math.nan
+                if n:
+                    out += n * (self.wall[f, role] + (rounds - self.rounds) * self.round_cost[f, role])
+        return out
+
+
+def _log_wall(folder: Path, run_file: str) -> float:
+    """A process's wall time from its log's pytest summary line ('... in 385.70s'); nan without one."""
+    log = folder / "logs" / f"{Path(run_file).stem}.log"
+    if not log.is_file():
+        return math.nan
+    hits = re.findall(r" in ([0-9.]+)s", log.read_text(errors="replace"))
+    return float(hits[-1]) if hits else math.nan
+
+
+def plan(df: pd.DataFrame, folder: Path | None = None) -> Plan:
+    """The report's plan from a run's records (reports.load): its family as the report builds
+    it (findings.report_family), the per-case components and, from `folder`'s logs, the
+    process costs."""
+    from reports.analysis import findings  # findings imports the sections, which import analysis
+    t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
+    between, within, framework = {}, {}, {}
+    for case, g in t.groupby("case"):
+        steady, _, _, _ = replicates.roles(g.to_dict("records"))
+        logs = [math.log(r["median_s"]) for r in steady]
+        rt = [np.log(r["times"]) for r in steady if isinstance(r["times"], list) and len(r["times"]) > 2]
+        if len(logs) < 2 or not rt:
+            continue
+        wv = float(np.mean([np.var(x, ddof=1) for x in rt]))
+        n = float(np.mean([len(x) for x in rt]))
+        between[case] = math.sqrt(max(float(np.var(logs, ddof=1)) - math.pi / 2 * wv / n, 0.0))
+        within[case] = math.sqrt(wv)
+        framework[case] = str(g["framework"].iloc[0])
+    fam = findings.report_family(df)
+    comps = []
+    for key in fam.pvalues:
+        cs = fam.members.get(key, ())
+        j = fam.judged.get(key)
+        if len(cs) == 2 and all(c in between for c in cs) and j is not None:
+            comps.append((key, cs[0], cs[1], fam.groups[key], j.kind, math.log(j.ratio)))
+    wall: dict[tuple[str, str], list[float]] = {}
+    rc: dict[tuple[str, str], list[float]] = {}
+    if folder is not None:
+        for (fw, role, run_file), g in t.groupby(["framework", "compile_cache", "run_file"]):
+            w = _log_wall(Path(folder), str(run_file))
+            if math.isfinite(w):
+                wall.setdefault((fw, role), []).append(w)
+                rc.setdefault((fw, role), []).append(float(g["median_s"].sum()))
+    rounds = int(np.median(t["rounds"].dropna())) if t["rounds"].notna().any() else 6
+    return Plan(between, within, framework, comps, components(df).shared, rounds,
+                {k: float(np.mean(v)) for k, v in wall.items()}, {k: float(np.mean(v)) for k, v in rc.items()})
+
+
+def draw(pl: Plan, warm: int, rounds: int, truth: np.ndarray, trials: int,
+         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Simulated log process medians of each comparison's two sides, (trials, K, warm) each:
+    process effects N(0, between) (within a framework correlated by `shared`, for a paired
+    comparison's two cases), each process's median of `rounds` rounds N(0, within), side a
+    shifted by `truth` (the true log ratio a/b)."""
+    k = len(pl.comparisons)
+    ba = np.array([pl.between[c[1]] for c in pl.comparisons])[None, :, None]
+    bb = np.array([pl.between[c[2]] for c in pl.comparisons])[None, :, None]
+    wa = np.array([pl.within[c[1]] for c in pl.comparisons])[None, :, None, None]
+    wb = np.array([pl.within[c[2]] for c in pl.comparisons])[None, :, None, None]
+    r = np.array([pl.shared if c[4] == "paired" else 0.0 for c in pl.comparisons])[None, :, None]
+    r = np.clip(np.nan_to_num(r), 0.0, 1.0)
+    z1, z2 = rng.standard_normal((2, trials, k, warm))
+    la = truth[None, :, None] + ba * z1 + np.median(wa * rng.standard_normal((trials, k, warm, rounds)), axis=-1)
+    lb = bb * (r * z1 + np.sqrt(1 - r ** 2) * z2) + np.median(wb * rng.standard_normal((trials, k, warm, rounds)),
+                                                              axis=-1)
+    return la, lb
+
+
+def tests(pl: Plan, la: np.ndarray, lb: np.ndarray, hsu: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log ratio, its standard error, df) of each simulated comparison, as stats.ratio
+    computes them: paired over the processes, Welch between them (Hsu's df; hsu=False: the
+    Welch-Satterthwaite df stats.ratio used before issue 30)."""
+    n = la.shape[-1]
+    paired = np.array([c[4] == "paired" for c in pl.comparisons])[None, :]
+    d = la - lb
+    diff = la.mean(-1) - lb.mean(-1)
+    va, vb = la.var(-1, ddof=1) / n, lb.var(-1, ddof=1) / n
+    se = np.where(paired, d.std(-1, ddof=1) / math.sqrt(n), np.sqrt(va + vb))
+    df = np.full(se.shape, n - 1.0)            # paired: P - 1; Welch with Hsu's df: min(P_a, P_b) - 1
+    if not hsu:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            df = np.where(paired, df, (va + vb) ** 2 / (va ** 2 / (n - 1) + vb ** 2 / (n - 1)))
+    return diff, se, df
+
+
+def holm(p: np.ndarray, groups: Sequence[str], shares: Mapping[str, float] = stats.GROUP_SHARES,
+         alpha: float = stats.ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """stats.holm_levels over simulated reports at once: p (trials, K) -> (rejected, alpha'
+    of each comparison's level), both (trials, K)."""
+    trials, _ = p.shape
+    names = sorted(set(groups))
+    idx = {g: np.array([i for i, x in enumerate(groups) if x == g]) for g in names}
+    weight = {g: shares.get(g, 1.0) for g in names}
+    budget = {g: np.full(trials, alpha * w / sum(weight.values())) for g, w in weight.items()}
+    rejected = np.zeros(p.shape, bool)
+    level_alpha = np.zeros(p.shape)
+    open_ = {g: np.ones(trials, bool) for g in names}
+    for _ in range(len(names)):
+        finished = {}
+        for g in names:
+            pg = p[:, idx[g]]
+            m = pg.shape[1]
+            order = np.argsort(pg, axis=1, kind="stable")
+            sp = np.take_along_axis(pg, order, 1)
+            steps = budget[g][:, None] / (m - np.arange(m))[None, :]
+            nrej = np.cumprod(sp <= steps, axis=1).sum(1)
+            rank = np.empty_like(order)
+            np.put_along_axis(rank, order, np.arange(m)[None, :].repeat(trials, 0), 1)
+            rej = rank < nrej[:, None]
+            a_at = np.where(rej, budget[g][:, None] / (m - rank),
+                            budget[g][:, None] / (m - np.minimum(nrej, m - 1))[:, None])
+            upd = open_[g]
+            rejected[np.ix_(upd, idx[g])] = rej[upd]
+            level_alpha[np.ix_(upd, idx[g])] = a_at[upd]
+            finished[g] = upd & (nrej == m)
+        rest = {g: open_[g] & ~finished[g] for g in names}
+        n_rest = sum(rest[g].astype(int) for g in names)
+        moved = False
+        for g in names:
+            give = finished[g] & (n_rest > 0)
+            if give.any():
+                moved = True
+                for o in names:
+                    if o != g:
+                        budget[o] = budget[o] + np.where(give & rest[o], budget[g] / np.maximum(n_rest, 1), 0.0)
+                budget[g] = np.where(give, 0.0, budget[g])
+        open_ = rest
+        if not moved:
+            break
+    return rejected, level_alpha
+
+
+def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int = 1000, seed: int = 0,
+             grouped: bool = True, margin: float = stats.MARGIN, per_comparison: bool = False,
+             hsu: bool = True) -> dict[str, Any]:
+    """Simulated reports of this plan at `warm` processes of `rounds` rounds. Two scenarios:
+    `power`: every comparison between frameworks (Plan.between_frameworks) with a true
+    difference of `effect` (a faster), the others at their measured ratios: `power` the share
+    of those called faster (any verdict of faster), `power_m` faster by at least the margin,
+    `coverage` the share of 95% ratio intervals and `case_coverage` of 95% case intervals
+    that hold the truth. `null`: every main-group comparison at a true ratio of 1 (equal
+    frameworks, compiled as fast as eager), the op-by-op ones at their measured ratios:
+    `false`, the share of reports with any false faster/slower. grouped=False: one Holm
+    family over all, hsu=False: Welch-Satterthwaite df (the report before issue 30)."""
+    rng = np.random.default_rng(seed)
+    measured = np.array([c[5] for c in pl.comparisons])
+    main = np.array([c[3] == stats.MAIN for c in pl.comparisons])
+    groups = [c[3] if grouped else stats.MAIN for c in pl.comparisons]
+    bf = np.array(pl.between_frameworks(), int)
+    out: dict[str, float] = {}
+    for scenario in ("power", "null"):
+        truth = measured.copy()
+        if scenario == "power":
+            truth[bf] = -math.log(effect)
+        else:
+            truth[main] = 0.0
+        la, lb = draw(pl, warm, rounds, truth, trials, rng)
+        diff, se, df = tests(pl, la, lb, hsu)
+        p = 2 * sps.t.sf(np.abs(diff) / se, df)
+        rej, a_at = holm(p, groups)
+        if scenario == "power":
+            hi = diff + sps.t.ppf(1 - a_at / 2, df) * se
+            out["power"] = float(np.mean(rej[:, bf] & (diff[:, bf] < 0)))
+            out["power_m"] = float(np.mean(rej[:, bf] & (hi[:, bf] < -math.log(1 + margin))))
+            half = sps.t.ppf(0.975, df) * se
+            out["coverage"] = float(np.mean(np.abs(diff - truth[None, :]) <= half))
+            case_half = sps.t.ppf(0.975, warm - 1) * la.std(-1, ddof=1) / math.sqrt(warm)
+            out["case_coverage"] = float(np.mean(np.abs(la.mean(-1) - truth[None, :]) <= case_half))
+            if per_comparison:
+                out["per_comparison"] = (rej[:, bf] & (diff[:, bf] < 0)).mean(0).tolist()
+        else:
+            wrong = rej & ((truth[None, :] == 0) | (np.sign(diff) != np.sign(truth[None, :])))
+            out["false"] = float(np.mean(wrong.any(axis=1)))
+    return out
+
+
+ALLOCATIONS: tuple[tuple[str, Mapping[str, int] | int, int, int, bool, bool], ...] = (
+    # (label, cold per framework, warm, rounds, grouped family, Hsu's df)
+    ("before issue 30: 2 cold + 5 warm, one Holm family, Satterthwaite df", 2, 5, 6, False, False),
+    ("2 cold + 5 warm", 2, 5, 6, True, True),
+    ("2 cold + 6 warm", 2, 6, 6, True, True),
+    ("2 cold + 7 warm", 2, 7, 6, True, True),
+    ("2 cold + 7 warm, 4 rounds", 2, 7, 4, True, True),
+    ("1 cold + 8 warm", 1, 8, 6, True, True),
+    ("1 cold + 9 warm", 1, 9, 6, True, True),
+    ("2 cold (TensorFlow 1) + 7 warm (not offered: --cold is one number for every framework)",
+     {"torch": 2, "jax": 2, "tensorflow": 1}, 7, 6, True, True),
+)
+
+
+def allocation_table(pl: Plan, trials: int = 1000, seed: int = 0) -> list[str]:
+    """The options, as markdown table lines."""
+    out = ["| allocation | rounds | true 20% called faster (mean over tasks) | faster by the margin | "
+           "any false faster/slower, equal speeds | 95% coverage, ratios | 95% coverage, cases | "
+           "est. run time |", "|---|---|---|---|---|---|---|---|"]
+    for label, cold, warm, rounds, grouped, hsu in ALLOCATIONS:
+        s = simulate(pl, warm, rounds, trials=trials, seed=seed, grouped=grouped, hsu=hsu)
+        t = pl.run_time(cold, warm, rounds)
+        if (cold, warm, rounds, grouped, hsu) == (options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS, True, True):
+            label = f"**{label} (the defaults)**"
+        out.append(f"| {label} | {rounds} | {100 * s['power']:.1f}% | {100 * s['power_m']:.1f}% | "
+                   f"{100 * s['false']:.1f}% | {100 * s['coverage']:.1f}% | {100 * s['case_coverage']:.1f}% | "
+                   + (f"{t / 60:.1f} min |" if math.isfinite(t) else "n/a |"))
+    return out
+
+
+def allocation_report(folder: str, trials: int = 4000) -> list[str]:
+    """What `--allocation FOLDER` prints: the components, the options' table, per task the
+    power at the defaults, and how it was made."""
+    from reports.analysis.data import load
+    from workloads.base import FwbenchError
+    df = load([folder])
+    pl = plan(df, Path(folder))
+    if not pl.between_frameworks():
+        raise FwbenchError(f"{folder} holds no comparison between two frameworks with {stats.MIN_TESTED} or more warm "
+                           "processes a side: the allocation is simulated from a full run's components (e.g. "
+                           "reports/examples/cpu-2core)")
+    c = components(df)
+    out = [f"Components of {folder} ({c.cases} cases with two warm processes or more; pooled): within a process "
+           f"{100 * c.within:.1f}% per round, between warm processes {100 * c.between:.1f}%, cold over warm "
+           f"{math.exp(c.cold):.3f}x, shared process effect r = {c.shared:.2f}; the simulation uses each case's own "
+           f"between and within SDs. {trials} simulated reports of the example's {len(pl.comparisons)} comparisons "
+           f"per option (seed 0).", "", *allocation_table(pl, trials), ""]
+    s = simulate(pl, options.RUN_WARM, options.RUN_ROUNDS, trials=trials, per_comparison=True)
+    out.append(f"Per task at the defaults ({options.RUN_COLD} cold + {options.RUN_WARM} warm, {options.RUN_ROUNDS} "
+               "rounds), "
+               "a true 20% difference called faster:")
+    for i, pw in zip(pl.between_frameworks(), s["per_comparison"]):
+        key, a, b = pl.comparisons[i][:3]
+        out.append(f"- {a} against {b} (between {100 * pl.between[a]:.1f}% and {100 * pl.between[b]:.1f}%): "
+                   f"{100 * pw:.0f}%")
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from reports.analysis.data import load  # not reports.load: analysis imports nothing above it
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--allocation"]:
+        if len(args) != 2 or not Path(args[1]).is_dir():
+            print("usage: python -m reports.analysis.variance --allocation RUN_FOLDER (a folder of result JSON "
+                  "with its logs/, e.g. reports/examples/cpu-2core)")
+            return 2
+        from workloads.base import FwbenchError
+        try:
+            print("\n".join(allocation_report(args[1])))
+        except FwbenchError as e:
+            print(f"python -m reports.analysis.variance --allocation: {e}", file=sys.stderr)
+            return 2
+        return 0
     if not args:
         print(__doc__.split("\n\n")[1])
         return 2
     c = components(load(args))
     print(f"{c.cases} cases with two warm processes or more: within {100 * c.within:.1f}% per round, between "
           f"{100 * c.between:.1f}%, cold/warm {math.exp(c.cold):.3f}x, shared process effect r = {c.shared:.2f}")
-    print("warm x rounds: any false faster/slower among 48 comparisons of equal frameworks; a 20% difference "
-          "found (every comparison differs; one alone among 48)")
-    for warm in (3, 4, 5, 6, 8):
-        for rounds in (3, 6, 12):
-            s = simulate(c, warm, rounds, trials=200)
-            print(f"  {warm} x {rounds:2d}: {100 * s['false']:5.1f}%   {100 * s['found']:5.1f}%   "
-                  f"{100 * s['alone']:5.1f}%")
     return 0
 
 

@@ -97,7 +97,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         ("accelerator", _uniq(r["accelerator"] for r in runs) if any(r["accelerator"] for r in runs) else "none"),
         ("device", _uniq(df["device"])),
         ("intra-op threads", _uniq(df["threads"])),
-        ("fp32 GEMM rate (utilisation's denominator)",
+        ("fp32 GEMM rate (utilisation's denominator at fp32)",
          ", ".join(f"{g / 1e9:.1f} GFLOP/s" for g in sorted(set(gemm))) or "not measured"),
         ("GEMM measurement", _gemm_text(runs, measured)),
         ("matmul precision", _uniq(df["matmul_precision"])),
@@ -261,10 +261,14 @@ def _first(r: pd.Series, role: str) -> str:
         return "-"
     e = r.get(f"est_first_{role}")
     n = e.n if isinstance(e, stats.Est) else None
+    lo, hi = r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")
+    if isinstance(e, stats.Est) and e.pool is not None:
+        if e.tested and finite(lo) and finite(hi):       # the spread pooled over the framework's cases of this mode
+            return stats.fmt_time_ci(m, lo, hi) + f" (n={n}; spread pooled over {e.pool[2]} cases, df {e.pool[1]:.0f})"
+        return stats.fmt_values(e) + f" (n={n}, not tested)"
     if n == 2:              # no df = 1 interval: the two processes' min-max
         return stats.fmt_est(e, m) + " (n=2)"
-    return stats.fmt_time_ci(m, r.get(f"first_call_{role}_lo_s"), r.get(f"first_call_{role}_hi_s")) + \
-        (f" (n={n})" if n else "")
+    return stats.fmt_time_ci(m, lo, hi) + (f" (n={n})" if n else "")
 
 
 def _timed_compiles(r: pd.Series) -> str:
@@ -297,6 +301,25 @@ def compile_table(d: pd.DataFrame) -> pd.DataFrame:
         "compilations": f"{int(r['compilations'])} {_counter(r)}" + _timed_compiles(r)
                         if not pd.isna(r["compilations"]) else "",
     } for _, r in t.iterrows()])
+
+
+def startup_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The compiler's start-up per framework, compiled mode and process role (machine_info's
+    compiler_startup: a throw-away program compiled before the mode's first case in each
+    process), each process's seconds and their geometric mean: a row of its own, in no case's
+    first call, no verdict and no choice."""
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    for r in runs:
+        role = r.get("cache_role") or r.get("compile_cache") or "-"
+        for key, s in sorted((r.get("compiler_startup") or {}).items()):
+            fw, _, mode = key.partition("/")
+            rows.setdefault((fw, mode, role), []).append(s)
+    order = rdata.framework_order({fw for fw, _, _ in rows})
+    return pd.DataFrame([{"framework": fw, "mode": mode, "processes": role, "n": len(v),
+                          "start-up, geometric mean": stats.fmt_seconds(stats.geomean(v)),
+                          "each process": ", ".join(stats.fmt_seconds(x) for x in v)}
+                         for (fw, mode, role), v in sorted(rows.items(), key=lambda kv: (
+                             order.index(kv[0][0]), kv[0][1], kv[0][2]))])
 
 
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
@@ -365,6 +388,13 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
                       "compile latency = cold first call - the same mode's steady step (non-eager modes), break-even "
                       "steps against eager [95% interval] where the steps differ by the verdicts, and the compilations "
                       "each framework's own counter saw over the case.", "compile"))
+        st = startup_table(df.attrs.get("runs", []))
+        if not st.empty:
+            b.append(("table", st, "Compiler start-up: in each process, before the first case of each compiled "
+                      "mode, a throw-away program (its own function and shapes, a forward and its gradient) compiled "
+                      "from empty caches, none of it kept where a case could find it; the one-off cost of the "
+                      "compiler stack (imports, first compile, code generator) lands here instead of in the first "
+                      "call of whichever case ran first. In no verdict and no choice.", "compiler-startup"))
     cap = figures.capability_table(df, missing)
     if not cap.empty:
         b.append(("h", 2, "Appendix D: capability matrix"))
@@ -403,17 +433,26 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
         "reaches beyond the margin), not tested (fewer than 3 processes on a side). `fwbench compare` uses the same.",
-        f"One error rate: the report's {fam.m} tested comparisons form one family under Holm's step-down procedure "
-        f"at 5%: the chance that any 'faster' or 'slower' of this report is false is at most 5%, whatever the other "
-        "comparisons' truth. Each interval is shown at the level of its Holm step (1 - 0.05 / (m - j + 1) for the "
-        "j-th smallest p-value; those Holm keeps at the level where it stopped), so it excludes 1 exactly when a "
-        "difference is stated. Tables show plain 95% intervals.",
+        f"One error rate: the report's {fam.m} tested comparisons share one 5% chance that any 'faster' or "
+        "'slower' of this report is false, whatever the other comparisons' truth: Holm's step-down procedure in "
+        "two groups, the comparisons against an op-by-op eager mode (JAX's, TensorFlow's) with 1% and the others "
+        "(between frameworks, torch's modes) with 4%, a group's share passing to the other once all its "
+        "comparisons are stated (a graphical Holm procedure, Bretz et al. 2009), so how strict the comparisons "
+        "between frameworks are does not depend on how many trivially large op-by-op differences a report holds. "
+        "Each difference is read on the interval at the level of its Holm step (1 - alpha' / (m - j + 1) for the "
+        "j-th smallest p-value of its group; those Holm keeps at the level where it stopped), so it excludes 1 "
+        "exactly when a difference is stated. Equivalence is two one-sided tests at the same alpha': the "
+        "interval at 1 - 2 alpha', shown with its level, inside the margin. Tables show plain 95% intervals.",
         "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
         "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
-        "class, where the machine was busy during its timed rounds (other processes' CPU use or steal time, recorded "
-        "per case), where it recompiled during the timed rounds, or where a first call compiled nothing.",
+        "class, where processes were left out because the machine was busy during its timed rounds (other "
+        "processes' CPU use or steal time, recorded per case; the harness measures such a case again after waiting "
+        "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
+        "rounds, or where a first call compiled nothing.",
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
-        "a non-eager first call that compiled nothing reused code and is left out. compile latency = a non-eager "
+        "a non-eager first call that compiled nothing reused code and is left out. Each process first compiles a "
+        "throw-away program in each compiled mode (its compiler start-up, Appendix C), so no case's first call "
+        "carries that one-off cost. compile latency = a non-eager "
         "mode's cold first call minus the same mode's steady step (eager modes have none); break-even = the first "
         "step count n at which first call + (n-1) x step is below eager's, stated when the steps are faster by the "
         "verdicts ('never' when slower); their intervals come from draws of the same t distributions.",
@@ -429,8 +468,10 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "process makes the answer indicative.",
         *claims.rules(),
         *drawings.method(df),
-        "utilisation = model FLOPs per step / step time / the machine's fp32 GEMM rate (measured with "
-        "numpy on the CPU, with a framework on an accelerator).",
+        "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
+        "(fp32, tf32 or bf16): the best rate any run on the same set-up measured with one instrument, a "
+        "framework's own n x n matmul at that precision (at fp32 on the CPU numpy's BLAS too); MFU divides "
+        "by the case's own processes' measured peak, the same instrument.",
         "model FLOPs are counted once per workload task by its formula (GPT: PaLM's 6N + 12LHQT per trained "
         "token, N the parameters without the position embedding; DDPM: 2 FLOPs per multiply-add of every conv, "
         "dense and attention product; a train step is 3x the forward pass), the same for every framework. MFU = "

@@ -8,7 +8,7 @@ record's unit. Nothing here knows what GPT or diffusion is.
     speedup        speedup of each non-eager mode over the same framework's eager (CI),
                    with the "up to 40%" claim drawn at 1.4x
     first_call     first-call time against steady-state step time, break-even step counts
-    utilisation    achieved FLOP/s as a share of the machine's matrix-multiply rate
+    utilisation    achieved FLOP/s as a share of the machine's matrix-multiply rate at the case's precision
     (no capability figure: a page of "ok" carries no information; the capability matrix is a
      table in the report's appendix)
     cold_warm      first call with the compile cache empty (cold) and filled (warm), per framework
@@ -329,15 +329,17 @@ def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, floa
 
 
 def utilisation(df: pd.DataFrame) -> Figure | None:
-    """Achieved model FLOP/s as a percentage of the machine's fp32 GEMM rate."""
+    """Achieved model FLOP/s as a percentage of the machine's GEMM rate at the case's precision."""
     d = _timed(df)
     d = d[d["utilisation"].notna() & (d["flops"] > 0)].copy()
     if d.empty:
         return None
-    scale = d["flops"] / d["gemm_flops"]                     # utilisation = scale / median
+    scale = d["flops"] / d["util_peak_flops"]                # utilisation = scale / median
     d["util_lo"], d["util_hi"] = scale / d["median_hi_s"], scale / d["median_lo_s"]
     col, fws = colours(d["framework"]), framework_order(d["framework"])
-    gemm = float(np.median(d["gemm_flops"]))
+    rates = d.groupby(d["peak_precision"].fillna("fp32"))["util_peak_flops"].median()
+    gemm = (f"{rates.index[0]} GEMM rate, {rates.iloc[0] / 1e9:.0f} GFLOP/s" if len(rates) == 1 else
+            "GEMM rate: " + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in rates.items()) + " GFLOP/s")
     with _style():
         fig, panels = _each_panel(d, "task")
         for ax, wl, task, sub in panels:
@@ -345,7 +347,7 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
             vals = _bars(ax, sub, _mode_label, xs, fws, "utilisation", "util_lo", "util_hi", col, scale=100)
             _log_if_wide(ax, vals + [100.0])
             ax.axhline(100, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, 100, f"100% = fp32 GEMM rate, {gemm / 1e9:.0f} GFLOP/s")
+            _line_label(ax, 100, f"100% = {gemm}")
             _headroom(ax, vals + [100.0])
             ax.set_title(f"{wl}: {task}")
             ax.set_xlabel("mode")
@@ -437,8 +439,8 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
                                "guides: first call = k steps. Numbers: steps after which the compiled mode has "
                                "cost less total time than eager."),
-    "utilisation": (utilisation, "Achieved model FLOP/s as a share of the machine's fp32 matrix-multiply rate "
-                                 "(dashed line: 100%; a dashed bar outline marks a flagged case)."),
+    "utilisation": (utilisation, "Achieved model FLOP/s as a share of the machine's matrix-multiply rate at the "
+                                 "case's precision (dashed line: 100%; a dashed bar outline marks a flagged case)."),
     "cold_warm": (cold_warm, "First call of each non-eager case with every compile cache empty for the case "
                              "(cold processes) and with the run's cache filled by them (warm processes): geometric "
                              "mean over processes, whiskers: 95% t interval (two processes or more)."),

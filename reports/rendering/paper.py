@@ -242,4 +242,5 @@ def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
             "paired t where both ran in the same processes. A comparison needs "
             f"{stats.MIN_TESTED} processes a side; below that its processes' range is shown and it is not tested. "
             f"Verdicts are stated against a {m} margin, and the report's {fam.m} tested comparisons share one 5% "
-            "chance of any false 'faster' or 'slower' (Holm), each interval shown at its Holm level.")
+            "chance of any false 'faster' or 'slower' (Holm, those against op-by-op eager modes a group of their "
+            "own), each interval shown at its Holm level; equivalence is two one-sided tests at the same level.")

@@ -62,13 +62,10 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
         lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
                      "in the compile table. The cold processes measure first calls and this ratio only: every "
                      "steady-state number, interval and verdict comes from warm processes.")
-    busy = t[t["busy"] == True]    # noqa: E712 (bools and None)
-    recorded = t["busy"].notna().sum() if "busy" in t.columns else 0
-    lines.append(f"Machine state: {len(busy)} of {len(t)} timed cases ran a timed round while another process used "
-                 "CPU or the hypervisor stole time (flagged)." if recorded else
-                 "Machine state: not recorded (result files from before fwbench recorded load and steal time).")
+    lines += summary.busy_scope(d)
     if fam is not None and fam.m:
-        lines.append(f"{fam.m} tested comparisons share one error rate (Holm): the chance of any false 'faster' or "
+        lines.append(f"{fam.m} tested comparisons share one error rate (Holm, op-by-op eager ones a group of their "
+                     f"own): the chance of any false 'faster' or "
                      f"'slower' in this report is at most {100 * fam.alpha:.0f}%; {fam.stated()} state a difference.")
     return lines
 
@@ -78,13 +75,14 @@ def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
     keys = {k for c in fam.flags.values() for ks in c.values() for k in ks}
     stated = {k for k, j in fam.judged.items() if j.decided or j.verdict == stats.EQUIVALENT}
     t = d[d["status"].isin(TIMED)]
-    busy = int((t.get("busy", pd.Series(dtype=object)) == True).sum())   # noqa: E712
+    busy = int((t.get("busy_left_out", pd.Series(dtype=float)).fillna(0) > 0).sum())
     if not keys and not busy:
         return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
                 "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
     return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
             "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
-            "as provisional" + (f"; {busy} case(s) ran while the machine was busy" if busy else "") + ".")
+            "as provisional" + (f"; {busy} case(s) lost processes timed on a busy machine (left out)" if busy else "")
+            + ".")
 
 
 def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
@@ -140,7 +138,8 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
                    "(fewer than 3 processes); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
-                      "(Holm), so each verdict's interval is shown at its own level." if fam.m else
+                      "(Holm; those against op-by-op eager modes a group of their own), so each verdict's interval "
+                      "is shown at its own level." if fam.m else
                       "no comparison of this report could be tested.")))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
         b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
@@ -264,7 +263,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
                   "(geometric means), cases that ran of those the mode has, and the peak memory (median over the "
                   f"tasks) by {summary.memory_instrument(df)}.", "summary"))
-    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.section_scopes(every)])))
+    b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.resolution_line(df, fam),
+                                          *summary.section_scopes(every)])))
     return b
 
 

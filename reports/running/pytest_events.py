@@ -4,6 +4,7 @@ the FWBENCH_EVENTS environment variable, and does nothing when that is unset.
 
     {"event": "collected", "cases": [{"nodeid": ..., "workload": "gpt", "framework": ..., ...}]}
     {"event": "start", "nodeid": ...}
+    {"event": "machine", "machine": {"host": ..., "cpu": ..., "machine_id": ...}}   (before the first done)
     {"event": "done", "nodeid": ..., "outcome": "passed|skipped|failed", "reason": ...,
      "benchmark": <the entry pytest-benchmark would write to benchmarks[]>,
      "records": [<records of cases that did not run, added by this case>]}
@@ -108,6 +109,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if session is not None:
         if session is not _state["session"]:
             _state["session"], _state["sent"] = session, 0
+            # the node that measures, before its first case's results: a result file rebuilt
+            # on another host (a Slurm job that died) names it (the harness reads it: this
+            # plugin imports no fwbench module)
+            node = getattr(session, "node", None)
+            if callable(node) and os.environ.get("FWBENCH_EVENTS"):
+                _emit({"event": "machine", "machine": node(), "t": time.time()})
         records = session.records[_state["sent"]:]
         _state["sent"] = len(session.records)
     _emit({"event": "done", "nodeid": item.nodeid, "outcome": result, "reason": reason,

@@ -506,6 +506,7 @@ class _Watch:
         self.done: dict[str, dict[str, Any]] = {}
         self.current: str | None = None
         self.missing: dict[str, str] = {}
+        self.machine: dict[str, Any] = {}      # the process's own machine event (node_info)
         self.counts = {"passed": 0, "skipped": 0, "failed": 0}
 
     def read(self, path: Path) -> None:
@@ -544,6 +545,8 @@ class _Watch:
             self.progress.line(f"[{self.fw} {len(self.done)}/{len(self.cases)}] "
                                f"{_describe(self.by_id.get(ev['nodeid'], {}))}: {self._result(ev)}"
                                f"  ({self.progress.elapsed()})")
+        elif kind == "machine":
+            self.machine = ev.get("machine") or {}
         elif kind == "finish":
             self.missing = ev.get("missing") or {}
 
@@ -554,6 +557,20 @@ class _Watch:
             st = b["stats"]
             return f"median {stats.fmt_seconds(st['median'])} over {st['rounds']} rounds"
         return f"{ev['outcome']}" + (f": {ev['reason'][:100]}" if ev.get("reason") else "")
+
+    def _host(self, fw: str, threads: int, device: str) -> dict[str, Any]:
+        """host_info measured here, unless the process said it ran on another machine (a
+        Slurm job on a node): then that machine's own facts, and no GEMM rate (this host's
+        would be the wrong denominator, and the node is gone), saying so."""
+        host = host_info(fw, threads, device)
+        node = self.machine
+        if node.get("host") and host and node["host"] != host.get("host"):
+            for k in ("gemm_rates", "gemm_samples"):
+                host.pop(k, None)
+            host.update(node, gemm_flops=None,
+                        gemm_note=f"not measured: the process ran on {node['host']} and ended early; "
+                                  f"fwbench run rebuilt its result on {host.get('host')}")
+        return host
 
     def summary(self) -> str:
         return ", ".join(f"{n} {k}" for k, n in self.counts.items() if n)
@@ -570,7 +587,7 @@ class _Watch:
                 benchmarks.append(ev["benchmark"])
             records += ev.get("records") or []
         threads = opts.threads or available_cpus()
-        host = host_info(fw, int(threads), opts.device) if self.done else {}
+        host = self._host(fw, int(threads), opts.device) if self.done else {}
         modes = host.get("modes")
         for c in self.cases:
             if c["nodeid"] in self.done:

@@ -61,14 +61,14 @@ TOL: dict[str, dict[tuple[str, str, str], float]] = {
         ("torch", "gpt", "grad_cosine_all"): 0.989,     # 0.99890
         ("torch", "gpt", "gen_same"): 0.9,              # 1.0 (greedy tokens: argmax, not a smooth function)
         ("torch", "gpt", "gen_nocache_same"): 0.9,      # 1.0
-        ("torch", "gpt", "train50"): 2e-3,              # 1.7e-4 (worst step; mean 5.1e-5)
+        ("torch", "gpt", "train50"): 8e-3,              # 8.4e-4 (worst step, 49; mean 8.0e-5)
         ("torch", "gpt", "train_drop"): 0.9,            # 5.57 -> 4.15
-        ("torch", "diffusion", "forward"): 1.2e-1,      # 1.2e-2 (eps)
+        ("torch", "diffusion", "forward"): 1.2e-1,      # 1.24e-2 (eps)
         ("torch", "diffusion", "forward_floor"): 1e-3,
-        ("torch", "diffusion", "loss"): 4e-3,           # 3.3e-4
+        ("torch", "diffusion", "loss"): 4e-3,           # 3.4e-4
         ("torch", "diffusion", "grad_cosine"): 0.985,   # 0.99896
         ("torch", "diffusion", "grad_cosine_all"): 0.989,  # 0.99988
-        ("torch", "diffusion", "ddim"): 1e-1,           # 8.5e-3 (eager; compiled 8.3e-3)
+        ("torch", "diffusion", "ddim"): 1e-1,           # 8.7e-3 (eager; compiled 8.3e-3)
         # jax, eager and compiled: 2.5-5x the error achieved, not 10x: for fixed inputs the bf16
         # error is a deterministic property of the policy (eager and compiled agree to 3 digits),
         # and 10x (logits 0.12, cosine 0.99) would pass errors far beyond what bf16 rounding of
