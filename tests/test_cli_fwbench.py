@@ -151,7 +151,8 @@ def test_reports_modules_import_no_circle_and_no_frameworks():
 LAYERS = (
     ("utilities", ("reports.running.signals", "reports.running.atomic", "reports.rendering.escape")),
     ("measures", ("reports.analysis", "reports.analysis.stats", "reports.analysis.validate", "reports.analysis.data",
-                  "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout")),
+                  "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout",
+                  "reports.analysis.bullets")),
     ("judging halves", ("reports.sections", "reports.sections.*")),
     ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
                      "reports.analysis.compare", "reports.analysis.variance", "reports.analysis.jobs",
