@@ -68,7 +68,9 @@ def test_each_examples_paper_has_at_most_ten_pages_of_main_text(example, tmp_pat
     assert 1 <= paths["paper_pages"]["main"] <= 10, paths["paper_pages"]
 
 
-@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes"])
+@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes",
+                                     # its MFU table's "211GFLOP/s" and bold headers overflowed by 1.6 pt
+                                     "../../docs/measurements/allocation-rerun/report"])
 def test_the_examples_tables_fit_the_page(example, tmp_path):
     folder = EXAMPLES / example
     if not (folder / "tables.tex").exists():

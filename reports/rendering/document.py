@@ -226,7 +226,7 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
                      "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s",
                      "MFU (measured peak)": _pct(r.get("mfu")),
                      "MFU (vendor peak)": _pct(r.get("mfu_vendor")),
-                     "peak": (f"{stats.fmt_count(r['peak_flops'])}FLOP/s {r['peak_precision']}"
+                     "peak": (f"{stats.fmt_count(r['peak_flops'])} FLOP/s {r['peak_precision']}"
                               if finite(r.get("peak_flops")) else "not measured")})
     return pd.DataFrame(rows)
 

@@ -71,7 +71,8 @@ def _widths(t: pd.DataFrame, char_pt: float, line_pt: float = LINE_PT) -> list[f
     for c in t.columns:
         texts = [str(c)] + ["" if v is None else str(v) for v in t[c].tolist()]
         want.append(math.sqrt(max(max(len(x) for x in texts), 1)))
-        piece = max(len(p) for x in texts for p in _PIECES.split(x))
+        piece = max([len(p) for x in texts[1:] for p in _PIECES.split(x)]      # the header is bold:
+                    + [1.1 * len(p) for p in _PIECES.split(texts[0])])        # a tenth wider
         need.append((piece * char_pt + 8.0) / line_pt)
     if sum(need) > 1.0:
         return None
