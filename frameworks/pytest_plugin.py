@@ -93,7 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
         set_cache_role(opts.cache_role)
     except FwbenchError as e:
         raise pytest.UsageError(str(e)) from None
-    config.stash[_SESSION_KEY] = harness.Session(opts)
+    config.stash[_SESSION_KEY] = harness.Session(opts, describe_node=machine.node_info)
 
 
 def session_of(config: pytest.Config) -> harness.Session:

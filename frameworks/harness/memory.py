@@ -46,6 +46,8 @@ CPU_SOURCE = ("peak RSS growth of one call, every framework's tensors from glibc
               "before, /proc/self, malloc_trim(0) first; TensorFlow in a memory-only process with its CPU pools "
               "off: oneDNN's allocator and BFC)")
 CHILD_TIMEOUT_S = 900
+# the memory-only process's entry: run.py builds cases, and this module sits below it
+CHILD = "from frameworks.harness.run import memory_child; memory_child()"
 CHILD_ONCE = "a framework that pools is measured in the run's first process only (a memory-only process costs 9-13 s)"
 
 
@@ -66,10 +68,10 @@ def cpu_call_peak(adapter: frameworks.Adapter, call: Callable[..., Any], args: t
 
 
 def child_peak(case: Any, opts: Any, env: dict[str, str]) -> int | None:
-    """Run `python -m frameworks.harness.memory` with `env` added and persistent compile
-    caches off (its programs stay out of the run's cache): the case's call measured there
-    (child_main)."""
-    p = subprocess.run([sys.executable, "-m", "frameworks.harness.memory"], input=pickle.dumps((case, opts)),
+    """Run the memory-only process (frameworks.harness.run.memory_child) with `env` added and
+    persistent compile caches off (its programs stay out of the run's cache): the case's call
+    measured there."""
+    p = subprocess.run([sys.executable, "-c", CHILD], input=pickle.dumps((case, opts)),
                        env={**os.environ, **env, "FWBENCH_COMPILE_CACHE": "off"}, capture_output=True,
                        timeout=CHILD_TIMEOUT_S)
     lines = p.stdout.decode(errors="replace").strip().splitlines()
@@ -77,24 +79,3 @@ def child_peak(case: Any, opts: Any, env: dict[str, str]) -> int | None:
         tail = (p.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"memory process exited {p.returncode}: {tail[:300]}")
     return json.loads(lines[-1])
-
-
-def child_main() -> None:
-    """The memory-only process: the case's call built as the harness builds it, one warm-up
-    call, then call_peak_rss of the next; prints the bytes (JSON) as its last line."""
-    from frameworks.base import prepare_placement, process_threads
-    from frameworks.harness.run import case_call, case_work
-    case, opts = pickle.load(sys.stdin.buffer)
-    threads = prepare_placement(1, False, "cpu", opts.threads)
-    adapter = frameworks.load(case.framework)
-    adapter.configure(process_threads(threads, 1), opts.matmul_precision)
-    p, spec = case_work(opts, case)
-    with adapter.case_caches(adapter.compile_cache()):
-        *_, pool, call = case_call(adapter, case, p, spec, opts)
-        call(*pool[0])
-        peak = call_peak_rss(call, pool[0])
-    print(json.dumps(peak), flush=True)
-
-
-if __name__ == "__main__":
-    child_main()

@@ -305,3 +305,24 @@ def first_call_validity(mode: str, compilations: int | None) -> dict[str, Any]:
     return {"first_call_valid": False,
             "first_call_note": f"the {mode} first call compiled nothing (the compilation counter did not grow): "
                                "it ran programs compiled earlier in this process, so it measures no compile"}
+
+
+def memory_child() -> None:
+    """The memory-only process (frameworks.harness.memory.child_peak): the case's call built as
+    the harness builds it, one warm-up call, then call_peak_rss of the next; prints the bytes
+    (JSON) as its last line. The case and options arrive pickled on stdin."""
+    import json
+    import pickle
+    import sys
+
+    from frameworks.base import call_peak_rss, prepare_placement
+    case, opts = pickle.load(sys.stdin.buffer)
+    threads = prepare_placement(1, False, "cpu", opts.threads)
+    adapter = frameworks.load(case.framework)
+    adapter.configure(process_threads(threads, 1), opts.matmul_precision)
+    p, spec = case_work(opts, case)
+    with adapter.own_precision(), adapter.case_caches(adapter.compile_cache()):
+        *_, pool, call = case_call(adapter, case, p, spec, opts)
+        call(*pool[0])
+        peak = call_peak_rss(call, pool[0])
+    print(json.dumps(peak), flush=True)

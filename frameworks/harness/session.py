@@ -4,7 +4,7 @@ the GEMM rates measured before the first case and the count of cases started."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from frameworks.harness.options import Options
 
@@ -26,10 +26,13 @@ class Session:
     compiler_startup: dict[str, float] = field(default_factory=dict)
     cases_started: int = 0         # position of the next case in this process (records' `order`)
 
+    # what describes the machine this process runs on (the plugin gives machine.node_info;
+    # this module sits below machine): for fwbench run's event stream, read once by node()
+    describe_node: Callable[[], dict[str, Any]] = dict
+
     def node(self) -> dict[str, Any]:
-        """The machine this process runs on (machine.node_info), for fwbench run's event stream
+        """The machine this process runs on, for fwbench run's event stream
         (reports.running.pytest_events), read once."""
         if not hasattr(self, "_node"):
-            from frameworks.harness.machine import node_info
-            self._node = node_info()
+            self._node = self.describe_node()
         return self._node
