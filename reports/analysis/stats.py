@@ -315,6 +315,11 @@ def rounds_ratio(ta: Sequence[float] | None, tb: Sequence[float] | None,
 
 # ----------------------------------------------------------------------------- verdicts
 
+def inside_margin(lo: float, hi: float, margin: float = MARGIN) -> bool:
+    """Whether the interval [lo, hi] of a time ratio lies within [1/(1+margin), 1+margin]."""
+    return math.isfinite(lo) and math.isfinite(hi) and 1.0 / (1.0 + margin) <= lo and hi <= 1.0 + margin
+
+
 def verdict(lo: float, hi: float, margin: float = MARGIN) -> str:
     """The verdict on a time ratio a/b whose interval is [lo, hi] (see the module docstring)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -328,9 +333,7 @@ def verdict(lo: float, hi: float, margin: float = MARGIN) -> str:
         return FASTER
     if lo > 1.0:
         return SLOWER
-    if lo >= bottom and hi <= top:
-        return EQUIVALENT
-    return INCONCLUSIVE
+    return EQUIVALENT if inside_margin(lo, hi, margin) else INCONCLUSIVE
 
 
 def coarse(v: str) -> str:
@@ -466,7 +469,7 @@ class Family:
         if v in (EQUIVALENT, INCONCLUSIVE) and level > 0.5:
             eq = 1.0 - 2.0 * (1.0 - level)
             elo, ehi = r.interval(eq)
-            if math.isfinite(elo) and math.isfinite(ehi) and elo >= 1 / (1 + self.margin) and ehi <= 1 + self.margin:
+            if inside_margin(elo, ehi, self.margin):
                 return EQUIVALENT, elo, ehi, eq
         return v, lo, hi, level
 
