@@ -220,7 +220,7 @@ def _node():                 # the real harness's machine facts (frameworks.harn
     from frameworks.harness.machine import node_info
     return node_info()
 
-SESSION = SimpleNamespace(records=[], missing={}, node=_node)
+SESSION = SimpleNamespace(records=[], missing={}, node=_node, compiler_startup={"torch/compiled": 1.25})
 
 def pytest_addoption(parser):
     for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",

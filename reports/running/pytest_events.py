@@ -117,9 +117,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
                 _emit({"event": "machine", "machine": node(), "t": time.time()})
         records = session.records[_state["sent"]:]
         _state["sent"] = len(session.records)
+    # the compiler start-ups measured so far ({"framework/mode": s}): a rebuilt result keeps them
+    startup = dict(getattr(session, "compiler_startup", None) or {})
     _emit({"event": "done", "nodeid": item.nodeid, "outcome": result, "reason": reason,
            "duration": sum(r.duration for r in phases), "benchmark": entry, "records": records,
-           "t": time.time()})
+           "compiler_startup": startup, "t": time.time()})
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -507,6 +507,7 @@ class _Watch:
         self.current: str | None = None
         self.missing: dict[str, str] = {}
         self.machine: dict[str, Any] = {}      # the process's own machine event (node_info)
+        self.startup: dict[str, float] = {}    # its compiler start-ups ("framework/mode": s), from its done events
         self.counts = {"passed": 0, "skipped": 0, "failed": 0}
 
     def read(self, path: Path) -> None:
@@ -538,6 +539,7 @@ class _Watch:
         elif kind == "done":
             self.done[ev["nodeid"]] = ev
             self.current = None
+            self.startup.update(ev.get("compiler_startup") or {})
             if ev["outcome"] == "skipped" and NO_SUCH_MODE.search(ev.get("reason") or ""):
                 self.counts["n/a"] = self.counts.get("n/a", 0) + 1   # a mode the framework does not have:
                 return                                                # recorded, not worth a line
@@ -613,6 +615,8 @@ class _Watch:
                 "repeat": repeat, "repeats": opts.repeats, "cold": opts.cold, "warm": opts.warm,
                 "cache_role": role, "compile_cache": role,
                 **{k: v for k, v in host.items() if k != "modes"}}
+        if self.startup:
+            info["compiler_startup"] = dict(self.startup)
         return {"machine_info": {"fwbench": info}, "commit_info": {}, "benchmarks": benchmarks,
                 "datetime": date, "version": _pytest_benchmark_version(),
                 "fwbench": {"schema": SCHEMA_VERSION, "records": records, "missing": missing,
