@@ -93,3 +93,33 @@ def test_the_scope_states_it(example):
     scope = [b[1] for b in blocks if b[0] == "p" and str(b[1]).startswith("Scope: ")]
     assert scope and "Resolution: median 95% half-width per case +-" in scope[0]
     assert "80% power" in scope[0]
+
+
+def test_the_processes_it_would_need_recompute(example):
+    """Where the median comparison cannot find 20% with 80% power, the line says how many warm
+    processes per framework would (each comparison's two spreads as measured, its Holm level as
+    used): recomputed here by scipy's noncentral t, and the count before it falls short."""
+    records, c, fam = example
+    line = summary.resolution_line(c, fam)[0]
+    logs = _warm_logs(records)
+    fw = dict(zip(c["case"], c["framework"]))
+    pairs = [(logs[a].std(ddof=1), logs[b].std(ddof=1), fam.levels[k]) for k in fam.levels
+             if fam.groups[k] == stats.MAIN and len(fam.members.get(k, ())) == 2
+             for a, b in [fam.members[k]] if fw[a] != fw[b]]
+
+    def median_detectable(n: int) -> float:
+        return float(np.median([math.exp(_noncentral(sps.t.ppf(1 - (1 - lv) / 2, n - 1), n - 1)
+                                         * math.sqrt((sa * sa + sb * sb) / n)) - 1 for sa, sb, lv in pairs]))
+    now = median_detectable(max(len(x) for x in logs.values()))
+    m = re.search(r"20\.0% at the median comparison would take about (\d+) warm processes per framework at this "
+                  r"spread \(this run: (\d+);", line)
+    if now <= 0.20:
+        assert m is None and "would take" not in line, line
+        return
+    assert m, line
+    n = int(m.group(1))
+    # (both routes solve the same noncentral t to about 1e-6: at a count right on 20% they may differ by a hair)
+    assert median_detectable(n) <= 0.20 + 5e-4 and median_detectable(n - 1) > 0.20 - 5e-4, (n, line)
+    assert int(m.group(2)) == max(len(x) for x in logs.values())
+    assert summary.needed_processes([(0.01, 0.01, 0.95, 3)]) == stats.MIN_TESTED
+    assert summary.needed_processes([(5.0, 5.0, 0.95, 3)]) is None

@@ -102,6 +102,46 @@ def test_machine_info_carries_the_startup_and_the_report_shows_it_apart(tmp_path
     assert "| 3 |" in row and "9 s, 10 s, 11 s" in row
 
 
+def test_what_the_startup_leaves_in_a_modes_first_case_is_stated():
+    """replicates.first_position: a case's cold first calls as its process's first case of the
+    mode over its cold first calls when later, geometric mean over the cases seen both ways;
+    eager, warm and invalid first calls do not count. The committed example's report states it
+    in Appendix C, and the figures recompute from its data.csv by another route (pandas)."""
+    import math
+
+    import pandas as pd
+
+    from reports.analysis import replicates
+    from reports.rendering import document
+
+    def rec(proc, order, case, mode, first, cache="cold", valid=True):
+        return {"run_file": proc, "order": order, "case": case, "framework": "torch", "mode": mode,
+                "status": "ok", "compile_cache": cache, "first_call_s": first, "first_call_valid": valid}
+    recs = [rec("p0", 0, "a", "compiled", 4.0), rec("p0", 1, "b", "compiled", 1.0), rec("p0", 2, "e", "eager", 9.0),
+            rec("p1", 0, "b", "compiled", 2.0), rec("p1", 1, "a", "compiled", 2.0),
+            rec("p2", 0, "a", "compiled", 50.0, cache="warm"), rec("p3", 0, "b", "compiled", 50.0, valid=False)]
+    pos = replicates.first_position(recs)
+    assert list(pos) == ["torch/compiled"] and pos["torch/compiled"][1] == 2
+    assert pos["torch/compiled"][0] == pytest.approx(math.sqrt((4.0 / 2.0) * (2.0 / 1.0)))
+    assert "torch compiled 2.00x (2 cases)" in document.position_line(pos)
+
+    example = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
+    d = pd.read_csv(example / "data.csv", low_memory=False)
+    d = d[(d.status == "ok") & (d.compile_cache == "cold") & (d["mode"] != "eager") & d.first_call_s.notna()
+          & (d.first_call_valid != False)]                                          # noqa: E712
+    d["first"] = d.groupby(["run_file", "mode"])["order"].transform("min") == d["order"]
+    d["log"] = d["first_call_s"].map(math.log)
+    mine = {}
+    for (fw, mode, _), g in d.groupby(["framework", "mode", "case"]):
+        if g["first"].any() and (~g["first"]).any():
+            mine.setdefault(f"{fw} {mode}", []).append(g[g["first"]]["log"].mean() - g[~g["first"]]["log"].mean())
+    md = (example / "report.md").read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith("What it leaves in the first case"))
+    for k, v in mine.items():
+        assert f"{k} {math.exp(sum(v) / len(v)):.2f}x ({len(v)} case" in line, (k, line)
+    assert len(mine) >= 3
+
+
 def _cache_files(folder):
     return sorted(str(p) for p in Path(folder).rglob("*") if p.is_file()) if folder and Path(folder).exists() else []
 

@@ -368,6 +368,31 @@ def is_cases(df: pd.DataFrame) -> bool:
     return "n_processes" in df.columns
 
 
+def first_position(recs: list[Rec]) -> dict[str, tuple[float, int]]:
+    """What the compiler start-up (measured apart, before a mode's first case) still leaves in
+    the first case a process runs in a compiled mode: per "framework/mode", the geometric
+    mean over cases of (the case's cold first calls where it was its process's first case of
+    the mode) / (its cold first calls where it came later), over the cases seen in both
+    positions, and how many those are. 1.0: the position does not matter (issue 30)."""
+    cold = [r for r in recs if r.get("status") in TIMED and r.get("compile_cache") == "cold"
+            and r.get("mode") != "eager" and finite(r.get("first_call_s")) and _valid_first(r)
+            and finite(r.get("order"))]
+    firsts: dict[tuple[str, str], float] = {}
+    for r in cold:
+        k = (proc_key(r), r["mode"])
+        firsts[k] = min(firsts.get(k, math.inf), r["order"])
+    by_case: dict[str, tuple[list[float], list[float]]] = {}
+    for r in cold:
+        pos = by_case.setdefault(r["case"], ([], []))
+        pos[0 if r["order"] == firsts[(proc_key(r), r["mode"])] else 1].append(math.log(r["first_call_s"]))
+    ratios: dict[str, list[float]] = {}
+    for case, (first, later) in by_case.items():
+        if first and later:
+            r0 = next(r for r in cold if r["case"] == case)
+            ratios.setdefault(f"{r0['framework']}/{r0['mode']}", []).append(float(np.mean(first) - np.mean(later)))
+    return {k: (math.exp(float(np.mean(v))), len(v)) for k, v in sorted(ratios.items())}
+
+
 def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     """One row per case (see the module docstring); a frame that is already one is returned
     as is. `salt` prefixes every process key, so the same file read as OLD and NEW (fwbench
@@ -395,6 +420,7 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
                               key=_sort_key, kind="stable").reset_index(drop=True)
     out.attrs = attrs
     out.attrs["notes"] = Shared(notes)
+    out.attrs["first_position"] = first_position(kept.to_dict("records"))
     multi = out[out["n_processes"] > 1] if not out.empty else out
     out.attrs["warm_spread"] = float(multi["warm_spread"].median()) if len(multi) else math.nan
     out.attrs["warm_sd"] = float(multi["warm_sd"].median()) if len(multi) else math.nan

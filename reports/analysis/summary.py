@@ -316,6 +316,8 @@ def choice_sentence(rank: pd.DataFrame, sens: pd.DataFrame, weights: dict[str, f
 
 
 POWER = 0.80     # the power at which a report states the smallest difference it could detect
+TARGET = 0.20    # the difference between frameworks a default run should find with POWER (issue 30)
+MAX_NEEDED = 60  # warm processes per framework beyond which a report says "more than"
 
 
 def detectable(se: float, df: float, level: float, power: float = POWER) -> float:
@@ -342,11 +344,14 @@ def resolution(df: pd.DataFrame, fam: stats.Family) -> dict[str, Any]:
     the Holm level each was judged at, and `detectable`, the median smallest true difference
     each would call faster or slower with POWER (`detectable_lo`/`_hi` their range; from its
     Welch standard error and degrees of freedom at its level, `detectable`). `n_cases`,
-    `n_between`: what the medians are over."""
+    `n_between`: what the medians are over. `needed`: the fewest processes a side at which the
+    median comparison's detectable difference would be TARGET or less, each comparison's two
+    spreads as measured, its level as used (`needed_processes`); `processes`: the most a side
+    now."""
     est = {r["case"]: r["est"] for _, r in df.iterrows() if isinstance(r.get("est"), stats.Est)}
     fw = dict(zip(df["case"], df["framework"]))
     case = [e.interval()[1] / e.value - 1 for e in est.values() if e.tested]
-    b95, used, det = [], [], []
+    b95, used, det, spreads = [], [], [], []
     for key, level in fam.levels.items():
         cs = fam.members.get(key, ())
         if fam.groups.get(key) != stats.MAIN or len(cs) != 2 or not all(c in est for c in cs) \
@@ -358,10 +363,28 @@ def resolution(df: pd.DataFrame, fam: stats.Family) -> dict[str, Any]:
         b95.append(stats.exp_bound(stats.t_quantile(r.df) * r.se) - 1)
         used.append(stats.exp_bound(stats.t_quantile(r.df, level) * r.se) - 1)
         det.append(stats.exp_bound(detectable(r.se, r.df, level)) - 1)
+        spreads.append((est[cs[0]].sd, est[cs[1]].sd, level, max(est[cs[0]].n, est[cs[1]].n)))
     med = (lambda v: float(np.median(v)) if v else math.nan)   # noqa: E731
     return {"case": med(case), "n_cases": len(case), "between_95": med(b95), "between_used": med(used),
             "detectable": med(det), "detectable_lo": min(det, default=math.nan),
-            "detectable_hi": max(det, default=math.nan), "n_between": len(det)}
+            "detectable_hi": max(det, default=math.nan), "n_between": len(det),
+            "needed": needed_processes(spreads), "processes": max((x[3] for x in spreads), default=0)}
+
+
+def needed_processes(spreads: list[tuple[float, float, float, int]], target: float = TARGET) -> int | None:
+    """The fewest processes a side P (stats.MIN_TESTED to MAX_NEEDED) at which the median over
+    comparisons of the smallest difference found with POWER is `target` or less: each
+    comparison (sd_a, sd_b, level, _) at Welch's standard error sqrt((sd_a^2 + sd_b^2) / P),
+    Hsu's df P - 1, its level. None past MAX_NEEDED or without comparisons. The spreads are
+    this run's estimates, so the figure is as uncertain as they are: a guide to the next run's
+    --warm, not a promise."""
+    if not spreads:
+        return None
+    for n in range(stats.MIN_TESTED, MAX_NEEDED + 1):
+        det = [stats.exp_bound(detectable(math.sqrt((a * a + b * b) / n), n - 1, lv)) - 1 for a, b, lv, _ in spreads]
+        if float(np.median(det)) <= target:
+            return n
+    return None
 
 
 def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
@@ -378,6 +401,11 @@ def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
                 f"this report would call faster or slower with {100 * POWER:.0f}% power, from its own processes' "
                 f"spread: {pct(r['detectable'])} (median; {pct(r['detectable_lo'])}-{pct(r['detectable_hi'])} over "
                 "those comparisons)")
+        if r["detectable"] > TARGET:
+            n = r["needed"]
+            out += (f"; {pct(TARGET)} at the median comparison would take about {n} warm processes per framework "
+                    if n else f"; {pct(TARGET)} at the median comparison would take more than {MAX_NEEDED} warm "
+                    "processes per framework ") + f"at this spread (this run: {r['processes']}; fwbench run --warm)"
     return [out + "."]
 
 

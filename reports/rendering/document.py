@@ -322,6 +322,19 @@ def startup_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
                              order.index(kv[0][0]), kv[0][1], kv[0][2]))])
 
 
+def position_line(pos: dict[str, tuple[float, int]]) -> str | None:
+    """What the compiler start-up apart leaves in a process's first case of a compiled mode
+    (replicates.first_position), in words; None without cases seen in both positions."""
+    if not pos:
+        return None
+    return ("What it leaves in the first case: a case's cold first call when it was its process's first case of "
+            "the mode, over the same case's when it came later (geometric mean over the cases run in both "
+            "positions; 1.00x: the position does not matter): "
+            + "; ".join(f"{k.replace('/', ' ')} {r:.2f}x ({n} case{'s' if n != 1 else ''})"
+                        for k, (r, n) in pos.items())
+            + ". Where it is above 1, the first case of the mode still carries part of the one-off cost.")
+
+
 def _steps(n: float | None, lo: float | None = None, hi: float | None = None) -> str:
     """'848 [630, 950]', 'never', '' (no break-even: the steps do not differ by the verdicts)."""
     if n is None or pd.isna(n):
@@ -395,6 +408,9 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
                       "from empty caches, none of it kept where a case could find it; the one-off cost of the "
                       "compiler stack (imports, first compile, code generator) lands here instead of in the first "
                       "call of whichever case ran first. In no verdict and no choice.", "compiler-startup"))
+        pos = position_line(df.attrs.get("first_position") or {})
+        if pos:
+            b.append(("p", pos))
     cap = figures.capability_table(df, missing)
     if not cap.empty:
         b.append(("h", 2, "Appendix D: capability matrix"))
@@ -451,8 +467,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "rounds, or where a first call compiled nothing.",
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. Each process first compiles a "
-        "throw-away program in each compiled mode (its compiler start-up, Appendix C), so no case's first call "
-        "carries that one-off cost. compile latency = a non-eager "
+        "throw-away program in each compiled mode (its compiler start-up, Appendix C), so that one-off cost is not "
+        "charged to whichever case runs first (Appendix C states what still is). compile latency = a non-eager "
         "mode's cold first call minus the same mode's steady step (eager modes have none); break-even = the first "
         "step count n at which first call + (n-1) x step is below eager's, stated when the steps are faster by the "
         "verdicts ('never' when slower); their intervals come from draws of the same t distributions.",
