@@ -100,6 +100,13 @@ def test_machine_info_carries_the_startup_and_the_report_shows_it_apart(tmp_path
     assert "Compiler start-up" in md
     row = next(line for line in md.splitlines() if line.startswith("| torch | compiled | warm"))
     assert "| 3 |" in row and "9 s, 10 s, 11 s" in row
+    assert "Each process first compiles a throw-away program" in md and "These runs predate" not in md
+    # result files from before the start-up was measured apart: the Method says the first case carries it
+    old = tmp_path / "old"
+    fx.simulated_processes(old, "torch", {("gpt", "forward", "compiled"): 0.003}, cold=1, warm=3)
+    reports.render(reports.load(old), tmp_path / "old-out", pdf=False)
+    md = (tmp_path / "old-out" / "report.md").read_text()
+    assert "These runs predate the compiler start-up measured apart" in md and "Compiler start-up" not in md
 
 
 def test_what_the_startup_leaves_in_a_modes_first_case_is_stated():

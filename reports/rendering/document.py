@@ -422,6 +422,17 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
     return b
 
 
+def startup_method(df: pd.DataFrame) -> str:
+    """The Method's sentence on the compiler's one-off start-up: measured apart (issue 30) where
+    the runs recorded it, else said to be in the first compiled case of each process."""
+    if any(r.get("compiler_startup") for r in df.attrs.get("runs", [])):
+        return ("Each process first compiles a throw-away program in each compiled mode (its compiler start-up, "
+                "Appendix C), so that one-off cost is not charged to whichever case runs first (Appendix C states "
+                "what still is).")
+    return ("These runs predate the compiler start-up measured apart: the first compiled case of each process "
+            "carries the compiler's one-off start-up in its first call.")
+
+
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """The Method section: how every number of the report was made."""
     m = f"{100 * fam.margin:.0f}%"
@@ -466,12 +477,11 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
         "rounds, or where a first call compiled nothing.",
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
-        "a non-eager first call that compiled nothing reused code and is left out. Each process first compiles a "
-        "throw-away program in each compiled mode (its compiler start-up, Appendix C), so that one-off cost is not "
-        "charged to whichever case runs first (Appendix C states what still is). compile latency = a non-eager "
-        "mode's cold first call minus the same mode's steady step (eager modes have none); break-even = the first "
-        "step count n at which first call + (n-1) x step is below eager's, stated when the steps are faster by the "
-        "verdicts ('never' when slower); their intervals come from draws of the same t distributions.",
+        "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
+        + " compile latency = a non-eager mode's cold first call minus the same mode's steady step (eager modes "
+        "have none); break-even = the first step count n at which first call + (n-1) x step is below eager's, "
+        "stated when the steps are faster by the verdicts ('never' when slower); their intervals come from draws "
+        "of the same t distributions.",
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
