@@ -12,6 +12,7 @@ import pytest
 
 import reports
 from reports.analysis import data, replicates
+from workloads import options
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
 pytestmark = pytest.mark.skipif(not any(EXAMPLE.glob("*.json")), reason="no committed example")
@@ -40,15 +41,19 @@ def test_every_cold_first_call_of_a_compiled_case_compiled(records):
     assert (cold["first_call_compilations"] > 0).all()
 
 
-def test_the_steady_state_is_from_five_warm_processes_and_first_calls_from_two_cold(records):
+def test_the_example_is_a_run_at_the_default_allocation(records):
+    """The example is what `fwbench run` does by default: RUN_WARM warm processes give the
+    steady state, RUN_COLD cold ones the cold first calls, RUN_ROUNDS timed rounds a case."""
     c = replicates.cases(records)
     timed = c[c["status"].isin(data.TIMED)]
-    assert (timed["n_processes"] == 5).all() and (timed["n_cold"] == 2).all()
+    assert (timed["n_processes"] == options.RUN_WARM).all() and (timed["n_cold"] == options.RUN_COLD).all()
+    t = records[records["status"].isin(data.TIMED) & records["times"].notna()]
+    assert {len(x) for x in t["times"]} == {options.RUN_ROUNDS}
     compiled = timed[timed["mode"] != "eager"]
-    # two cold first calls per case: no df = 1 interval of their own (stats.MIN_TESTED); the
+    # RUN_COLD (two) cold first calls per case: no df = 1 interval of their own (stats.MIN_TESTED); the
     # spread pooled over the framework's cases of the mode gives one (issue 30), except where a
     # case's spread departs from the others' (tests/test_first_calls_pooled.py)
-    assert (compiled["n_first_cold"] == 2).all()
+    assert (compiled["n_first_cold"] == options.RUN_COLD).all()
     assert compiled["first_call_cold_lo_s"].notna().sum() >= len(compiled) - 2
     assert all(e.pool is not None and (not e.tested or e.pool[1] > 1) for e in compiled["est_first_cold"])
 

@@ -42,10 +42,11 @@ def test_every_printed_cold_first_call_interval_is_usable(cases):
     # the example's two cold processes a case: nearly every case has its interval now (issue
     # 30: before, n = 2 gave t(1) = 12.7 and hi/lo up to 8e5, then only the range)
     assert with_interval >= 40, with_interval
-    # torch's compiled gpt forward paid the compiler start-up in one of its processes (12.3 s
-    # against 4.21 s): its spread departs from the other torch compiled cases', so not tested
+    # torch's compiled gpt forward paid the compiler start-up in one of its processes in the
+    # example before issue 30 (12.3 s against 4.21 s): its spread departed from the other torch
+    # compiled cases', so it was not tested. With the start-up measured apart it is pooled.
     gf = cases[(cases["case"] == "gpt/forward/torch/compiled/-/small/cpu")].iloc[0]
-    assert not gf["est_first_cold"].tested and math.isnan(gf["first_call_cold_lo_s"])
+    assert gf["est_first_cold"].tested and math.isfinite(gf["first_call_cold_lo_s"])
 
 
 def test_pooled_spread_is_the_usual_pooled_variance():

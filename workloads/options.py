@@ -112,8 +112,9 @@ HARNESS: tuple[Option, ...] = (
 
 # Processes per framework (the unit of replication) and timed rounds per case in a full
 # `fwbench run` (issue 30; docs/design/statistics.md, "Allocation"; `python -m
-# reports.analysis.variance --allocation reports/examples/cpu-2core` prints the options):
-# simulated with the variance components of the committed example, 7 warm processes call a
+# reports.analysis.variance --allocation docs/measurements/allocation-basis-xeon` prints the
+# options): simulated with the variance components of the run they were chosen on (then the
+# committed example, a 2-core Intel Xeon), 7 warm processes call a
 # true 20% difference between frameworks "faster" in 83% of tasks (5: 66%), with any false
 # faster/slower in 4% of reports of equal speeds and 95% intervals covering 95%; rounds buy
 # almost nothing (the within-process noise is small against the between-process one), so 4

@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} process {len(runs)}: " + " ".join(f"{1e3 * x:.1f}" for x in runs[-1]) + " ms", flush=True)
         if len(runs) > 1:
             s = split(runs)
-            print(f"{name}: SD of one block {s['one_block']:.1f}%, of blocks within a process {s['within_process']:.1f}%, "
-                  f"of the processes' means over {a.blocks} blocks {s['process_means']:.1f}%", flush=True)
+            print(f"{name}: SD of one block {s['one_block']:.1f}%, of blocks within a process "
+                  f"{s['within_process']:.1f}%, of the processes' means over {a.blocks} blocks "
+                  f"{s['process_means']:.1f}%", flush=True)
     return 0
 
 
