@@ -38,6 +38,12 @@ def example_plan() -> variance.Plan:
     return variance.plan(reports.load(EXAMPLE), EXAMPLE)
 
 
+@pytest.fixture(scope="module")
+def example_defaults(example_plan) -> dict:
+    """The defaults simulated at the committed example's components (shared by its two tests)."""
+    return variance.simulate(example_plan, cli.RUN_WARM, cli.RUN_ROUNDS, trials=TRIALS, seed=30)
+
+
 def test_the_plan_is_estimated_from_the_example(plan):
     """Each comparison's cases carry their own components; the op-by-op eager comparisons are
     a group of their own (issue 30: 27 such sat in the report's one family)."""
@@ -58,11 +64,11 @@ def test_the_default_allocation_meets_the_target(plan):
     assert plan.run_time(cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS) <= 45 * 60
 
 
-def test_on_the_committed_example_false_claims_and_coverage_hold(example_plan):
+def test_on_the_committed_example_false_claims_and_coverage_hold(example_plan, example_defaults):
     """The example's machine spreads more between processes (its state over seconds): the
     defaults' intervals and false-claim rate must hold there as well."""
     assert len(example_plan.between_frameworks()) == 6
-    s = variance.simulate(example_plan, cli.RUN_WARM, cli.RUN_ROUNDS, trials=TRIALS, seed=30)
+    s = example_defaults
     assert s["false"] <= 0.05, s
     assert 0.935 <= s["coverage"] <= 0.965 and 0.935 <= s["case_coverage"] <= 0.965, s
 
@@ -71,8 +77,8 @@ def test_on_the_committed_example_false_claims_and_coverage_hold(example_plan):
                    "AMD EPYC): its state over seconds spreads a case 10% between processes (median; TensorFlow's "
                    "sampler 26%), and a true 20% is called faster in 35% of tasks; 80% takes 14 warm processes a "
                    "framework, about 74 minutes with one cold one (docs/design/statistics.md)")
-def test_on_the_committed_example_the_defaults_meet_the_target(example_plan):
-    s = variance.simulate(example_plan, cli.RUN_WARM, cli.RUN_ROUNDS, trials=TRIALS, seed=30)
+def test_on_the_committed_example_the_defaults_meet_the_target(example_plan, example_defaults):
+    s = example_defaults
     assert s["power"] >= 0.80, s
     assert example_plan.run_time(cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS) <= 45 * 60
 

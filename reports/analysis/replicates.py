@@ -381,15 +381,14 @@ def first_position(recs: list[Rec]) -> dict[str, tuple[float, int]]:
     for r in cold:
         k = (proc_key(r), r["mode"])
         firsts[k] = min(firsts.get(k, math.inf), r["order"])
-    by_case: dict[str, tuple[list[float], list[float]]] = {}
+    by_case: dict[tuple[str, str], tuple[list[float], list[float]]] = {}   # (framework/mode, case)
     for r in cold:
-        pos = by_case.setdefault(r["case"], ([], []))
+        pos = by_case.setdefault((f"{r['framework']}/{r['mode']}", r["case"]), ([], []))
         pos[0 if r["order"] == firsts[(proc_key(r), r["mode"])] else 1].append(math.log(r["first_call_s"]))
     ratios: dict[str, list[float]] = {}
-    for case, (first, later) in by_case.items():
+    for (key, _), (first, later) in by_case.items():
         if first and later:
-            r0 = next(r for r in cold if r["case"] == case)
-            ratios.setdefault(f"{r0['framework']}/{r0['mode']}", []).append(float(np.mean(first) - np.mean(later)))
+            ratios.setdefault(key, []).append(float(np.mean(first) - np.mean(later)))
     return {k: (math.exp(float(np.mean(v))), len(v)) for k, v in sorted(ratios.items())}
 
 
