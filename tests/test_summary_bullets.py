@@ -47,3 +47,20 @@ def test_every_summary_bullet_has_at_most_forty_words(example, tmp_path):
     assert len(bullets) >= 3, md[:2000]
     counts = {b[:60]: words(b) for b in bullets}
     assert max(counts.values()) <= MAX_WORDS, counts
+
+
+def test_a_tally_reads_the_same_in_every_process():
+    """Counts in a bullet ("torch's in 4, jax's in 1, tensorflow's in 1"): most first, ties in
+    the order of first appearance, whatever PYTHONHASHSEED the process drew (a set's order
+    made the committed example's report differ between two renders)."""
+    import os
+    import subprocess
+    import sys
+
+    from reports.analysis.bullets import tally
+    assert tally(["torch", "jax", "torch", "tensorflow", "torch", "torch"]) == [("torch", 4), ("jax", 1),
+                                                                                 ("tensorflow", 1)]
+    code = "from reports.analysis.bullets import tally; print(tally(['jax', 'tensorflow', 'torch', 'b', 'a']))"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(outs) == 1 and "('jax', 1), ('tensorflow', 1), ('torch', 1)" in outs.pop()

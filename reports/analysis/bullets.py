@@ -24,6 +24,14 @@ class Finding(str):
         return f
 
 
+def tally(items: Iterable[str]) -> list[tuple[str, int]]:
+    """Each distinct item with its count, the most frequent first and ties in the order the
+    items first appear: a sentence's "torch's in 4, jax's in 1, ..." reads the same in every
+    process (a set's order follows Python's per-process string hashing)."""
+    items = list(items)
+    return sorted(((x, items.count(x)) for x in dict.fromkeys(items)), key=lambda xn: -xn[1])
+
+
 def details_table(bullets: Iterable[str]) -> pd.DataFrame:
     """The rows the bullets left to the table, in the bullets' order; a bullet's name is
     written on its first row only."""

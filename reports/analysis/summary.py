@@ -27,7 +27,7 @@ from scipy import stats as sps
 
 from reports import sections
 from reports.analysis import findings, jobs, precision, stats, verdicts
-from reports.analysis.bullets import Finding
+from reports.analysis.bullets import Finding, tally
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.record import NOT_REACHED
 
@@ -192,7 +192,7 @@ def _best_configuration_sentence(df: pd.DataFrame) -> list[str]:
     if not tasks:
         return []
     firsts = [next(iter(jobs.best_times(df, k, w))) for w, k in tasks]
-    count = ", ".join(f"{f}'s in {firsts.count(f)}" for f in sorted(set(firsts), key=lambda f: -firsts.count(f)))
+    count = ", ".join(f"{f}'s in {n}" for f, n in tally(firsts))
     return [Finding(f"Steady step of each framework's fastest configuration (any mode; point estimates): the lowest "
                     f"is {count} of {len(tasks)} tasks (every framework's time per task in the table below).",
                     "fastest configuration per framework, fastest first",

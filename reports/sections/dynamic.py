@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from reports.analysis import stats
-from reports.analysis.bullets import Finding
+from reports.analysis.bullets import Finding, tally
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.analysis.verdicts import judge_scalar, procs
 from reports.sections.common import (
@@ -218,8 +218,7 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
             how = how.loc[pd.Series([served_cost(r, 100) for _, r in how.iterrows()], index=how.index).idxmin()]
             costs.append((s, f"{f} {how['mode']}", f"{f} {how['mode']} ({stats.fmt_seconds(best.min())})"))
     if costs:
-        who = [c[1] for c in costs]
-        count = ", ".join(f"{c} on {who.count(c)}" for c in sorted(set(who), key=lambda c: -who.count(c)))
+        count = ", ".join(f"{c} on {n}" for c, n in tally(c[1] for c in costs))
         out.append(Finding(f"Dynamic shapes, 100 requests served (cold pass, then the warm rate; each framework's "
                            f"cheapest mode and strategy, eager included): the cheapest is {count} of {len(costs)} "
                            "streams (costs in the table).", "dynamic shapes: 100 requests, cheapest",
