@@ -145,7 +145,7 @@ def stop_gradient_mean_layer_norm(name: str):
     import jax
     import jax.numpy as jnp
 
-    def jax_ln(x, w, b):
+    def jax_ln(x, w, b, forms=None):     # every form: the gradient programs' too
         mean = x.mean(-1, keepdims=True)
         var = jnp.square(x - jax.lax.stop_gradient(mean)).mean(-1, keepdims=True)
         return (x - mean) * jax.lax.rsqrt(var + gpt.LN_EPS) * w + b

@@ -59,6 +59,53 @@ DIFFUSION_MUTATIONS = {
     "attn_scale_1/C": ("diffusion", "attn_scale", lambda n, m: lambda c: 1.0 / c),
     "ddim_final_alpha": ("diffusion", "sampler_coefficients", lambda n, m: ddim_final_alpha_not_one(m)),
 }
+
+
+def jax_ln_vjp_without_xhat_term(name, module):
+    """JAX's written LayerNorm backward (gpt.Forms.norm_vjp) without its xhat * mean(g w xhat) term."""
+    import jax
+
+    @jax.custom_vjp
+    def ln(x, w, b):
+        return module._layer_norm_fwd(x, w, b)[0]
+
+    def bwd(res, g):
+        xhat, rstd, w = res
+        gw = g * w
+        return rstd * (gw - gw.mean(-1, keepdims=True)), (g * xhat).sum(0), g.sum(0)
+    ln.defvjp(module._layer_norm_fwd, bwd)
+    return ln
+
+
+def jax_rows_gemm_mean_weight_grad(name, module):
+    """JAX's canonical weight-gradient product (precision.rows_gemm) averaging over the rows
+    instead of summing."""
+    import jax
+    from jax import lax
+
+    @jax.custom_vjp
+    def gemm(a, b, transpose_b):
+        return a @ b.T if transpose_b else a @ b
+
+    def fwd(a, b, transpose_b):
+        return gemm(a, b, transpose_b), (a, b, transpose_b)
+
+    def bwd(res, g):
+        a, b, transpose_b = res
+        n = a.shape[0]
+        if transpose_b:
+            return g @ b, lax.optimization_barrier(g.T) @ a / n, None
+        return g @ b.T, lax.optimization_barrier(a.T) @ g / n, None
+    gemm.defvjp(fwd, bwd)
+    return lambda a, b, transpose_b: gemm(a, b, transpose_b)
+
+
+# JAX's gradient programs on the CPU write two backward passes by hand (frameworks/jax/gpt.py:
+# Forms): a wrong one must fail the gradient checks too.
+FORM_MUTATIONS = {
+    "ln_vjp_without_xhat_term": ("gpt", "layer_norm_vjp", jax_ln_vjp_without_xhat_term),
+    "weight_grad_mean_not_sum": ("precision", "rows_gemm", jax_rows_gemm_mean_weight_grad),
+}
 _refs: dict[str, dict] = {}
 
 
@@ -89,12 +136,15 @@ def failing_checks(workload: str, name: str) -> dict[str, float]:
 
 
 CASES = [pytest.param("gpt", m, n, id=f"gpt-{m}-{n}") for m in GPT_MUTATIONS for n in INSTALLED] + \
-        [pytest.param("diffusion", m, n, id=f"diffusion-{m}-{n}") for m in DIFFUSION_MUTATIONS for n in INSTALLED]
+        [pytest.param("diffusion", m, n, id=f"diffusion-{m}-{n}") for m in DIFFUSION_MUTATIONS for n in INSTALLED] + \
+        [pytest.param("gpt", m, "jax", id=f"gpt-{m}-jax") for m in FORM_MUTATIONS if "jax" in INSTALLED]
 
 
 @pytest.mark.parametrize("workload,mutation,name", CASES)
 def test_mutation_is_caught(workload, mutation, name, monkeypatch):
-    suffix, attr, value = (GPT_MUTATIONS if workload == "gpt" else DIFFUSION_MUTATIONS)[mutation]
+    table = FORM_MUTATIONS if mutation in FORM_MUTATIONS else GPT_MUTATIONS if workload == "gpt" else \
+        DIFFUSION_MUTATIONS
+    suffix, attr, value = table[mutation]
     module = importlib.import_module(f"frameworks.{name}.{suffix}")
     monkeypatch.setattr(module, attr, value(name, module))
     failed = failing_checks(workload, name)

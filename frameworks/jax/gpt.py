@@ -35,6 +35,7 @@ that donates the old parameters and optimizer state), and the whole generation l
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
@@ -46,7 +47,7 @@ from jax import lax
 
 from frameworks.jax import precision as P
 from frameworks.jax.optim import adamw
-from frameworks.jax.precision import F32, attention, matmul
+from frameworks.jax.precision import F32, attention, matmul, written_attention
 from workloads import gpt as W
 from workloads.base import attn_scale
 from workloads.case import Case
@@ -60,13 +61,88 @@ PRECISIONS = P.PRECISIONS  # the policies build honours: JAX's dtype table's (fr
 KV = list[tuple[jax.Array, jax.Array]]  # per layer: key and value caches, each (B, nh, S, hs)
 
 
+# ----------------------------------------------------------------------------- how the layers are written
+
+@dataclass(frozen=True)
+class Forms:
+    """How one program's layers are written: a static argument of the model functions, as
+    `compute` is. The maths is the same in every form (the equivalence tests check each entry
+    point against the numpy reference and finite differences); what differs is the program XLA
+    gets, chosen per backend and kind of program by measurement (docs/measurements/peers-cpu-2core:
+    the train step against Hugging Face's Flax GPT-2 on the same weights).
+
+      canonical_grad  linear layers and the head through precision.rows_gemm: each weight
+                      gradient one canonical GEMM (XLA:CPU runs the transposed-A form its own
+                      transpose gives at 122-170 GFLOP/s against 190-210)
+      norm_vjp        LayerNorm's backward written out (layer_norm_vjp): one fusion of two row
+                      means; JAX's own derivative let XLA re-add the residual stream's gradients
+                      of every later layer inside each LayerNorm's backward fusion
+      attention       "xla": jax.nn.dot_product_attention; "written": softmax(q k^T) v as two
+                      einsums (precision.written_attention), whose backward reads the saved
+                      probabilities (XLA's fused attention recomputes them)
+
+    The first two are custom VJPs: reverse mode only, so programs that JAX may also
+    differentiate forward (the derivatives workload's HVPs and Hessians) keep PLAIN."""
+    canonical_grad: bool = False
+    norm_vjp: bool = False
+    attention: str = "xla"
+
+
+PLAIN = Forms()
+# Measured on the 2-core AMD EPYC (jaxlib 0.10.2, small preset, train step against HF Flax in
+# interleaved rounds, median ratio [95% bootstrap]): PLAIN 1.111 [1.096, 1.125]; canonical
+# weight gradients 1.051 [1.032, 1.063]; + written LayerNorm backward 1.042 [1.013, 1.063];
+# + written attention 0.999 [0.989, 1.017]. A forward-only program keeps XLA's fused attention
+# (16% faster than the written form's forward per layer at this shape). GPUs keep PLAIN: none of
+# this was measured there (cuBLAS takes either operand transposed).
+GRADIENT_CPU = Forms(canonical_grad=True, norm_vjp=True, attention="written")
+
+
+def forms_for(platform: str, gradient: bool) -> Forms:
+    """The forms of a program on `platform` ('cpu', 'gpu', ...): GRADIENT_CPU for a program that
+    takes a gradient on the CPU, PLAIN otherwise."""
+    return GRADIENT_CPU if gradient and platform == "cpu" else PLAIN
+
+
+def attention_name(forms: Forms) -> str:
+    """The record's words for the float32 attention a form runs (attention_impl)."""
+    return P.XLA_ATTENTION if forms.attention == "xla" else f"{P.WRITTEN} (float32 einsums)"
+
+
 # ----------------------------------------------------------------------------- the model
 
-def layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+def layer_norm(x: jax.Array, w: jax.Array, b: jax.Array, forms: Forms = PLAIN) -> jax.Array:
     """(x - mean) / sqrt(var + eps) * w + b over the channels (biased variance, as GPT-2)."""
+    if forms.norm_vjp:
+        return layer_norm_vjp(x, w, b)
     mu = x.mean(-1, keepdims=True)
     var = jnp.square(x - mu).mean(-1, keepdims=True)
     return (x - mu) * lax.rsqrt(var + LN_EPS) * w + b
+
+
+@jax.custom_vjp
+def layer_norm_vjp(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    """layer_norm of rows x (N, C), its backward written out (Forms.norm_vjp)."""
+    return _layer_norm_fwd(x, w, b)[0]
+
+
+def _layer_norm_fwd(x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    xc = x - x.mean(-1, keepdims=True)
+    rstd = lax.rsqrt(jnp.square(xc).mean(-1, keepdims=True) + LN_EPS)
+    xhat = xc * rstd
+    return xhat * w + b, (xhat, rstd, w)
+
+
+def _layer_norm_bwd(res: tuple[jax.Array, ...], g: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """With xhat = (x - mean) rstd and gw = g w: dx = rstd (gw - mean(gw) - xhat mean(gw xhat))
+    over the channels; dw = sum over rows of g xhat, db = sum of g."""
+    xhat, rstd, w = res
+    gw = g * w
+    dx = rstd * (gw - gw.mean(-1, keepdims=True) - xhat * (gw * xhat).mean(-1, keepdims=True))
+    return dx, (g * xhat).sum(0), g.sum(0)
+
+
+layer_norm_vjp.defvjp(_layer_norm_fwd, _layer_norm_bwd)
 
 
 def gelu(x: jax.Array) -> jax.Array:
@@ -78,19 +154,23 @@ def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
 
 
-def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, compute: Any = F32) -> jax.Array:
+def causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, compute: Any = F32, forms: Forms = PLAIN
+                     ) -> jax.Array:
     """softmax(q k^T / sqrt(hs) + causal mask) v; q, k, v (B, T, nh, hs) (JAX's layout)."""
+    if compute == F32 and forms.attention == "written":
+        T = q.shape[1]
+        return written_attention(q, k, v, attn_scale(q.shape[-1]), F32, jnp.tril(jnp.ones((T, T), bool)))
     return attention(q, k, v, attn_scale(q.shape[-1]), compute, causal=True)
 
 
-def linear(p: Params, name: str, x: jax.Array, compute: Any = F32) -> jax.Array:
+def linear(p: Params, name: str, x: jax.Array, compute: Any = F32, forms: Forms = PLAIN) -> jax.Array:
     """GPT-2's Conv1D: x @ W + b with W stored (in, out)."""
-    return matmul(x, p[name + ".weight"], compute) + p[name + ".bias"]
+    return matmul(x, p[name + ".weight"], compute, canonical_grad=forms.canonical_grad) + p[name + ".bias"]
 
 
 def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_head: int,
                           kv: tuple[jax.Array, jax.Array] | None = None, pos: Any = 0,
-                          compute: Any = F32) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+                          compute: Any = F32, forms: Forms = PLAIN) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """softmax(q k^T / sqrt(hs) + causal mask) v over the heads, then c_proj.
 
     x is (B*T, C), the rows of B sequences of T tokens. Without a cache, each sequence
@@ -101,10 +181,10 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_hea
     cache the sequences' own keys and values (B, T, nh, hs), for a prefill to store.
     """
     C = x.shape[-1]
-    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x, compute), 3, axis=-1)  # (B*T, C) each
+    q, k, v = jnp.split(linear(p, h + "attn.c_attn", x, compute, forms), 3, axis=-1)  # (B*T, C) each
     q, k, v = (t.reshape(B, T, n_head, C // n_head) for t in (q, k, v))   # (B, T, nh, hs)
     if kv is None:
-        y = causal_attention(q, k, v, compute)                           # (B, T, nh, hs)
+        y = causal_attention(q, k, v, compute, forms)                    # (B, T, nh, hs)
     else:
         # The caches are kept (B, nh, S, hs), the layout of the q k^T and att v products,
         # so the swapaxes below cancel against the attention's own transposes instead of
@@ -113,15 +193,15 @@ def causal_self_attention(p: Params, h: str, x: jax.Array, B: int, T: int, n_hea
         v = lax.dynamic_update_slice_in_dim(kv[1], v.swapaxes(1, 2), pos, axis=2)
         y = attention(q, k, v, attn_scale(C // n_head), compute, pos=pos)  # (B, 1, nh, hs)
     y = y.reshape(B * T, C)  # re-assemble all head outputs side by side
-    return linear(p, h + "attn.c_proj", y, compute), (k, v)
+    return linear(p, h + "attn.c_proj", y, compute, forms), (k, v)
 
 
-def mlp(p: Params, h: str, x: jax.Array, compute: Any = F32) -> jax.Array:
-    return linear(p, h + "mlp.c_proj", gelu(linear(p, h + "mlp.c_fc", x, compute)), compute)
+def mlp(p: Params, h: str, x: jax.Array, compute: Any = F32, forms: Forms = PLAIN) -> jax.Array:
+    return linear(p, h + "mlp.c_proj", gelu(linear(p, h + "mlp.c_fc", x, compute, forms)), compute, forms)
 
 
 def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = None, pos: Any = 0,
-           compute: Any = F32) -> tuple[jax.Array, KV]:
+           compute: Any = F32, forms: Forms = PLAIN) -> tuple[jax.Array, KV]:
     """Final-LayerNorm hidden states (B*T, C) of tokens (B, T) at positions pos..pos+T-1,
     one row per token, and every layer's keys and values (see causal_self_attention)."""
     B, T = tokens.shape
@@ -130,40 +210,41 @@ def hidden(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, kv: KV | None = No
     new_kv = []
     for i in range(cfg.n_layer):  # unrolled: n_layer is small and XLA fuses across layers
         h = f"h.{i}."
-        y, kv_i = causal_self_attention(p, h, layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"]),
-                                        B, T, cfg.n_head, None if kv is None else kv[i], pos, compute)
+        y, kv_i = causal_self_attention(p, h, layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], forms),
+                                        B, T, cfg.n_head, None if kv is None else kv[i], pos, compute, forms)
         x = x + y  # pre-LayerNorm residual blocks
-        x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"]), compute)
+        x = x + mlp(p, h, layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], forms), compute, forms)
         new_kv.append(kv_i)
-    return layer_norm(x, p["ln_f.weight"], p["ln_f.bias"]), new_kv
+    return layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], forms), new_kv
 
 
-def head(p: Params, x: jax.Array, compute: Any = F32) -> jax.Array:
+def head(p: Params, x: jax.Array, compute: Any = F32, forms: Forms = PLAIN) -> jax.Array:
     """Hidden rows (N, C) -> logits (N, vocab_size): the output head is the token embedding
     (tied)."""
-    return matmul(x, p["wte.weight"], compute, transpose_b=True)
+    return matmul(x, p["wte.weight"], compute, transpose_b=True, canonical_grad=forms.canonical_grad)
 
 
-def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, compute: Any = F32) -> jax.Array:
+def logits(p: Params, tokens: jax.Array, *, cfg: W.GPTConfig, compute: Any = F32, forms: Forms = PLAIN
+           ) -> jax.Array:
     """(B, T) int32 -> (B, T, vocab_size)."""
-    x, _ = hidden(p, tokens, cfg=cfg, compute=compute)
-    return head(p, x, compute).reshape(*tokens.shape, cfg.vocab_size)
+    x, _ = hidden(p, tokens, cfg=cfg, compute=compute, forms=forms)
+    return head(p, x, compute, forms).reshape(*tokens.shape, cfg.vocab_size)
 
 
 def loss(p: Params, tokens: jax.Array, targets: jax.Array, *, cfg: W.GPTConfig,
-         compute: Any = F32) -> jax.Array:
+         compute: Any = F32, forms: Forms = PLAIN) -> jax.Array:
     """Mean next-token cross-entropy."""
-    x, _ = hidden(p, tokens, cfg=cfg, compute=compute)
-    return cross_entropy(head(p, x, compute), targets.reshape(-1))
+    x, _ = hidden(p, tokens, cfg=cfg, compute=compute, forms=forms)
+    return cross_entropy(head(p, x, compute, forms), targets.reshape(-1))
 
 
 # ----------------------------------------------------------------------------- training
 
 def train_step(p: Params, opt_state: Any, tokens: jax.Array, targets: jax.Array, *,
-               cfg: W.GPTConfig, tx: optax.GradientTransformation, compute: Any = F32
+               cfg: W.GPTConfig, tx: optax.GradientTransformation, compute: Any = F32, forms: Forms = PLAIN
                ) -> tuple[Params, Any, jax.Array]:
     """One optimizer step; returns the new parameters and state, and the loss before the step."""
-    loss_value, grads = jax.value_and_grad(loss)(p, tokens, targets, cfg=cfg, compute=compute)
+    loss_value, grads = jax.value_and_grad(loss)(p, tokens, targets, cfg=cfg, compute=compute, forms=forms)
     updates, opt_state = tx.update(grads, opt_state, p)
     return optax.apply_updates(p, updates), opt_state, loss_value
 
@@ -247,11 +328,16 @@ class JaxGPT:
         compiled = mode == "compiled"
         jit = jax.jit if compiled else (lambda f, **kw: f)
         loop = lax.fori_loop if compiled else python_loop
+        # The gradient programs' layers in the forms measured fastest on this backend (Forms).
+        grad_forms = forms_for(adapter.jax_device(device).platform, gradient=True)
+        self.attention_impls = {m: attention_name(grad_forms) for m in ("grads", "train_step")} \
+            if compute == F32 else {}
         self._logits = jit(partial(logits, cfg=config, compute=compute))
         self._loss = jit(partial(loss, cfg=config, compute=compute))
-        self._grads = jit(jax.grad(partial(loss, cfg=config, compute=compute)))
+        self._grads = jit(jax.grad(partial(loss, cfg=config, compute=compute, forms=grad_forms)))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx, compute=compute), donate_argnums=(0, 1))
+        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx, compute=compute, forms=grad_forms),
+                               donate_argnums=(0, 1))
         self._generate = jit(partial(generate_cached, cfg=config, loop=loop, compute=compute),
                              static_argnames="n_new")
         self._generate_full = jit(partial(generate_full, cfg=config, loop=loop, compute=compute),

@@ -89,10 +89,42 @@ def _einsum_bwd(spec: str, compute: Any, res: tuple[jax.Array, jax.Array], g: ja
 einsum.defvjp(_einsum_fwd, _einsum_bwd)
 
 
-def matmul(a: jax.Array, b: jax.Array, compute: Any = F32, transpose_b: bool = False) -> jax.Array:
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def rows_gemm(a: jax.Array, b: jax.Array, transpose_b: bool) -> jax.Array:
+    """a @ b (a @ b^T with transpose_b) of float32 rows a (N, in), whose weight gradient is one
+    canonical GEMM, (in, N) x (N, out) (or (out, N) x (N, in) with transpose_b), its transposed
+    operand written to memory first (an optimization_barrier keeps XLA from folding the transpose
+    back into the dot). JAX's own transpose of `a @ b` contracts both operands over their row
+    dimension (a "transposed-A" dot), which XLA:CPU (jaxlib 0.10, on the 2-core AMD EPYC of
+    docs/measurements/peers-cpu-2core) runs outside its YNNPACK fusions at 122-170 GFLOP/s
+    against 190-210 for the canonical form of the same shape; a transpose copy of the rows costs
+    far less. Reverse mode only (a custom_vjp): the derivatives workload's forward-mode transforms
+    use the plain product (matmul's default)."""
+    return a @ b.T if transpose_b else a @ b
+
+
+def _rows_gemm_fwd(a: jax.Array, b: jax.Array, transpose_b: bool) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    return rows_gemm(a, b, transpose_b), (a, b)
+
+
+def _rows_gemm_bwd(transpose_b: bool, res: tuple[jax.Array, jax.Array], g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    a, b = res
+    if transpose_b:     # y = a b^T, b (out, in): da = g b, db = g^T a
+        return g @ b, lax.optimization_barrier(g.T) @ a
+    return g @ b.T, lax.optimization_barrier(a.T) @ g      # y = a b: da = g b^T, db = a^T g
+
+
+rows_gemm.defvjp(_rows_gemm_fwd, _rows_gemm_bwd)
+
+
+def matmul(a: jax.Array, b: jax.Array, compute: Any = F32, transpose_b: bool = False,
+           canonical_grad: bool = False) -> jax.Array:
     """a @ b (a @ b^T with transpose_b) of rows a (N, in) and b (in, out) (b (out, in)), the
-    inputs in `compute`, the result float32."""
+    inputs in `compute`, the result float32. canonical_grad (float32 only): b's gradient as one
+    canonical GEMM (rows_gemm), for reverse-mode programs on the CPU (frameworks/jax/gpt.py: Forms)."""
     if compute == F32:
+        if canonical_grad:
+            return rows_gemm(a, b, transpose_b)
         return a @ b.T if transpose_b else a @ b
     return einsum("nc,vc->nv" if transpose_b else "nc,cd->nd", compute, a, b)
 
@@ -104,11 +136,14 @@ def written_attention(q: jax.Array, k: jax.Array, v: jax.Array, scale: float, co
     """softmax(q k^T * scale, masked) v written out: both products' inputs in `compute`, float32
     out; the scale, the mask and the softmax float32. q (B, T, nh, hs); k, v (B, S, nh, hs)
     (kv_layout "bsnh") or (B, nh, S, hs) ("bnsh"); mask broadcastable to (B, nh, T, S), True
-    where a key is seen. Returns (B, T, nh, hs) float32."""
-    s = einsum(f"btnh,{kv_layout}->bnts", compute, q, k) * scale          # (B, nh, T, S)
+    where a key is seen. Returns (B, T, nh, hs) float32. At float32 the two products are plain
+    jnp.einsum (JAX's own transposes for the backward)."""
+    def product(spec: str, x: jax.Array, y: jax.Array) -> jax.Array:
+        return jnp.einsum(spec, x, y) if compute == F32 else einsum(spec, compute, x, y)
+    s = product(f"btnh,{kv_layout}->bnts", q, k) * scale                  # (B, nh, T, S)
     if mask is not None:
         s = jnp.where(mask, s, jnp.finfo(F32).min)
-    return einsum(f"bnts,{kv_layout}->btnh", compute, jax.nn.softmax(s, axis=-1), v)
+    return product(f"bnts,{kv_layout}->btnh", jax.nn.softmax(s, axis=-1), v)
 
 
 # The attention JAX's layers run, by device and policy (attention_impl). float32:
