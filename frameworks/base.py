@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import importlib
-import inspect
 import os
 import platform
 import threading
@@ -308,23 +306,16 @@ class Adapter:
         finally:
             self.set_global_precision(state)
 
-    @contextlib.contextmanager
-    def own_precision(self) -> Any:
+    def own_precision(self) -> "PrecisionScope":
         """A block that runs at fwbench's float32 matmul precision (configure()'s, 'highest' by
-        default: no TF32), after which the framework's float32 settings are as before it: every
-        call of a model build() returns runs in one (so does a whole case in the harness; the
-        inner blocks of a nested one change nothing). Code outside fwbench in the same process
-        sees its own, or the framework's default, settings."""
-        scope = self.__dict__.setdefault("_scope", threading.local())     # the depth, per thread
-        if getattr(scope, "depth", 0):
-            yield
-            return
-        scope.depth = 1
-        try:
-            with self._precision_scope(self.matmul_precision or "highest"):
-                yield
-        finally:
-            scope.depth = 0
+        default: no TF32), after which the framework's float32 settings are as before it. The
+        harness enters one around each case (build, first call, timed rounds); a library user
+        enters one around the calls that should run as fwbench's cases do (`with
+        adapter.own_precision(): model.logits(x)`). A model's calls never enter it themselves
+        (a call is what is timed), so outside such a block they run at the process's own
+        settings. Nested blocks change nothing; `own_precision().__enter__()` alone sets it
+        until the matching __exit__ (a PrecisionScope, not a generator closed by the collector)."""
+        return PrecisionScope(self)
 
     def asarray(self, x: np.ndarray, device: str) -> Any:
         raise NotImplementedError
@@ -517,46 +508,38 @@ class Adapter:
                                   f"{', '.join(PARALLEL_TASKS)})")
             parallel = importlib.import_module(f"frameworks.{self.name}.parallel")
             with self.own_precision():
-                return Scoped(parallel.data_parallel(self, module.build, config, params, case), self)
+                return parallel.data_parallel(self, module.build, config, params, case)
         with self.own_precision():
-            return Scoped(module.build(self, config, params, case), self)
+            return module.build(self, config, params, case)
 
     def __repr__(self) -> str:
         return f"<fwbench adapter {self.name} {self.version()}>"
 
 
-class Scoped:
-    """A built model whose every public method (and public function attribute) runs inside its
-    adapter's own_precision: fwbench's float32 matmul precision for the call, the process's
-    settings as they were after it. Everything else (private attributes, arrays, sub-modules)
-    is the model's own, read and written through."""
+class PrecisionScope:
+    """Adapter.own_precision's block: entered, the adapter's _precision_scope at fwbench's
+    precision (or, inside another block on this thread, nothing); exited, the settings as they
+    were. The depth and the entered scope live on the adapter, per thread (the harness's case
+    and a user's block may nest), so a PrecisionScope entered and dropped stays in force until
+    an __exit__."""
 
-    __slots__ = ("_fwbench_model", "_fwbench_adapter")
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
 
-    def __init__(self, model: Any, adapter: Adapter) -> None:
-        object.__setattr__(self, "_fwbench_model", model)
-        object.__setattr__(self, "_fwbench_adapter", adapter)
+    def _state(self) -> threading.local:
+        return self.adapter.__dict__.setdefault("_scope", threading.local())
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._fwbench_model, name)
-        if name.startswith("_") or not (inspect.ismethod(attr) or inspect.isfunction(attr)):
-            return attr
-        adapter = self._fwbench_adapter
-        state = adapter.__dict__.setdefault("_scope", threading.local())    # own_precision's depth
+    def __enter__(self) -> "PrecisionScope":
+        state = self._state()
+        if not getattr(state, "depth", 0):
+            state.inner = self.adapter._precision_scope(self.adapter.matmul_precision or "highest")
+            state.inner.__enter__()
+        state.depth = getattr(state, "depth", 0) + 1
+        return self
 
-        @functools.wraps(attr)
-        def scoped(*args: Any, **kwargs: Any) -> Any:
-            if getattr(state, "depth", 0):      # inside a block already (a harness case): the call as it is
-                return attr(*args, **kwargs)
-            with adapter.own_precision():
-                return attr(*args, **kwargs)
-        return scoped
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._fwbench_model, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        delattr(self._fwbench_model, name)
-
-    def __repr__(self) -> str:
-        return repr(self._fwbench_model)
+    def __exit__(self, *exc: Any) -> None:
+        state = self._state()
+        state.depth -= 1
+        if state.depth == 0:
+            inner, state.inner = state.inner, None
+            inner.__exit__(*exc)

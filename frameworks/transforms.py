@@ -28,7 +28,6 @@ class TransformModel:
         self.adapter, self.case = adapter, case
         self.mode, self.device, self.strategy = case.mode, case.device, case.strategy
         self._fns: dict[tuple[Any, ...], Callable[..., Any]] = {}
-        self.seen = D.SeenInputs()     # token ids and labels: read once per input array
 
     def strategy_for(self, problem: str) -> str:
         """The case's strategy for `problem` (its default when the case has none)."""
@@ -192,8 +191,6 @@ class FuncModel(TransformModel):
     # with what a user writes; right after a call every Python step costs several times what
     # it costs alone, measured with JAX at 1 thread: a 0.5 us check took 2 us there).
     def per_sample_grad(self, w1: Any, b1: Any, w2: Any, b2: Any, x: Any, y: Any) -> dict[str, Any]:
-        D.check_examples(x)
-        self.seen.labels(y, w2.shape[-1])
         fn = self._fns.get(("per_sample_grad",)) or self.fn("per_sample_grad", self._make_psg)
         return fn(w1, b1, w2, b2, x, y)
 
@@ -202,8 +199,6 @@ class FuncModel(TransformModel):
 
     def hvp(self, w1: Any, b1: Any, w2: Any, b2: Any, v1: Any, vb1: Any, v2: Any, vb2: Any,
             x: Any, y: Any) -> dict[str, Any]:
-        D.check_examples(x)
-        self.seen.labels(y, w2.shape[-1])
         fn = self._fns.get(("hvp",)) or self.fn("hvp", self._make_hvp)
         return fn(w1, b1, w2, b2, v1, vb1, v2, vb2, x, y)
 
@@ -211,8 +206,7 @@ class FuncModel(TransformModel):
         return make_hvp(strategy, self.func, self.jit, True)
 
     def hessian(self, theta: Any, x: Any, y: Any, hidden: int, classes: int) -> Any:
-        D.check_hessian(theta, x, hidden, classes)
-        self.seen.labels(y, classes)
+        D.check_sizes(hidden=hidden, classes=classes)
         return self.fn("hessian", self._make_hessian, x.shape[1], hidden, classes)(theta, x, y)
 
     def _make_hessian(self, strategy: str, d_in: int, hidden: int, classes: int) -> Callable[..., Any]:
@@ -239,20 +233,15 @@ class FuncModel(TransformModel):
 
     def per_sample_grad_gpt(self, tokens: Any, targets: Any) -> dict[str, Any]:
         g = self.gpt
-        D.check_gpt_batch(g.config, tokens, targets)
-        self.seen.gpt(g.config, tokens, targets)
         return g.named(self.fn("per_sample_grad", make_per_sample_grad, g.func, self.jit)(g.params, tokens, targets))
 
     def hvp_gpt(self, tokens: Any, targets: Any, *v: Any) -> dict[str, Any]:
         g = self.gpt
-        D.check_gpt_hvp(g.config, tokens, targets, v)
-        self.seen.gpt(g.config, tokens, targets)
         return g.named(self.fn("hvp", make_hvp, g.func, self.jit)(g.params, g.own(v), tokens, targets))
 
     def ensemble_gpt(self, tokens: Any, models: int) -> Any:
         g = self.gpt
-        D.check_ensemble(g.config, tokens, models, len(g.members))
-        self.seen.gpt(g.config, tokens)
+        D.check_models(models, len(g.members))
         return self.fn("ensemble", self.make_ensemble, models)(tokens)
 
     def make_ensemble(self, strategy: str, k: int) -> Callable[[Any], Any]:

@@ -1,12 +1,16 @@
-"""Bad sizes (issue 19): every model method and config refuses what it cannot compute with
-one FwbenchError line, the same in every framework and mode, from one rule in `workloads`
+"""Bad sizes (issue 19): every model input that a model cannot compute with is refused with
+one FwbenchError line, the same for every framework's arrays, from one rule in `workloads`
 (GPTConfig.check_tokens, DiffusionConfig.check_images, DynamicConfig.check_prefill /
-check_generate / check_train / check_length, workloads.derivatives.check_*). Each bad input
-below is given to every installed framework and mode; its message must be the one the
-workload's rule gives for the same numpy input, so no framework can drift from it.
+check_generate / check_train / check_length, workloads.derivatives.check_*), gathered per method
+in each workload's INPUT_RULES and run where inputs are made (`<workload>.check_inputs`: the
+harness's input pool, a library user's own inputs), never inside a model's call (a call is what
+is timed). Each bad input below is given, as each installed framework's arrays, to the
+workload's check_inputs; its message must be the one the rule gives for the same numpy input.
+The Python ints a method builds its function from (an order, a length, a model count) are
+checked by the method itself, in every framework and mode (test_the_scalars_a_method_checks).
 
-Before: JAX clamped what torch and TensorFlow refused (prefill_int's length -3 gave length
-29's logits, 40 length 32's; a `last` past the prompt read its last position; generate past
+Before the rules: JAX clamped what torch and TensorFlow refused (prefill_int's length -3 gave
+length 29's logits, 40 length 32's; a `last` past the prompt read its last position; generate past
 the block returned tokens), a batch of 0 crashed deep inside (JAX's decoding with
 ZeroDivisionError, torch's and TF's generate, the GPT's per-sample gradients in torch and
 TF, TF's UNet), `ensemble_models=()` passed the config and failed in init_params, TF's
@@ -20,6 +24,7 @@ import numpy as np
 import pytest
 
 import frameworks
+import workloads
 from tests.support.helpers import impls
 from workloads import derivatives as DV
 from workloads import diffusion as DF
@@ -32,6 +37,7 @@ DCFG = DF.preset("tiny").config
 YCFG = DY.preset("tiny").config
 VCFG = DV.preset("tiny").config
 IMPLS = impls()
+CONFIGS = {"gpt": GCFG, "diffusion": DCFG, "dynamic": YCFG, "derivatives": VCFG}
 _models: dict = {}
 
 
@@ -128,7 +134,7 @@ CASES: dict[str, tuple] = {
                                          DV.check_hessian, (THETA[:-1], HX, HSIZE["hidden"], HSIZE["classes"])),
     "derivatives-hvp_gpt-tangents-missing": ("derivatives", "hvp_gpt", GHVP[:-1], {},
                                              DV.check_gpt_hvp, (GCFG, GHVP[0], GHVP[1], GHVP[2:-1])),
-    # values (issue 32): read once per input array (DV.SeenInputs), outside the timed calls; before,
+    # values (issue 32): read where the inputs are made, outside the timed calls; before,
     # JAX and TF XLA gave id vocab-1's result for ids past the vocabulary, and NaN (TF XLA) or
     # finite wrong numbers (JAX) for labels past the classes
     "derivatives-per_sample_grad_gpt-id-past-vocab": ("derivatives", "per_sample_grad_gpt", (PAST, GTGT), {},
@@ -147,16 +153,35 @@ CASES: dict[str, tuple] = {
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("framework", [p.values[0] for p in IMPLS if p.values[1] == "eager"])
+def test_each_bad_input_is_one_line_the_same_for_every_frameworks_arrays(framework, case):
+    workload, method, args, kwargs, rule, rule_args = CASES[case]
+    want = message(rule, *rule_args)
+    adapter = frameworks.load(framework)
+    x = tuple(adapter.asarray(a, "cpu") if isinstance(a, np.ndarray) else a for a in args)
+    with pytest.raises(FwbenchError) as e:
+        workloads.get(workload).check_inputs(CONFIGS[workload], method, *x, **kwargs)
+    assert str(e.value) == want and "\n" not in want, (str(e.value), want)
+    assert type(e.value) is FwbenchError        # not a framework's Unsupported or a wrapped error
+
+
+# The cases whose bad value is a Python int the method builds its function from: the method
+# refuses it itself, in every framework and mode, with the rule's message.
+SCALAR_CASES = ("dynamic-prefill_int-negative", "dynamic-prefill_int-past", "dynamic-prefill_int-zero",
+                "derivatives-nth-order-negative", "derivatives-nth-order-zero",
+                "derivatives-ensemble-past-built", "derivatives-ensemble-zero")
+
+
+@pytest.mark.parametrize("case", SCALAR_CASES)
 @pytest.mark.parametrize("framework,mode", IMPLS)
-def test_each_bad_input_is_one_line_the_same_everywhere(framework, mode, case):
+def test_the_scalars_a_method_checks(framework, mode, case):
     workload, method, args, kwargs, rule, rule_args = CASES[case]
     want = message(rule, *rule_args)
     adapter, m = model(workload, framework, mode)
     x = tuple(adapter.asarray(a, "cpu") if isinstance(a, np.ndarray) else a for a in args)
     with pytest.raises(FwbenchError) as e:
         getattr(m, method)(*x, **kwargs)
-    assert str(e.value) == want and "\n" not in want, (str(e.value), want)
-    assert type(e.value) is FwbenchError        # not a framework's Unsupported or a wrapped error
+    assert str(e.value) == want and type(e.value) is FwbenchError, (str(e.value), want)
 
 
 def test_configs_and_helpers_refuse_with_one_line():
@@ -173,49 +198,20 @@ def test_configs_and_helpers_refuse_with_one_line():
 
 def test_the_rules_accept_every_request_the_workloads_make():
     """No rule refuses what the harness passes: every request of the tiny streams and every
-    tiny derivatives task."""
+    tiny derivatives task, through the workload's check_inputs as the harness runs it."""
     for task in DY.TASKS:
-        if task == "ddpm":
-            continue
         for strategy in (None, "bucketed") if task != "prefill_int" else (None,):
-            for args in DY.task_spec(YCFG, 1, task, strategy=strategy).inputs:
-                {"prefill": YCFG.check_prefill, "generate": YCFG.check_generate, "train": YCFG.check_train,
-                 "prefill_int": YCFG.check_length}[task](*args)
+            spec = DY.task_spec(YCFG, 1, task, strategy=strategy)
+            for args in spec.inputs:
+                DY.check_inputs(YCFG, spec.method, *args, **spec.kwargs)
     for task in DV.tasks(VCFG):
         spec = DV.task_spec(VCFG, 1, task)
         for args in spec.inputs:
-            if spec.method in ("per_sample_grad", "hvp"):
-                DV.check_examples(args[-2])
-            elif spec.method == "hessian":
-                DV.check_hessian(args[0], args[1], **spec.kwargs)
-            elif spec.method == "nth_derivative":
-                DV.check_order(spec.kwargs["order"])
-            elif spec.method == "hvp_gpt":
-                DV.check_gpt_hvp(GCFG, args[0], args[1], args[2:])
-            elif spec.method == "ensemble_gpt":
-                DV.check_ensemble(GCFG, args[0], spec.kwargs["models"], BUILT)
+            DV.check_inputs(VCFG, spec.method, *args, **spec.kwargs)
 
 
-def test_values_are_read_once_per_input_array():
-    """DV.SeenInputs runs a value rule the first time it sees the arrays and never again for
-    the same arrays (the timed rounds rotate through the same ones); a failing input is not
-    remembered, and new arrays are checked."""
-    calls = []
-    seen = DV.SeenInputs(keep=2)
-
-    def rule(*a):
-        calls.append(a)
-        DV.check_labels(a[0], VCFG.classes)
-    y = Y.copy()
-    for _ in range(3):
-        seen.check("labels", rule, y)
-    assert len(calls) == 1
-    for _ in range(2):
-        with pytest.raises(FwbenchError, match=r"labels y must lie in \[0, 3\)"):
-            seen.check("labels", rule, YBAD)
-    assert len(calls) == 3
-    others = [Y.copy() for _ in range(3)]     # past `keep`: the oldest is forgotten and checked again
-    for o in others:
-        seen.check("labels", rule, o)
-    seen.check("labels", rule, y)
-    assert len(calls) == 7
+def test_a_method_without_a_rule_or_with_the_wrong_arguments_is_one_line():
+    with pytest.raises(FwbenchError, match=r"no input rule for method 'logit' \(methods with rules: logits, "):
+        G.check_inputs(GCFG, "logit", TOKENS)
+    with pytest.raises(FwbenchError, match=r"^loss takes \(cfg, tokens, targets\) after the config: "):
+        G.check_inputs(GCFG, "loss", TOKENS)

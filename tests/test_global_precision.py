@@ -75,9 +75,10 @@ GPT_CLASS = {"torch": "TorchGPT", "jax": "JaxGPT", "tensorflow": "TFGPT"}
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
 def test_the_library_api_leaves_the_global_matmul_settings_as_it_found_them(framework, mode, monkeypatch):
     """A library user (README, "Use as a library"): configure(), build() and the model's calls
-    leave the process's float32 settings as the user set them, while inside each fwbench call
-    (a probe in the model's own method) they are fwbench's ('highest': no TF32), the same as
-    a harness case sees."""
+    leave the process's float32 settings as the user set them. A call runs at fwbench's
+    precision ('highest': no TF32, as a harness case sees it) inside `with
+    adapter.own_precision()`, and at the process's own settings outside one: the model's methods
+    never set it themselves (a call is what is timed, issue 38)."""
     pytest.importorskip(framework)
     from workloads import gpt
     read, set_users_own = SETTINGS[framework]()
@@ -100,13 +101,24 @@ def test_the_library_api_leaves_the_global_matmul_settings_as_it_found_them(fram
     assert read() == before, "configure() changed the process's settings"
     cfg = gpt.preset("tiny").config
     model = adapter.build("gpt", cfg, gpt.init_params(cfg, seed=0), mode=mode, device="cpu")
-    assert read() == before, "build() changed the process's settings"
+    assert isinstance(model, cls) and read() == before, "build() changed the process's settings"
     x, _ = gpt.make_batch(cfg, batch=1, seed=0)
     out = adapter.to_numpy(model.logits(adapter.asarray(x, "cpu")))
     assert np.isfinite(out).all() and read() == before, "a model call changed the process's settings"
     with adapter.own_precision():           # what fwbench's calls run at, as the harness's case sees it
         fwbench = read()
-    assert during == [fwbench] and fwbench != before, (during, fwbench, before)
+        model.logits(adapter.asarray(x, "cpu"))
+        with adapter.own_precision():       # nested: nothing changes, nor on its exit
+            pass
+        assert read() == fwbench
+    assert during == [before, fwbench] and fwbench != before, (during, fwbench, before)
+    assert read() == before
+    adapter.own_precision().__enter__()     # entered without a `with` and dropped: in force until an
+    import gc  # __exit__ (a generator's would close when collected)
+    gc.collect()
+    assert read() == fwbench
+    adapter.own_precision().__exit__(None, None, None)
+    assert read() == before
 
 
 # ----------------------------------------------------------------------------- the attention per backend

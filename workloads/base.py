@@ -6,6 +6,7 @@ Nothing here imports a framework.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -151,6 +152,28 @@ def host_values(x: Any) -> np.ndarray:
     if hasattr(x, "detach"):                                         # torch.Tensor
         x = x.detach().cpu()
     return np.asarray(x)
+
+
+InputRule = Callable[..., None]
+
+
+def check_inputs(rules: Mapping[str, InputRule], config: Any, method: str, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any]) -> None:
+    """Refuse inputs a model's `method` cannot take, with its workload's one-line message:
+    rules[method](config, *args, **kwargs) (numpy or any framework's arrays). Where inputs are
+    made, never inside a timed call: the harness runs it on every input it converts (its pool,
+    a stream's requests) and a library user on the inputs they make (each workload's
+    `check_inputs(config, method, *args, **kwargs)`); a model's methods check no array (a
+    call is what is timed: docs/ARCHITECTURE.md, "Input rules"), only the Python scalars whose
+    wrong value would run on silently or without end (n_new, order)."""
+    rule = rules.get(method)
+    if rule is None:
+        raise FwbenchError(f"no input rule for method {method!r} (methods with rules: {', '.join(rules)})")
+    try:
+        inspect.signature(rule).bind(config, *args, **kwargs)
+    except TypeError as e:
+        raise FwbenchError(f"{method} takes {inspect.signature(rule)} after the config: {e}") from None
+    rule(config, *args, **kwargs)
 
 
 def replace_config(config: Any, **changes: Any) -> Any:

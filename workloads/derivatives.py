@@ -75,7 +75,18 @@ from typing import Any, Callable, Mapping, Protocol
 import numpy as np
 
 from workloads import gpt as G
-from workloads.base import FwbenchError, Preset, TaskSpec, check_positive, choose, host_values, max_rel_err, rel_err
+from workloads.base import (
+    FwbenchError,
+    Preset,
+    TaskSpec,
+    check_positive,
+    choose,
+    host_values,
+    max_rel_err,
+    rel_err,
+    shape_of,
+)
+from workloads.base import check_inputs as _check_inputs
 
 NAME = "derivatives"
 PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
@@ -670,17 +681,15 @@ def task_spec(cfg: DerivativesConfig, batch: int, task: str, seed: int = 0, stra
 
 
 # ----------------------------------------------------------------------------- input rules
-# What every framework's model refuses, checked at the Python entry of each DerivativesModel
-# method before any compiled code (values inside a compiled function are tracers), so the
-# rule and its one-line message are the same in every framework and mode
-# (tests/test_bad_sizes.py). They read shapes and Python ints only, on a path of a few
-# Python steps: these calls take 0.02 to a few ms, are compared with what a user writes
-# (tests/measure/measure_cookbook.py: at most 1.02x), and every step before the call shows there.
-# Measured (JAX, 1 thread): GPTConfig.check_tokens' host copy of the token ids, 5 us alone,
-# cost the 0.75 ms ensemble 60 us in the timed loop (right after a call, the copy competes
-# with XLA's threads finishing the last one), so the GPT problems' token ids and the MLP
-# problems' labels are read once per input array (SeenInputs: the inputs are fixed per case),
-# not in every call.
+# What every framework's model would compute wrongly, or refuse with a deep error, has one rule
+# and one-line message for all of them (tests/test_bad_sizes.py), run on the inputs where they
+# are made (INPUT_RULES, workloads.base.check_inputs), never in a call: these calls take 0.02 to
+# a few ms and are compared with what a user writes (tests/measure/measure_cookbook.py), so every
+# Python step inside one shows (measured, JAX, 1 thread: GPTConfig.check_tokens' host copy of the
+# token ids, 5 us alone, cost the 0.75 ms ensemble 60 us in the timed loop). A method checks only
+# the Python ints that choose its function (order, models, hidden, classes: check_sizes,
+# check_models), a few Python steps, where a wrong one would recurse without end or return fewer
+# results than asked.
 
 def check_examples(x: Any, what: str = "x") -> None:
     """The MLP problems' examples x (B, d_in): at least one (the mean loss of none is 0/0;
@@ -727,39 +736,6 @@ def check_labels(y: Any, classes: int) -> None:
         raise FwbenchError(f"labels y must lie in [0, {classes}) (the MLP's classes), got {ids.min()}..{ids.max()}")
 
 
-class SeenInputs:
-    """The value rules (GPT token ids in [0, vocab), MLP labels in [0, classes)) of inputs
-    that are fixed per case, run the first time an input array is seen and not again: the
-    harness rotates through the same POOL arrays in every timed round, so after the first
-    call a check is one dict lookup by the arrays' ids (the host copy it needs, 5 us, cost
-    a 0.75 ms call 60 us in the timed loop). The arrays seen last are held (so their ids
-    cannot be reused by new arrays while remembered), `keep` of them."""
-
-    def __init__(self, keep: int = 4 * POOL) -> None:
-        self.keep, self._seen = keep, {}
-
-    def check(self, what: Any, rule: Callable[..., None], *arrays: Any) -> None:
-        """rule(*arrays) unless the same arrays passed the rule named `what` before."""
-        key = (what, *map(id, arrays))
-        if key in self._seen:
-            return
-        rule(*arrays)
-        self._seen[key] = arrays
-        while len(self._seen) > self.keep:
-            del self._seen[next(iter(self._seen))]
-
-    def gpt(self, gcfg: G.GPTConfig, tokens: Any, targets: Any = None) -> None:
-        """Token ids (and targets, where given) in [0, vocab_size), with GPTConfig's message."""
-        if targets is None:
-            self.check("tokens", gcfg.check_tokens, tokens)
-        else:
-            self.check("batch", gcfg.check_batch, tokens, targets)
-
-    def labels(self, y: Any, classes: int) -> None:
-        """MLP labels in [0, classes) (check_labels)."""
-        self.check(("labels", int(classes)), lambda a: check_labels(a, int(classes)), y)
-
-
 def check_gpt_batch(gcfg: G.GPTConfig, tokens: Any, targets: Any) -> None:
     """The GPT problems' sequences: GPTConfig.check_batch's rules on shapes and dtypes
     (batch >= 1, 1..block_size tokens, int32 or int64, targets of the tokens' shape), the
@@ -784,9 +760,70 @@ def check_ensemble(gcfg: G.GPTConfig, tokens: Any, models: Any, built: int) -> N
     most the GPTs built (max(ensemble_models)): K past them returned fewer results than asked
     in torch and JAX."""
     gcfg.check_tokens(tokens, values=False)
+    check_models(models, built)
+
+
+def check_sizes(**ints: Any) -> None:
+    """Python ints a method builds its function from (order, hidden, classes): positive ints
+    (a method's own check, a few Python steps; the arrays are checked where they are made)."""
+    for name, v in ints.items():
+        if not _positive_int(v):
+            raise FwbenchError(f"{name} must be a positive integer, got {v!r}")
+
+
+def check_models(models: Any, built: int) -> None:
+    """The ensemble's K: an int in 1..built (K past the GPTs built returned fewer results)."""
     if not (_positive_int(models) and models <= built):
         raise FwbenchError(f"models must be an integer in 1..{built} (the GPTs built: max(ensemble_models)), "
                            f"got {models!r}")
+
+
+def _mlp_labels(cfg: "DerivativesConfig", w1: Any, b1: Any, w2: Any, b2: Any, *rest: Any) -> None:
+    """per_sample_grad's and hvp's arrays: examples x and labels y, the last two."""
+    check_examples(rest[-2])
+    check_labels(rest[-1], shape_of(w2)[-1])
+
+
+def _hessian_rule(theta: Any, x: Any, y: Any, hidden: Any, classes: Any) -> None:
+    check_hessian(theta, x, hidden, classes)
+    check_labels(y, classes)
+
+
+def _gpt_psg_rule(cfg: "DerivativesConfig", tokens: Any, targets: Any) -> None:
+    """per_sample_grad_gpt's sequences: shapes (check_gpt_batch), then the ids' values."""
+    gcfg = G.preset(cfg.gpt).config
+    check_gpt_batch(gcfg, tokens, targets)
+    gcfg.check_batch(tokens, targets)
+
+
+def _gpt_hvp_rule(cfg: "DerivativesConfig", tokens: Any, targets: Any, *v: Any) -> None:
+    gcfg = G.preset(cfg.gpt).config
+    check_gpt_hvp(gcfg, tokens, targets, v)
+    gcfg.check_batch(tokens, targets)
+
+
+def _ensemble_rule(cfg: "DerivativesConfig", tokens: Any, models: Any) -> None:
+    gcfg = G.preset(cfg.gpt).config
+    check_ensemble(gcfg, tokens, models, max(cfg.ensemble_models))
+    gcfg.check_tokens(tokens)
+
+
+# Each method's input rule (workloads.base.check_inputs): where inputs are made, never in a call.
+INPUT_RULES: dict[str, Any] = {
+    "per_sample_grad": lambda cfg, w1, b1, w2, b2, x, y: _mlp_labels(cfg, w1, b1, w2, b2, x, y),
+    "hvp": lambda cfg, w1, b1, w2, b2, v1, vb1, v2, vb2, x, y: _mlp_labels(cfg, w1, b1, w2, b2, x, y),
+    "hessian": lambda cfg, theta, x, y, hidden, classes: _hessian_rule(theta, x, y, hidden, classes),
+    "jacobian": lambda cfg, a, b, x: None,
+    "nth_derivative": lambda cfg, x, order: check_order(order),
+    "per_sample_grad_gpt": _gpt_psg_rule,
+    "hvp_gpt": _gpt_hvp_rule,
+    "ensemble_gpt": _ensemble_rule,
+}
+
+
+def check_inputs(cfg: "DerivativesConfig", method: str, /, *args: Any, **kwargs: Any) -> None:
+    """The derivatives problems' input rules for `method`'s arguments, one line."""
+    _check_inputs(INPUT_RULES, cfg, method, args, kwargs)
 
 
 # ----------------------------------------------------------------------------- interface

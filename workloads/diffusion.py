@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -79,6 +79,9 @@ from workloads.base import (
     host_values,
     shape_of,
     train_step_strategies,
+)
+from workloads.base import (
+    check_inputs as _check_inputs,
 )
 
 NAME = "diffusion"
@@ -261,6 +264,22 @@ class DiffusionConfig:
                 raise FwbenchError(f"sampler noise must have shape {want}, got {shape_of(noise)}")
             if dtype_name(noise) != "float32":
                 raise FwbenchError(f"sampler noise must be float32, got {dtype_name(noise)}")
+
+
+# Each method's input rule (workloads.base.check_inputs): where inputs are made, never in a call.
+INPUT_RULES: dict[str, Any] = {
+    "eps": lambda cfg, x, t: cfg.check_eps_inputs(x, t),
+    "loss": lambda cfg, x0, t, noise: cfg.check_batch(x0, t, noise),
+    "grads": lambda cfg, x0, t, noise: cfg.check_batch(x0, t, noise),
+    "train_step": lambda cfg, x0, t, noise: cfg.check_batch(x0, t, noise),
+    "sample": lambda cfg, x_T, noise=None, method="ddim", steps=SAMPLE_STEPS: cfg.check_sample(x_T, noise, method,
+                                                                                              steps),
+}
+
+
+def check_inputs(cfg: DiffusionConfig, method: str, /, *args: Any, **kwargs: Any) -> None:
+    """The DDPM's input rules for `method`'s arguments (numpy or framework arrays), one line."""
+    _check_inputs(INPUT_RULES, cfg, method, args, kwargs)
 
 
 PRESETS: dict[str, Preset] = {
@@ -596,6 +615,7 @@ def task_spec(cfg: DiffusionConfig, batch: int, task: str, seed: int = 0, strate
 
 # ----------------------------------------------------------------------------- interface
 
+@runtime_checkable
 class DiffusionModel(Protocol):
     """What every framework's DDPM implements (frameworks/<fw>/diffusion.py, `build`).
 

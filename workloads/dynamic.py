@@ -103,6 +103,9 @@ from workloads.base import (
     replace_config,
     shape_of,
 )
+from workloads.base import (
+    check_inputs as _check_inputs,
+)
 from workloads.record import not_its_api
 
 NAME = "dynamic"
@@ -243,11 +246,21 @@ class DynamicConfig:
             raise FwbenchError(f"weights must be non-negative with a positive sum, got {w.min()}..{w.max()} "
                                f"(sum {w.sum()})")
 
+    def check_eps(self, x: Any, t: Any) -> None:
+        """The ddpm stream's inputs: images of any size the UNet takes (unet_at) and their
+        timesteps, as DiffusionConfig.check_eps_inputs takes them at that size."""
+        shape = shape_of(x)
+        self.unet_at(shape[1] if len(shape) == 4 else self.unet.image_size).check_eps_inputs(x, t)
+
     def check_length(self, tokens: Any, length: Any) -> None:
         """prefill_int's inputs: tokens as every GPT method takes them, and the real length a
         Python int in 1..T (the padded prompt's length)."""
         self.gpt.check_tokens(tokens)
-        T = shape_of(tokens)[1]
+        self.check_int_length(shape_of(tokens)[1], length)
+
+    def check_int_length(self, T: int, length: Any) -> None:
+        """prefill_int's own check (a Python int; JAX clamped a wrong one silently: -3 gave
+        length 29's logits): the real length in 1..T."""
         if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or not 1 <= length <= T:
             raise FwbenchError(f"length must be a Python int in 1..{T} (the prompt's tokens), got {length!r}")
 
@@ -259,6 +272,21 @@ class DynamicConfig:
                 out.append(b)
             b *= 2
         return (*out, self.gpt.block_size)
+
+
+# Each method's input rule (workloads.base.check_inputs): where inputs are made, never in a call.
+INPUT_RULES: dict[str, Any] = {
+    "prefill": lambda cfg, tokens, last: cfg.check_prefill(tokens, last),
+    "generate": lambda cfg, tokens, last: cfg.check_generate(tokens, last),
+    "train": lambda cfg, tokens, targets, weights: cfg.check_train(tokens, targets, weights),
+    "eps": lambda cfg, x, t: cfg.check_eps(x, t),
+    "prefill_int": lambda cfg, tokens, length: cfg.check_length(tokens, length),
+}
+
+
+def check_inputs(cfg: DynamicConfig, method: str, /, *args: Any, **kwargs: Any) -> None:
+    """The dynamic-shape models' input rules for `method`'s arguments, one line."""
+    _check_inputs(INPUT_RULES, cfg, method, args, kwargs)
 
 
 PRESETS: dict[str, Preset] = {

@@ -31,7 +31,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from workloads.base import (
     host_values,
     shape_of,
     train_step_strategies,
+)
+from workloads.base import (
+    check_inputs as _check_inputs,
 )
 
 NAME = "gpt"
@@ -120,11 +123,30 @@ class GPTConfig:
     def check_generate(self, prompt: Any, n_new: Any) -> None:
         """The inputs of generate: a prompt, and n_new >= 0 tokens that fit in the block."""
         self.check_tokens(prompt, "prompt")
+        self.check_n_new(shape_of(prompt)[1], n_new)
+
+    def check_n_new(self, T0: int, n_new: Any) -> None:
+        """generate's own check (a Python int; JAX's decoding would clamp past the block):
+        n_new >= 0 tokens after a prompt of T0 that fit in the block."""
         if not isinstance(n_new, (int, np.integer)) or isinstance(n_new, bool) or n_new < 0:
             raise FwbenchError(f"n_new must be a non-negative integer, got {n_new!r}")
-        T0 = shape_of(prompt)[1]
         if T0 + n_new > self.block_size:
             raise FwbenchError(f"prompt length {T0} + n_new {n_new} must be at most block_size {self.block_size}")
+
+
+# Each method's input rule (workloads.base.check_inputs): where inputs are made, never in a call.
+INPUT_RULES: dict[str, Any] = {
+    "logits": lambda cfg, tokens: cfg.check_tokens(tokens),
+    "loss": lambda cfg, tokens, targets: cfg.check_batch(tokens, targets),
+    "grads": lambda cfg, tokens, targets: cfg.check_batch(tokens, targets),
+    "train_step": lambda cfg, tokens, targets: cfg.check_batch(tokens, targets),
+    "generate": lambda cfg, prompt, n_new, use_cache=True: cfg.check_generate(prompt, n_new),
+}
+
+
+def check_inputs(cfg: GPTConfig, method: str, /, *args: Any, **kwargs: Any) -> None:
+    """The GPT's input rules for `method`'s arguments (numpy or framework arrays), one line."""
+    _check_inputs(INPUT_RULES, cfg, method, args, kwargs)
 
 
 PRESETS: dict[str, Preset] = {
@@ -355,6 +377,7 @@ def task_spec(cfg: GPTConfig, batch: int, task: str, seed: int = 0, strategy: st
 
 # ----------------------------------------------------------------------------- interface
 
+@runtime_checkable
 class GPTModel(Protocol):
     """What every framework's GPT implements (frameworks/<fw>/gpt.py, `build`).
 
@@ -366,6 +389,10 @@ class GPTModel(Protocol):
     config: GPTConfig
     mode: str
     device: str
+    # method -> the attention its program runs where that differs from the framework's for the
+    # device and precision (adapter.attention_impl, which the record names otherwise); {} where
+    # none does (JAX's gradient programs on the CPU: frameworks/jax/gpt.py, Forms)
+    attention_impls: Mapping[str, str]
 
     def logits(self, tokens: Any) -> Any:
         """(B, T) int32 -> (B, T, vocab_size) float32."""

@@ -241,6 +241,12 @@ def lines_changed(original: Callable[[Any], Any], rewrite: Rewrite) -> int:
     return n + sum(len(_code_lines(h, False)) for h in rewrite.helpers) + len(rewrite.setup)
 
 
+def check_inputs(config: InteropConfig, method: str, /, *args: Any, **kwargs: Any) -> None:
+    """The programs take any float32 vector they can compute on (each program's own inputs,
+    make_inputs): no rule to check (workloads.base.check_inputs), the program name aside."""
+    choose("interop program", method, PROGRAMS)
+
+
 def task_spec(config: InteropConfig, batch: int, task: str, seed: int = 0, strategy: str | None = None) -> TaskSpec:
     """One call of a program on one input vector (inputs rotate over both branches)."""
     choose("interop program", task, TASKS)

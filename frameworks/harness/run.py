@@ -106,10 +106,12 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
             if case.placement.devices > 1:     # checked first, in a compile state of its own
                 with adapter.case_caches(role):
                     record.update(parallel_check(adapter, case, p, spec, opts.seed))
+            default = record["attention_impl"]
             measured(benchmark, adapter, case, p, spec, record, opts, role)
             # again, after the case's programs were traced: a shape the backend refused there (JAX's
-            # cuDNN attention) is named in it
-            record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
+            # cuDNN attention) is named in it, unless the model named its own (measure_case)
+            if record["attention_impl"] == default:
+                record["attention_impl"] = adapter.attention_impl(case.device, case.precision)
         except Unsupported as e:
             not_run("unsupported", e)
             pytest.skip(record["reason"])
@@ -220,10 +222,14 @@ def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: 
     """The case's model built, its inputs as the framework's arrays, and the call the harness
     times: (model, its numpy parameters, the model's method, the input pool, call(*inputs)
     that waits for the result and, for a call that updates the model, its state)."""
-    params = workloads.get(case.workload).init_params(p.config, seed=opts.seed)
+    W = workloads.get(case.workload)
+    params = W.init_params(p.config, seed=opts.seed)
     model = adapter.build(case, p.config, params)
     device = case.device
+    # the inputs' rules run here, where they are made (a model's calls check no array), then the
     # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
+    for inp in spec.inputs:
+        W.check_inputs(p.config, spec.method, *inp, **spec.kwargs)
     pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
             for inp in spec.inputs]
     place = getattr(model, "place_inputs", None)      # a data-parallel model splits each batch
@@ -248,6 +254,11 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     model, params, fn, pool, call = case_call(adapter, case, p, spec, opts)
     state = getattr(model, "state", None) if spec.mutates else None
     record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
+    # a GPT method whose program runs another attention than the framework's default for the
+    # device and precision says so (GPTModel.attention_impls; other workloads' models have none)
+    own = getattr(model, "attention_impls", {}).get(spec.method)
+    if own:
+        record["attention_impl"] = own
 
     adapter.reset_peak_memory(device)
     k0 = adapter.counters()

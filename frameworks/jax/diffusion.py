@@ -258,15 +258,12 @@ class JaxDiffusion:
 
     # -- DiffusionModel ------------------------------------------------------------------
     def eps(self, x: jax.Array, t: jax.Array) -> jax.Array:
-        self.config.check_eps_inputs(x, t)
         return self._eps(self.params, x, t)
 
     def loss(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self.config.check_batch(x0, t, noise)
         return self._loss(self.params, x0, t, noise)
 
     def grads(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> dict[str, jax.Array]:
-        self.config.check_batch(x0, t, noise)
         return self._grads(self.params, x0, t, noise)
 
     def state(self) -> Any:
@@ -275,13 +272,11 @@ class JaxDiffusion:
         return self.params, self.opt_state
 
     def train_step(self, x0: jax.Array, t: jax.Array, noise: jax.Array) -> jax.Array:
-        self.config.check_batch(x0, t, noise)
         self.params, self.opt_state, loss_value = self._train_step(self.params, self.opt_state, x0, t, noise)
         return loss_value  # a jax.Array: reading its value would wait for the step
 
     def sample(self, x_T: jax.Array, noise: jax.Array | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> jax.Array:
-        self.config.check_sample(x_T, noise, method, steps)
         coefs = self._sampler(method, steps)
         # DDIM's c is 0 at every step: it scans no noise, whatever the caller passed.
         return self._sample(self.params, x_T, coefs, noise if method == "ddpm" else None)

@@ -255,8 +255,9 @@ class TFDiffusion:
         mode, device = case.mode, case.device
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
+        self._place = adapter.placement(device)
         sched = config.schedule
-        with tf.device(self._device):
+        with self._place:
             self.model = UNet(config, params, P.COMPUTE[case.precision])
             # gpt.py's AdamW (torch's update, nanoGPT's clipping); its decay rule (2-D and
             # up) is workloads.diffusion.decayed's, and weight_decay is 0 here anyway
@@ -330,7 +331,7 @@ class TFDiffusion:
         key = (method, steps)
         if key not in self._samplers:
             co = sampler_coefficients(self.config.schedule, method, steps)
-            with tf.device(self._device):
+            with self._place:
                 self._samplers[key] = (tf.constant(co["t"], tf.int32), tf.constant(co["a"], tf.float32),
                                        tf.constant(co["b"], tf.float32), tf.constant(co["c"], tf.float32),
                                        bool(np.any(co["c"] != 0)))
@@ -338,30 +339,25 @@ class TFDiffusion:
 
     # -- DiffusionModel --------------------------------------------------------------------
     def eps(self, x, t):
-        self.config.check_eps_inputs(x, t)
-        with tf.device(self._device):
+        with self._place:
             return self._eps(x, t)
 
     def loss(self, x0, t, noise):
-        self.config.check_batch(x0, t, noise)
-        with tf.device(self._device):
+        with self._place:
             return self._loss(x0, t, noise)
 
     def grads(self, x0, t, noise):
-        self.config.check_batch(x0, t, noise)
-        with tf.device(self._device):
+        with self._place:
             _, grads = self._grads(x0, t, noise)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, x0, t, noise):
-        self.config.check_batch(x0, t, noise)
-        with tf.device(self._device):
+        with self._place:
             return self._train_step(x0, t, noise)
 
     def sample(self, x_T, noise=None, *, method: str = "ddim", steps: int = SAMPLE_STEPS):
-        self.config.check_sample(x_T, noise, method, steps)
         t, a, b, c, noisy = self._sampler(method, steps)
-        with tf.device(self._device):
+        with self._place:
             if noisy:
                 return self._sample_noisy(x_T, t, a, b, c, noise)
             return self._sample(x_T, t, a, b)

@@ -39,6 +39,7 @@ class TFPrefill:
         self.config, self.mode, self.strategy = config, mode, strategy
         self.gpt = TFGPT(adapter, config.gpt, params, case.but(mode="eager", strategy=None))
         self._device = adapter.tf_device(device)
+        self._place = adapter.placement(device)
         self._fn, self._generate, self._train = self._prefill_fn, self._generate_fn, self._train_fn
         if mode != "eager":
             def function(fn: Any, *signature: tf.TensorSpec) -> Any:
@@ -59,8 +60,7 @@ class TFPrefill:
         return model.head(x)
 
     def prefill(self, tokens: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        self.config.check_prefill(tokens, last)
-        with tf.device(self._device):
+        with self._place:
             return self._fn(tokens, last)
 
     # -- generate: TFGPT's cached decoding, started at the real last position ---------------
@@ -90,8 +90,7 @@ class TFPrefill:
         return tf.while_loop(lambda j, *_: j < n - 1, step, (tf.constant(0), tok, out, cache))[2]
 
     def generate(self, tokens: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        self.config.check_generate(tokens, last)
-        with tf.device(self._device):
+        with self._place:
             return self._generate(tokens, last)
 
     # -- train: loss and gradients, padded targets weighted out ---------------------------------
@@ -107,8 +106,7 @@ class TFPrefill:
         return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
 
     def train(self, tokens: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> dict[str, tf.Tensor]:
-        self.config.check_train(tokens, targets, weights)
-        with tf.device(self._device):
+        with self._place:
             loss, grads = self._train(tokens, targets, weights)
         return {"loss": loss, **dict(zip(self.gpt.model.named, grads))}
 
@@ -123,6 +121,7 @@ class TFDdpm:
         self.config, self.mode, self.strategy = config, mode, strategy
         self.model = TFDiffusion(adapter, config.unet, params, case.but(mode="eager", strategy=None)).model
         self._device = adapter.tf_device(device)
+        self._place = adapter.placement(device)
         self._fn = self.model.__call__
         if mode != "eager":
             C = config.unet.in_channels
@@ -130,8 +129,7 @@ class TFDdpm:
                 mode, strategy, (tf.TensorSpec((None, None, None, C), tf.float32), tf.TensorSpec((None,), tf.int32))))
 
     def eps(self, x: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        self.config.unet_at(x.shape[1]).check_eps_inputs(x, t)
-        with tf.device(self._device):
+        with self._place:
             return self._fn(x, t)
 
 
@@ -154,8 +152,8 @@ class TFPrefillInt(TFPrefill):
         return model.head(tf.reshape(x, (-1, length, self.config.gpt.n_embd))[:, -1])
 
     def prefill_int(self, tokens: tf.Tensor, length: int) -> tf.Tensor:
-        self.config.check_length(tokens, length)
-        with tf.device(self._device):
+        self.config.check_int_length(tokens.shape[1], length)
+        with self._place:
             return self._int(tokens, length)
 
 

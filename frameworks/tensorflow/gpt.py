@@ -307,13 +307,15 @@ class TFGPT:
     and a new shape makes one trace with unknown dims instead of one per shape, so a
     benchmark's rotated batches never retrace while the first trace keeps static shapes.
     """
+    attention_impls: dict[str, str] = {}    # every method runs the framework's attention (GPTModel)
 
     def __init__(self, adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         check_params(config, params)
         mode, device = case.mode, case.device
         self.adapter, self.config, self.mode, self.device = adapter, config, mode, device
         self._device = adapter.tf_device(device)
-        with tf.device(self._device):
+        self._place = adapter.placement(device)
+        with self._place:
             self.model = GPT(config, params, compute=P.COMPUTE[case.precision])
             self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
         self._vars = list(self.model.named.values())
@@ -382,32 +384,28 @@ class TFGPT:
 
     # -- GPTModel ------------------------------------------------------------------------
     def logits(self, tokens):
-        self.config.check_tokens(tokens)
-        with tf.device(self._device):
+        with self._place:
             return self._logits(tokens)
 
     def loss(self, tokens, targets):
-        self.config.check_batch(tokens, targets)
-        with tf.device(self._device):
+        with self._place:
             return self._loss(tokens, targets)
 
     def grads(self, tokens, targets):
-        self.config.check_batch(tokens, targets)
-        with tf.device(self._device):
+        with self._place:
             _, grads = self._grads(tokens, targets)
         return dict(zip(self.model.named, grads))
 
     def train_step(self, tokens, targets):
-        self.config.check_batch(tokens, targets)
-        with tf.device(self._device):
+        with self._place:
             return self._train_step(tokens, targets)
 
     def generate(self, prompt, n_new: int, use_cache: bool = True):
-        self.config.check_generate(prompt, n_new)
+        self.config.check_n_new(prompt.shape[1], n_new)
         B, T0 = prompt.shape
         if n_new == 0:
             return prompt
-        with tf.device(self._device):
+        with self._place:
             if use_cache:
                 buf = self._generate(prompt, tf.constant(n_new, tf.int32))
             else:

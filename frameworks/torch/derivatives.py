@@ -209,14 +209,6 @@ def gpt_func(config: D.DerivativesConfig, params: dict[str, np.ndarray], device:
 
 
 def build(adapter: Any, config: D.DerivativesConfig, params: dict[str, np.ndarray], case: Case) -> TorchDerivatives:
-    if case.mode == "compiled":
-        # Every model composes its transforms from the same code (frameworks/transforms.py,
-        # torch.func's wrappers), new closures each time: Dynamo keeps one cache entry per
-        # code object and closure, and after config.recompile_limit (8) entries it refuses to
-        # compile ("FailOnRecompileLimitHit", measured on the 9th case of a process). A case
-        # starts from Dynamo's fresh-process state instead (its counters, which the harness
-        # reads, and the on-disk caches are kept).
-        torch._dynamo.reset()
     model = TorchDerivatives(adapter, case, compiled if case.mode == "compiled" else (lambda f: f))
     model.gpt = gpt_func(config, params, case.device)
     return model

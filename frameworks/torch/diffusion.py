@@ -337,30 +337,25 @@ class TorchDiffusion:
 
     # -- DiffusionModel --------------------------------------------------------------
     def eps(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        self.config.check_eps_inputs(x, t)
         with torch.no_grad():
             return self._eps(x, t)
 
     def loss(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        self.config.check_batch(x0, t, noise)
         with torch.no_grad():
             return self._loss(x0, t, noise)
 
     def grads(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> dict[str, torch.Tensor]:
         """Gradients keyed and laid out as workloads.diffusion's params (HWIO, (in, out))."""
-        self.config.check_batch(x0, t, noise)
         self.trainer.zero_grad()
         self._loss(x0, t, noise).backward()
         return {k: _to_numpy_layout(p.grad) for k, p in self._params.items()}
 
     def train_step(self, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        self.config.check_batch(x0, t, noise)
         return self.trainer.step(x0, t, noise)
 
     def sample(self, x_T: torch.Tensor, noise: torch.Tensor | None = None, *, method: str = "ddim",
                steps: int = D.SAMPLE_STEPS) -> torch.Tensor:
         """x_0 from x_T (B, H, W, C): x <- a x + b eps(x, t) + c noise[s], s = 0 .. steps-1."""
-        self.config.check_sample(x_T, noise, method, steps)
         coefs = sampler_coefficients(self.config.schedule, method, steps)
         B = x_T.shape[0]
         dev = x_T.device
