@@ -85,7 +85,7 @@ def test_invalid_gpt_configs_are_refused_with_reason(changes, match):
 
 
 def test_unknown_preset_and_task():
-    with pytest.raises(FwbenchError, match="unknown GPT preset 'huge': choose one of tiny, small, gpt2"):
+    with pytest.raises(FwbenchError, match="unknown GPT preset 'huge': choose one of tiny, small, gpt2, gpt2-cpu"):
         gpt.preset("huge")
     with pytest.raises(FwbenchError, match="unknown GPT task 'backward'"):
         gpt.task_spec(gpt.preset("tiny").config, 2, "backward")
@@ -212,7 +212,7 @@ def test_older_records_name_the_parameter_dtype_dtype():
 
 @pytest.mark.parametrize("args,expected", [
     (["--framework", "pytorch"], "unknown framework 'pytorch': choose one of torch, jax, tensorflow"),
-    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2 (per-workload presets"),
+    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2, gpt2-cpu (per-workload presets"),
     (["--device", "tpu"], "unknown device 'tpu': choose one of cpu, cuda, gpu"),
     (["--workload", "bert"], "unknown workload 'bert'"),
 ])

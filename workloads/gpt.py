@@ -155,6 +155,9 @@ PRESETS: dict[str, Preset] = {
     "small": Preset("small", GPTConfig(block_size=128, vocab_size=4096, n_layer=4, n_head=4, n_embd=256),
                     batch=8, note="CPU benchmark default"),
     "gpt2": Preset("gpt2", GPTConfig(), batch=12, note="GPT-2 124M, for GPUs"),
+    # GPT-2 124M's layers at a CPU's batch (the peers' check at GPT-2's shapes: docs/measurements/peers-cpu-2core)
+    "gpt2-cpu": Preset("gpt2-cpu", GPTConfig(block_size=256), batch=2,
+                       note="GPT-2 124M's layers (12 x 768, 50257 tokens), 256 tokens, batch 2: CPU checks"),
 }
 
 

@@ -140,8 +140,9 @@ def table(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
              f"Versions: {', '.join(f'{k} {v}' for k, v in info['versions'].items() if v)}.",
              f"Command: `{info['command']}`", "",
              "Ratio = fwbench's time per call over the peer's, the median of the per-round ratios with its 95% "
-             "bootstrap interval; below 1 fwbench is faster. Outputs are compared before timing (difference: "
-             "max |a - b| / max |b| of the logits or eps, or of the first two losses of a train step).", "",
+             "interval (from the rounds' order statistics: distribution-free); below 1 fwbench is faster. Outputs "
+             "are compared before timing (difference: max |a - b| / max |b| of the logits or eps, or of the first "
+             "two losses of a train step).", "",
              "| framework | workload | task | mode | peer | fwbench ms | peer ms | ratio [95% CI] | difference "
              "| note |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from reports import sections
-from reports.analysis import claims, findings, replicates, stats, summary
+from reports.analysis import claims, findings, peers, replicates, stats, summary
 from reports.analysis import data as rdata
 from reports.analysis.data import TIMED, finite
 from reports.analysis.jobs import Job
@@ -375,7 +375,31 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     short, appendix = short_reasons(df)
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
+    b += peer_blocks(df)
     return b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights)
+
+
+def peer_blocks(df: pd.DataFrame) -> list[Block]:
+    """Fairness as a number: per framework, its implementations against their peers, from the
+    latest peers table for each device kind of the run (reports.analysis.peers)."""
+    b: list[Block] = []
+    fws = rdata.framework_order(df["framework"])
+    for device in sorted(set(df["device"].dropna())):
+        table = peers.latest(device)
+        kind = "GPU" if device in ("cuda", "gpu") else device.upper()
+        if table is None:
+            b.append(("p", f"Fairness on the {kind}: no peers table for this device kind (python -m "
+                           "frameworks.peers --record measures one); how fwbench's implementations compare with "
+                           "the ones a user would pick instead is not stated here."))
+            continue
+        t = peers.per_framework(table, fws)
+        if t.empty:
+            continue
+        b += [("h", 3, f"Fairness on the {kind}: fwbench against its peers"), ("p", peers.sentence(table)),
+              ("table", t, f"{kind}: per framework, the median ratio fwbench/peer of its pairs (GPT and DDPM, "
+                           "forward and train step, every mode), the highest with its 95% interval, and the pairs "
+                           "without a time with the reason.", f"peers-{device}")]
+    return b
 
 
 def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str]) -> list[Block]:
