@@ -212,7 +212,8 @@ def test_older_records_name_the_parameter_dtype_dtype():
 
 @pytest.mark.parametrize("args,expected", [
     (["--framework", "pytorch"], "unknown framework 'pytorch': choose one of torch, jax, tensorflow"),
-    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2, gpt2-cpu (per-workload presets"),
+    (["--preset", "huge"], "unknown GPT preset 'huge': choose one of tiny, small, gpt2, gpt2-cpu "
+                           "(per-workload presets"),
     (["--device", "tpu"], "unknown device 'tpu': choose one of cpu, cuda, gpu"),
     (["--workload", "bert"], "unknown workload 'bert'"),
 ])
