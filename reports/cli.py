@@ -29,7 +29,8 @@ QUICK_TIMEOUT_S = 600.0
 # Processes per framework and timed rounds per case of a full run: workloads/options.py (issue 30,
 # chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
 RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
-QUICK_COLD, QUICK_WARM = 1, 1
+RUN_CYCLES, RUN_BLOCK_S = options.RUN_CYCLES, options.RUN_BLOCK_S
+QUICK_COLD, QUICK_WARM, QUICK_CYCLES = 1, 0, 3
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
@@ -178,6 +179,13 @@ def make_parser() -> Parser:
                    f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
                    "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
                    "first cold ones, then the others in a seeded random order")
+    r.add_argument("--cycles", type=_positive(int, zero=True),
+                   help=f"side by side: cycles per task in each set (default {RUN_CYCLES}; {QUICK_CYCLES} with "
+                        "--quick); a cycle times one block of every configuration of the task, one block at a "
+                        "time, in a random order; 0 runs each process alone, one after another, as before sets")
+    r.add_argument("--block-s", type=_positive(float), help=f"seconds one block of calls lasts (default {RUN_BLOCK_S})")
+    r.add_argument("--control", help="the framework whose process each set runs twice, an A/A control (default: "
+                                     "torch where it runs, else the first framework; none: no control)")
     r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
                    help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
                         "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
@@ -316,7 +324,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                              cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
                              warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
                              seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
-                             slurm=_slurm_options(args), variants="default" if args.quick else None)
+                             slurm=_slurm_options(args), variants="default" if args.quick else None,
+                             cycles=args.cycles if args.cycles is not None else (QUICK_CYCLES if args.quick
+                                                                                 else RUN_CYCLES),
+                             block_s=args.block_s or RUN_BLOCK_S, control=args.control)
     t0 = time.monotonic()
     progress = runner.Progress()
     written = runner.run(opts, args.out, progress)

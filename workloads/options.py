@@ -100,6 +100,8 @@ HARNESS: tuple[Option, ...] = (
            "case's default strategy", choices=("all", "default")),
     Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",
            process=True),
+    Option("task_order_seed", int, None, "run the cases task by task, the tasks in an order drawn with this seed "
+           "(the same for every process of a set: set by fwbench run)", process=True),
     Option("repeat", int, None, "this process's index within the run (set by fwbench run)", process=True),
     Option("repeats", int, None, "processes per framework in the run (set by fwbench run)", process=True),
     Option("cold", int, None, "cold processes per framework in the run (set by fwbench run)", process=True),
@@ -123,6 +125,8 @@ HARNESS: tuple[Option, ...] = (
 # over a framework's cases has degrees of freedom.
 RUN_COLD, RUN_WARM = 2, 7
 RUN_ROUNDS = 4
+# Side by side (reports.running.sets): cycles of blocks per task in each set, and a block's length.
+RUN_CYCLES, RUN_BLOCK_S = 10, 0.25
 
 GPU_DEVICES = ("cuda", "gpu")
 

@@ -120,8 +120,10 @@ class _RunOptions:
 
     @property
     def repeats(self) -> int:
-        """Processes per framework: cold + warm."""
-        return self.cold + self.warm
+        """Processes per framework: cold + warm (run side by side with a control, twice that at
+        most: the control framework's second process per set; result files are then indexed)."""
+        n = self.cold + self.warm
+        return 2 * n if getattr(self, "cycles", 0) > 0 and getattr(self, "control", None) != "none" else n
 
 
 # The run's own fields, beside the harness options: (name, type, default).
@@ -137,6 +139,11 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
     ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
     ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
+    # side by side (reports.running.sets): cycles of blocks per task in each set; 0 runs each process
+    # alone, one after another (the lone design: no pairing)
+    ("cycles", int, 0),
+    ("block_s", float, 0.25),          # seconds a block of calls lasts (sized from each case's own rounds)
+    ("control", str | None, None),     # the framework whose process a set runs twice (the A/A control)
 )
 # `fwbench run`'s options: the frameworks, every harness option a user may set (those of
 # workloads.options.HARNESS not set per process, --workload's comma list as `workloads`), each
@@ -270,13 +277,14 @@ def _describe(case: dict[str, Any]) -> str:
 
 
 def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
-                   role: str | None = None) -> list[str]:
+                   role: str | None = None, task_order_seed: int | None = None) -> list[str]:
     """The command line of one framework process: pytest-benchmark on the checkout's cases
     with the event plugin (reports.running.pytest_events) and the run's options, written by
-    the options' one declaration (workloads.options)."""
+    the options' one declaration (workloads.options); in a set, its task-order seed."""
     values = {o.name: getattr(opts, o.name) for o in options.HARNESS if hasattr(opts, o.name)}
     fw, n = split_unit(fw)
-    values.update(framework=fw, devices=str(n), workload=opts.workloads, cache_role=role, run_id=opts.run_id)
+    values.update(framework=fw, devices=str(n), workload=opts.workloads, cache_role=role, run_id=opts.run_id,
+                  task_order_seed=task_order_seed)
     if repeat is not None:
         values.update(repeat=repeat, repeats=opts.repeats, cold=opts.cold, warm=opts.warm,
                       case_order_seed=case_order_seed(opts.seed, fw, repeat))
@@ -770,6 +778,40 @@ def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None
     return save_json(out / process_names(fw, repeat, opts.repeats)[0], doc, Progress())
 
 
+def control_unit(opts: RunOptions, run_units: tuple[str, ...]) -> str | None:
+    """The unit whose process each set runs twice: --control's framework, else torch where it
+    runs, else the first; none with --control none or a single unit."""
+    if opts.control == "none":
+        return None
+    if opts.control is not None:
+        if opts.control not in run_units:
+            raise FwbenchError(f"--control {opts.control}: not a framework of this run (it runs "
+                               f"{', '.join(run_units)}; or none)")
+        return opts.control
+    return ("torch" if "torch" in run_units else run_units[0]) if run_units else None
+
+
+def run_sets(opts: RunOptions, out: Path, progress: Progress) -> list[Path]:
+    """The run as process sets, one after another on this machine (reports.running.sets)."""
+    from reports.running import sets
+    run_units = units(opts.frameworks, opts.devices)
+    written: list[Path] = []
+    plan = sets.plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
+    for i, spec in enumerate(plan):
+        try:
+            written += sets.run_set(spec, opts, out, progress, opts.cycles, opts.block_s)
+        except KeyboardInterrupt as e:      # the finished sets are kept; the rest is said, not run
+            sig = signals.of(e)
+            with signals.held():
+                for later in plan[i + 1:]:
+                    for u, r, _ in later.members:
+                        write_absent(u, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
+                                                   f"before set {later.index} started", repeat=r, role=later.role)
+            progress.line(f"interrupted by {sig.name}: results so far are in {out}")
+            raise sig from None
+    return written
+
+
 def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
     """Run every selected framework `opts.cold` + `opts.warm` times, each time in a fresh
     process, in the order of `schedule`; merge each cold process's cache folder into the
@@ -791,6 +833,8 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         counts = device_counts(opts.devices)
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
+        if opts.cycles > 0 and opts.launcher == "local":     # side by side: process sets
+            return run_sets(opts, out, progress)
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
         if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
             return run_jobs(opts, out, progress, order)
