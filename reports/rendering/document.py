@@ -485,13 +485,17 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
-        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost is "
-        "first call + N x steady step (M examples: M / examples per call calls; a stream: its cold pass, then "
-        "the other requests at the warm per-request rate), its interval the sum of the terms' interval "
-        "endpoints (a term's 95% t interval from three processes, its processes' range from two, none from one), "
-        "which covers at least as often as both terms' intervals do together. A framework is named cheapest only "
-        "where its interval lies below every other framework's; overlapping intervals are a tie; a term from one "
-        "process makes the answer indicative.",
+        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
+        "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
+        "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
+        "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
+        "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
+        "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
+        "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
+        "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
+        "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
+        "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
+        "interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ at 95%.",
         *claims.rules(),
         *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
