@@ -56,7 +56,7 @@ import pandas as pd
 from reports import sections
 from reports.analysis import replicates, stats, verdicts
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
-from reports.analysis.verdicts import versus
+from reports.analysis.verdicts import fastest_per_framework, pairs, versus
 from workloads.base import FwbenchError
 from workloads.record import NOT_REACHED
 
@@ -95,6 +95,14 @@ def parse_weights(text: str | None) -> dict[str, float]:
 def _case(r: pd.Series) -> str:
     return (f"{r['workload']} {r['task']}" + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else "")
             + (f" ({r['precision']})" if r.get("precision") not in (None, "fp32") else ""))
+
+
+TASK = ["workload", "task", "precision", "preset", "device"]     # a task, whatever the configuration
+
+
+def _task(r: pd.Series) -> str:
+    return f"{r['workload']} {r['task']}" + (f" ({r['precision']})" if r.get("precision") not in (None, "fp32")
+                                             else "")
 
 
 def _vs_eager(r: pd.Series) -> str:
@@ -173,16 +181,17 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
     t = t[~t["workload"].isin(own)]
     for wl, w in t.groupby("workload", sort=True):
         lines: list[str] = []
+        # each framework's fastest configuration (any mode and strategy) against each other's:
+        # every pair, so the largest gap between frameworks is tested too (issue 40)
+        for _, g in w.groupby(TASK, sort=False, dropna=False):
+            best = fastest_per_framework(g)
+            for i, (a, b) in enumerate(pairs(best)):
+                lines.append(versus(a, b, f"{_task(a)}, {a['framework']}'s fastest configuration against "
+                                          f"{b['framework']}'s", fam)
+                             + (f"; {stats.fmt_count(a['throughput'])} {a['unit']}/s" if i == 0 else ""))
         for _, g in w.groupby(GROUP, sort=False, dropna=False):
-            first = g.iloc[0]
-            case = _case(first)
-            # fastest framework overall (each framework's best mode), against the runner-up
-            best = g.sort_values("median_s").drop_duplicates("framework")
-            if len(best) >= 2:
-                a, b = best.iloc[0], best.iloc[1]
-                lines.append(versus(a, b, f"fastest {case}", fam) + f"; {stats.fmt_count(a['throughput'])} "
-                             f"{a['unit']}/s")
-            # each mode, frameworks against each other
+            case = _case(g.iloc[0])
+            # each mode, its fastest framework against the second-fastest
             for mode, m in g.groupby("mode", sort=False):
                 if m["framework"].nunique() < 2:
                     continue

@@ -32,10 +32,10 @@ from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order
 from workloads.record import NOT_REACHED
 
 
-def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
+def _model(df: pd.DataFrame, every_precision: bool = False, any_strategy: bool = False) -> pd.DataFrame:
     """Timed default-strategy cases of the model workloads (what the framework choice reads):
-    fp32 only, unless every_precision."""
-    t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
+    fp32 only, unless every_precision; every strategy with any_strategy."""
+    t = df[df["status"].isin(TIMED) & df["median_s"].notna() & (df["strategy"].isna() | any_strategy)]
     t = t[~t["workload"].isin(sections.WORKLOADS)]
     return t if every_precision else sections.baseline(t)
 
@@ -126,7 +126,7 @@ def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     t = _model(df)
     out: list[str] = []
     if not t.empty:
-        out += _best_configuration_sentence(df)
+        out += _best_configuration_sentence(df, fam)
         out += _speed_sentences(df, t, fam)
         out += _first_call_sentences(t)
         out += _claim_sentence(df, t, fam)
@@ -155,8 +155,8 @@ def section_scopes(every: pd.DataFrame) -> list[str]:
 
 def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str
              ) -> tuple[dict[str, list[tuple[str, str]]], int, int]:
-    """Per task, the fastest framework of a mode class against the runner-up: {winner: [(task,
-    ratio over the runner-up)]} for the differences the family states, and (stated, compared)."""
+    """Per task, the fastest framework of a mode class against the second-fastest: {winner: [(task,
+    ratio over the second-fastest)]} for the differences the family states, and (stated, compared)."""
     sub = t[[findings.mode_class(m) == cls for m in t["mode"]]]
     won: dict[str, list[str]] = {}
     stated = compared = 0
@@ -184,19 +184,32 @@ def absolute(df: pd.DataFrame, workload: str, task: str) -> str:
     return f"{workload} {task}: " + ", ".join(f"{c} {stats.fmt_seconds(x)}" for c, x in best.values())
 
 
-def _best_configuration_sentence(df: pd.DataFrame) -> list[str]:
+def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Who is fastest per model task with each framework's best configuration (any mode,
-    eager included), in absolute steady-step times."""
-    t = _model(df)
+    eager included), in absolute steady-step times, and every pair of those configurations by
+    the report's verdicts (the comparisons findings registers: verdicts.pairs)."""
+    t = _model(df, any_strategy=True)
     tasks = [(w, k) for (w, k), _ in t.groupby(["workload", "task"], sort=True) if jobs.best_times(df, k, w)]
     if not tasks:
         return []
     firsts = [next(iter(jobs.best_times(df, k, w))) for w, k in tasks]
     count = ", ".join(f"{f}'s in {n}" for f, n in tally(firsts))
-    return [Finding(f"Steady step of each framework's fastest configuration (any mode; point estimates): the lowest "
-                    f"is {count} of {len(tasks)} tasks (every framework's time per task in the table below).",
-                    "fastest configuration per framework, fastest first",
-                    [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks])]
+    rows = [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks]
+    stated = compared = 0
+    if fam.m:
+        for (w, k), g in t.groupby(["workload", "task"], sort=True):
+            for a, b in verdicts.pairs(verdicts.fastest_per_framework(g)):
+                j = verdicts.judge(a, b, fam)
+                compared += 1
+                if stats.coarse(j.verdict) == stats.FASTER:
+                    stated += 1
+                    flag = " (flagged)" if fam.key_flags.get(j.key) else ""
+                    rows.append((f"{w} {k}", f"{a['framework']} faster than {b['framework']}: "
+                                 + j.interval_text() + flag))
+    pairs = f"; {stated} of the {compared} pairs of frameworks differ by the verdicts" if compared else ""
+    return [Finding(f"Each framework's fastest configuration (any mode), steady step: the lowest is {count} of "
+                    f"{len(tasks)} tasks" + pairs + " (table).", "fastest configuration per framework, fastest first",
+                    rows)]
 
 
 def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
@@ -209,18 +222,18 @@ def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> li
         if not compared:
             continue
         if not won:
-            out.append(f"Steady state, {what} modes: no framework is faster than the runner-up in any of {compared} "
-                       "tasks by the verdicts (equivalent or inconclusive).")
+            out.append(f"Steady state, {what} modes: no framework is faster than the second-fastest in any of "
+                       f"{compared} tasks by the verdicts (equivalent or inconclusive).")
             continue
         ranked = sorted(won.items(), key=lambda kv: -len(kv[1]))
         rest = compared - stated
         out.append(Finding(
-            f"Steady state, {what} modes: the fastest framework is faster than the runner-up in {stated} of "
+            f"Steady state, {what} modes: the fastest framework is faster than the second-fastest in {stated} of "
             f"{compared} tasks: " + ", ".join(f"{f} in {len(v)}" for f, v in ranked)
             + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
             + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op." if cls == "eager"
                                            else ""),
-            f"{what} modes: fastest over runner-up", sorted(x for _, v in ranked for x in v)))
+            f"{what} modes: fastest over the second-fastest", sorted(x for _, v in ranked for x in v)))
     return out
 
 
@@ -243,8 +256,14 @@ def _first_call_sentences(t: pd.DataFrame) -> list[str]:
     if not parts:
         return []
     n = int(acc["n_first_cold"].max()) if acc["n_first_cold"].notna().any() else 0
-    out = [f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), over the "
-           f"tasks: " + ", ".join(parts) + "."]
+    su = jobs.startups(t)
+    order = framework_order(f for f, _ in su)
+    start = [(f"{f} {m}", f"{stats.fmt_seconds(e.value)} (geometric mean of {e.n} processes)")
+             for (f, m), e in sorted(su.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))]
+    out = [Finding(f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), "
+                   f"over the tasks: " + ", ".join(parts) + (" (plus each process's compiler start-up: table)"
+                                                            if start else "") + ".",
+                   "compiler start-up, once per process", start)]
     if warm:
         tf = [("tensorflow", "its XLA cache keys entries by the tf.function's process-unique name, so a new process "
                              "compiles again")] if any(w.startswith("tensorflow") for w in warm) else []
