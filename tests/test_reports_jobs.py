@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reports import cli, sections
-from reports.analysis import claims, data, findings, jobs, replicates
+from reports.analysis import data, findings, jobs, replicates
 from reports.rendering import choice
 from tests.support.reports_fixtures import simulated_processes
 from workloads.base import FwbenchError
@@ -120,31 +120,6 @@ def test_the_readers_job_is_answered(tmp_path):
     t = jobs.job_table(c, [jobs.parse_job("forward:5000")])
     assert list(t["job"]) == ["gpt forward: 5,000 calls"]
     assert t["torch"].iloc[0].startswith("torch eager: ")
-
-
-def _claim1(c, fam) -> str:
-    t = claims.table(c, fam).set_index("claim")
-    return t.loc[claims.CLAIMS[0].text, "verdict"]
-
-
-@pytest.mark.parametrize("compiled, verdict", [
-    ({"forward": 0.005, "train_step": 0.005}, claims.SUPPORTED),          # 2x everywhere: reaches 1.4x, none slower
-    ({"forward": 0.010, "train_step": 0.0101}, claims.NOT_SUPPORTED),     # 1.0x: no interval reaches 1.4x
-    ({"forward": 0.005, "train_step": 0.020}, claims.MIXED),              # 2x on one, slower than eager on the other
-])
-def test_claim_verdicts_from_synthetic_data(tmp_path, compiled, verdict):
-    med = {("gpt", t, "eager"): 0.010 for t in compiled} | {("gpt", t, "compiled"): x for t, x in compiled.items()}
-    c, fam = _cases(tmp_path, {"torch": med})
-    assert _claim1(c, fam) == verdict
-    t = claims.table(c, fam)
-    # the other claims' workloads (dynamic, derivatives, interop) did not run
-    assert list(t["verdict"].iloc[1:]) == [claims.NOT_RUN] * 3
-    assert t["source"].iloc[0].endswith("https://pytorch.org/get-started/pytorch-2.0/")
-
-
-def test_claim_not_tested_without_its_workload(tmp_path):
-    c, fam = _cases(tmp_path, {"jax": {("gpt", "forward", "compiled"): 0.01}})
-    assert _claim1(c, fam) == claims.NOT_RUN
 
 
 # ----------------------------------------------------------------------------- issue 40: the rules' edges

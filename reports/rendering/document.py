@@ -64,7 +64,7 @@ METHOD = {
                      "gradient clipping + AdamW as one program.",
     "eager mode": "JAX's and TensorFlow's eager modes run op by op (JAX compiles each primitive on first use); "
                   "nobody uses them for speed, so a speedup over them is labelled 'op-by-op eager', and the "
-                  "\"up to 40%\" claim is tested on torch.compile against torch eager only.",
+                  "\"as high as 40%\" claim is tested on torch.compile against torch eager only.",
     "generate": "torch decodes in a Python loop around a compiled step; JAX (lax.fori_loop) and TensorFlow "
                 "(tf.while_loop) compile the whole decode loop.",
     "sample": "torch compiles one sampler step (t, a, b as tensors) and loops in Python; JAX (lax.scan) and "
@@ -363,8 +363,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     missing = rdata.missing_frameworks(df)
     # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
     model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
-    b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs))
+    b = intro_blocks(df, fam, missing, margin, summary.recommendation(df, fam, jobs))
+    b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs, every))
     b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, *RESULTS)
     b += mfu_blocks(model)
