@@ -68,7 +68,10 @@ def test_the_resolution_line_recomputes_from_the_data(example):
         q = sps.t.ppf(1 - (1 - level) / 2, df)
         wused.append(math.exp(q * se) - 1)
         wdet.append(math.exp(_noncentral(q, df) * se) - 1)
-    assert n_between == len(w95) == 6
+    # the main group's comparisons of two frameworks: each task's three pairs of the frameworks' fastest
+    # configurations (issue 40: every pair, 18) and the one per-mode comparison that is none of them
+    # (gpt train_step's compiled mode, whose torch default strategy is not torch's fastest)
+    assert n_between == len(w95) == 19
     for printed, mine in ((b95, np.median(w95)), (used, np.median(wused)), (det, np.median(wdet)),
                           (det_lo, min(wdet)), (det_hi, max(wdet))):
         assert printed == pytest.approx(100 * mine, abs=0.051)

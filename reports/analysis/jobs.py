@@ -1,40 +1,56 @@
-"""The framework choice per job, from deployable configurations (issue 28).
+"""The framework choice per job, from deployable configurations (issues 28 and 40).
 
 A configuration is what a user would deploy: framework x mode x strategy, eager included.
 A job is a task and a count: train N steps, call a model N times, serve N requests of a
-stream, per-sample gradients for M examples. Its cost:
+stream, per-sample gradients for M examples. Its cost, in a fresh process:
 
-    model and derivatives tasks   first call + N x steady step (calls = M / examples per call
-                                  for the derivatives tasks, whose count is in the task's unit)
-    dynamic streams               the stream's cold pass, then the other requests at the warm
-                                  per-request rate (sections.dynamic.served_cost)
+    model and derivatives tasks   start-up + first call + N x steady step (calls = M / examples
+                                  per call for the derivatives tasks, whose count is in the
+                                  task's unit)
+    dynamic streams               start-up + the stream's cold pass, then the other requests at
+                                  the warm per-request rate (sections.dynamic.served_cost)
 
 each with the first call from a cold cache (every compile cache empty) and from a warm one
-(the run's cache filled; streams: cold only). The interval adds the endpoints of the terms'
-intervals (first call's + N x the step's): a term's 95% t interval over processes from three
-processes on, the range over its processes with two (a t interval at one degree of freedom
-says nothing), none with one; a stream's cold pass: the range over its processes. If each
-term's interval covers its value, so does the sum, so the cost's interval covers at least as
-often as both terms' do together (at least 90% for two 95% intervals; a range's coverage is
-unknown), and is wider than a 95% interval of the sum would be.
+(the run's cache filled; streams: cold only). start-up: the compiler's one-off start-up of the
+configuration's framework and compiled mode (the runs' compiler_startup: each process compiles
+a throw-away program from empty caches before that mode's first case, cold and warm processes
+alike, so every process that recorded it counts), which every fresh process pays once; none for
+eager modes, nor for runs from before it was measured apart (their first compiled case carries
+it).
+
+The interval is the 95% percentile interval of draws of the cost: each term drawn from its own
+t distribution over processes (a cold first call at the spread pooled over its framework's
+cases of the mode, as Appendix C prints it; a warm first call, the step and the start-up over
+their processes; a stream's cold pass over its processes), the terms independently. A term
+without an interval (fewer than 3 processes, or a first call the pool left out) leaves the cost
+without one: never a range over two processes.
 
     configurations(df)   timed cases a job can be run with, one row per configuration
     pareto(df, role)     per task, the configurations no other beats on both the steady step
-                         and the first call (cold or warm cache)
+                         and the first call (start-up included; cold or warm cache)
     parse_job(text)      'train_step:5000' or 'gpt/train_step:5000' -> Job (one clear line if bad)
     default_jobs(df)     short (100) and long (100,000) jobs per task, 1,000 requests per stream
+    outcome(conf, job)   each framework's cheapest configuration, and every pair of frameworks
+                         tested on the ratio of their costs' draws (Outcome)
     job_rows(df, jobs)   per job: each framework's cheapest configuration with its cost and
-                         interval, and the verdict: a leader, a tie, or indicative
-    leader_changes(g)    the counts N at which the cheapest configuration of a task changes
+                         interval, and the answer
+    leader_changes(g)    the counts N at which the cheapest configuration of a task changes,
+                         each with its interval, or "not resolved" where the two steps do not
+                         differ at 95%
 
-No leader is named where the intervals overlap (a tie is a tie, whichever is listed first),
-and none from a configuration with one process (no interval between processes: indicative).
+The answer names the cheapest framework (by the point estimates) and says against which
+others that is resolved: every pair of frameworks' cheapest configurations is tested on the
+ratio of their costs at 1 - 5%/(pairs), so a job's statements together carry at most a 5%
+chance of a false "cheaper" (Bonferroni over its pairs). "cheapest: X" where X is resolved
+cheaper than every other; "cheapest: X; not resolved against Y" where a pair's interval
+contains 1 (and "Y cheaper than Z" for a resolved pair among those); "indicative" where no
+pair with X has an interval.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -42,6 +58,7 @@ import pandas as pd
 from reports import sections
 from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order
+from reports.analysis.verdicts import proc_est
 from reports.sections.dynamic import hit_limit, served_cost
 from workloads.base import FwbenchError
 
@@ -51,11 +68,7 @@ STREAMS = "dynamic"                 # the workload whose tasks are streams of re
 COUNTED_IN_UNITS = ("derivatives",)  # workloads whose job count is in the task's unit (examples, ...), not calls
 NOT_JOBS = ("interop",)             # programs that test what compiles, not work a user repeats
 ROLES = ("cold", "warm")
-TESTED = 3                          # processes from which a term's t interval is used (below: the range)
 MAX_N = 10 ** 9                     # leader changes are looked for up to this count
-
-# Verdicts of a job.
-LEADER, TIE, INDICATIVE = "cheapest", "tie", "indicative"
 
 
 @dataclass(frozen=True)
@@ -111,16 +124,33 @@ def _cases_of(conf: pd.DataFrame, j: Job) -> pd.DataFrame:
     return conf[sel]
 
 
+def startups(df: pd.DataFrame) -> dict[tuple[str, str], stats.Est]:
+    """{(framework, mode): the compiler's start-up over every process that recorded it} (the
+    runs' compiler_startup, machine_info: {"framework/mode": seconds}); empty for runs from
+    before it was measured apart."""
+    vals: dict[tuple[str, str], dict[str, float]] = {}
+    for i, r in enumerate(df.attrs.get("runs", []) or []):
+        for key, s in sorted((r.get("compiler_startup") or {}).items()):
+            fw, _, mode = str(key).partition("/")
+            if finite(s):
+                vals.setdefault((fw, mode), {})[f"{i}|{r.get('run_file')}"] = float(s)
+    return {k: stats.Est.of(v) for k, v in vals.items()}
+
+
 def configurations(df: pd.DataFrame) -> pd.DataFrame:
     """The deployable configurations: timed cases at every case axis' baseline (fp32, one
     device) with a steady step, of every workload but interop's programs; a dynamic stream's
     strategy that hit its framework's recompile limit is left out (it did not serve the stream
-    as configured)."""
+    as configured). Each carries its mode's compiler start-up (`startup_s`, its Est
+    `est_startup`; 0 and None where there is none)."""
+    su = startups(df)
     t = sections.baseline(sections.judged_in_report(df))
     t = t[t["status"].isin(TIMED) & t["median_s"].notna() & ~t["workload"].isin(NOT_JOBS)]
     if len(t):
         t = t[[not hit_limit(r) for _, r in t.iterrows()]]
-    return t.assign(configuration=[configuration(r) for _, r in t.iterrows()])
+    est = [su.get((r["framework"], r["mode"])) if r["mode"] != "eager" else None for _, r in t.iterrows()]
+    return t.assign(configuration=[configuration(r) for _, r in t.iterrows()], est_startup=est,
+                    startup_s=[e.value if isinstance(e, stats.Est) and e.n else 0.0 for e in est])
 
 
 def configuration(r: pd.Series) -> str:
@@ -137,107 +167,287 @@ def _processes(r: pd.Series, role: str) -> int:
     return min(vals) if vals else 0
 
 
-def _bounds(r: pd.Series, est: str, col: str) -> tuple[float, float]:
-    """A term's interval: its 95% t interval over processes (the case's <col>_lo_s and
-    <col>_hi_s) from TESTED processes on, the range over its processes below that (a t
-    interval at one degree of freedom says nothing), none from one process (nan)."""
-    e = r.get(est)
-    n = e.n if isinstance(e, stats.Est) else 0
-    if n < 2:
-        return math.nan, math.nan
-    if n < TESTED:
-        v = [math.exp(x) for x in e.logs.values()]
-        return min(v), max(v)
-    return r.get(f"{col}_lo_s"), r.get(f"{col}_hi_s")
+def _draws(e: object, name: str) -> np.ndarray | None:
+    """Draws in seconds of a term from its t distribution over processes (stats.Est.draws);
+    None where it has no interval (fewer than MIN_TESTED processes, or a pooled first call the
+    pool left out)."""
+    if not isinstance(e, stats.Est) or not e.tested:
+        return None
+    d = e.draws(name)
+    if d is None:
+        return None
+    with np.errstate(over="ignore"):          # a t draw far in the tail: inf seconds, a valid draw
+        return np.exp(d)
+
+
+def _startup_draws(r: pd.Series) -> np.ndarray | float | None:
+    """The start-up term's draws (one stream per framework and mode: the same quantity in every
+    configuration of it); 0.0 where the mode has none."""
+    e = r.get("est_startup")
+    if not isinstance(e, stats.Est) or not e.n:
+        return 0.0
+    return _draws(e, f"startup|{r['framework']}/{r['mode']}")
+
+
+def _startup(r: pd.Series) -> float:
+    s = r.get("startup_s")
+    return float(s) if finite(s) else 0.0
+
+
+@dataclass
+class Cost:
+    """A configuration's cost of a job: its value, 95% interval and draws (None: no interval)."""
+    value: float
+    lo: float = math.nan
+    hi: float = math.nan
+    draws: np.ndarray | None = None
+
+
+def _cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Cost:
+    """The cost of n steps, calls or requests of a configuration (module docstring); without
+    `draws`, its point estimate only."""
+    if r["workload"] == STREAMS:
+        if role != "cold":
+            return Cost(math.nan)
+        c = served_cost(r, n)
+        if not finite(c) or not draws:
+            return Cost(_startup(r) + c)
+        k = float(r["requests"])
+        s, cold = _startup_draws(r), _draws(proc_est(r, "stream_cold_s"), f"stream cold|{r['case']}")
+        warm = _draws(r.get("est"), f"step|{r['case']}")
+        draws = None
+        if s is not None and cold is not None and warm is not None:
+            draws = s + (cold + max(n - k, 0.0) * warm / k if n >= k else cold * n / k)
+        return _with_interval(_startup(r) + c, draws)
+    calls = n / r["items"] if r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0 else n
+    first, step = r.get(f"first_call_{role}_s"), r.get("median_s")
+    if not (finite(first) and finite(step)):
+        return Cost(math.nan)
+    if not draws:
+        return Cost(_startup(r) + float(first) + calls * float(step))
+    s = _startup_draws(r)
+    f = _draws(r.get(f"est_first_{role}"), f"first {role}|{r['case']}")
+    t = _draws(r.get("est"), f"step|{r['case']}")
+    draws = s + f + calls * t if s is not None and f is not None and t is not None else None
+    return _with_interval(_startup(r) + float(first) + calls * float(step), draws)
+
+
+def _with_interval(value: float, draws: np.ndarray | None) -> Cost:
+    if draws is None:
+        return Cost(value)
+    lo, hi = stats.percentile_interval(draws)
+    return Cost(value, lo, hi, draws)
 
 
 def cost(r: pd.Series, n: int, role: str = "cold") -> tuple[float, float, float]:
     """(cost, lo, hi) in seconds of n steps, calls or requests of a configuration (module
     docstring); nan where the terms were not measured, lo and hi nan where a term has no
     interval."""
-    step = r.get("median_s")
-    slo, shi = _bounds(r, "est", "median")
-    if r["workload"] == STREAMS:
-        if role != "cold":
-            return math.nan, math.nan, math.nan
-        c = served_cost(r, n)
-        procs = r.get("procs_stream_cold_s")
-        k = r.get("requests")
-        v = [x for x in (procs.values() if isinstance(procs, dict) else procs or ()) if finite(x)]
-        if not finite(c) or len(v) < 2 or not (finite(slo) and finite(shi)):
-            return c, math.nan, math.nan
-        lo = served_cost({"stream_cold_s": min(v), "median_s": slo, "requests": k}, n)
-        hi = served_cost({"stream_cold_s": max(v), "median_s": shi, "requests": k}, n)
-        return c, lo, hi
-    calls = n / r["items"] if r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0 else n
-    first = r.get(f"first_call_{role}_s")
-    flo, fhi = _bounds(r, f"est_first_{role}", f"first_call_{role}")
-    slo, shi = _bounds(r, "est", "median")
-    if not (finite(first) and finite(step)):
-        return math.nan, math.nan, math.nan
-    c = float(first + calls * step)
-    if not all(finite(x) for x in (flo, fhi, slo, shi)):
-        return c, math.nan, math.nan
-    return c, float(flo + calls * slo), float(fhi + calls * shi)
+    c = _cost(r, n, role)
+    return c.value, c.lo, c.hi
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Framework a's cheapest configuration's cost over framework b's, with its interval at
+    `level` (nan without draws on both sides)."""
+    a: str
+    b: str
+    ratio: float
+    lo: float
+    hi: float
+    level: float
+
+    @property
+    def tested(self) -> bool:
+        return finite(self.lo) and finite(self.hi)
+
+    @property
+    def resolved(self) -> bool:
+        """The interval excludes 1: one of the two is cheaper at the pair's level."""
+        return self.tested and (self.hi < 1.0 or self.lo > 1.0)
+
+    def text(self) -> str:
+        """'1.42x [1.21, 1.68] cheaper (98.3% interval)' of b's cost over a's."""
+        x, lo, hi = 1.0 / self.ratio, 1.0 / self.hi if self.hi else math.inf, 1.0 / self.lo if self.lo else math.inf
+        if not self.tested:
+            return f"{stats.fmt_x(x)}x, no interval"
+        return f"{stats.fmt_x(x)}x [{stats.fmt_x(lo)}, {stats.fmt_x(hi)}], {stats.level_text(self.level)} interval"
+
+
+# Verdicts of a job.
+LEADER, UNRESOLVED, INDICATIVE = "cheapest", "not resolved", "indicative"
 
 
 @dataclass
 class Outcome:
     """A job's answer: each framework's cheapest configuration (cost, lo, hi, processes),
-    the verdict (LEADER, TIE or INDICATIVE) and the frameworks it names."""
+    every pair of them tested (`pairs`, at `level`), the verdict (LEADER, UNRESOLVED or
+    INDICATIVE) and the frameworks it names (the cheapest first, then those not resolved
+    against it)."""
     job: Job
     role: str
     best: pd.DataFrame          # one row per framework, cheapest first: configuration, cost, lo, hi, processes
     verdict: str
     named: list[str]
+    pairs: dict[tuple[str, str], Pair] = field(default_factory=dict)
+    level: float = stats.LEVEL
+
+    def pair(self, a: str, b: str) -> Pair | None:
+        """a's cost over b's, whichever order it was tested in."""
+        if (a, b) in self.pairs:
+            return self.pairs[(a, b)]
+        p = self.pairs.get((b, a))
+        return None if p is None else Pair(a, b, 1.0 / p.ratio, 1.0 / p.hi if p.hi else math.inf,
+                                            1.0 / p.lo if p.lo else math.inf, p.level)
+
+    def runner_up(self) -> str | None:
+        """The second-cheapest framework by the point estimates."""
+        return str(self.best.iloc[1]["framework"]) if len(self.best) > 1 else None
 
     def sentence(self) -> str:
         if self.best.empty:
             return "no configuration measured"
-        if self.verdict == LEADER:
-            return f"{self.named[0]} cheapest"
-        if self.verdict == TIE:
-            return "tie: " + ", ".join(self.named) + " (intervals overlap)"
-        return f"indicative (one process): {self.named[0]} cheapest by the point estimates"
+        lead = self.named[0]
+        others = [str(f) for f in self.best["framework"].iloc[1:]]
+        open_ = [f for f in others if (p := self.pair(lead, f)) is not None and p.tested and not p.resolved]
+        untested = [f for f in others if (p := self.pair(lead, f)) is None or not p.tested]
+        if self.verdict == INDICATIVE:
+            out, rest = f"indicative (no interval): {lead} cheapest by the point estimates", others
+        else:
+            out, rest = f"cheapest: {lead}", open_ + untested
+            if open_:
+                out += "; not resolved against " + ", ".join(open_)
+            if untested:
+                out += f"; not tested against {', '.join(untested)} (no interval)"
+        # the pairs among those that are resolved (an overlap with the cheapest says nothing of them)
+        below = [f"{a} below {b}" if p.hi < 1.0 else f"{b} below {a}" for i, a in enumerate(rest)
+                 for b in rest[i + 1:] if (p := self.pair(a, b)) is not None and p.resolved]
+        return out + "".join(f"; {x}" for x in below)
 
 
 def outcome(conf: pd.DataFrame, job: Job, role: str = "cold") -> Outcome:
-    """Each framework's cheapest configuration for the job and the verdict: the cheapest
-    framework is named only where its cost's interval lies wholly below every other
-    framework's; where they overlap, every framework whose interval reaches the cheapest's
-    ties with it; where a term comes from one process (no interval), indicative."""
+    """Each framework's cheapest configuration for the job (by the point estimates), and every
+    pair of them tested on the ratio of their costs' draws at 1 - 5%/(pairs): LEADER where the
+    cheapest is resolved below every other framework, UNRESOLVED where a pair with it is not,
+    INDICATIVE where no pair with it has an interval."""
     g = _cases_of(conf, job)
-    rows = []
+    rows, draws = [], {}
     for _, r in g.iterrows():
-        c, lo, hi = cost(r, job.n, role)
-        if finite(c):
-            rows.append({"framework": r["framework"], "configuration": r["configuration"], "cost": c, "lo": lo,
-                         "hi": hi, "processes": _processes(r, role), "workload": r["workload"]})
+        c = _cost(r, job.n, role)
+        if finite(c.value):
+            rows.append({"framework": r["framework"], "configuration": r["configuration"], "cost": c.value,
+                         "lo": c.lo, "hi": c.hi, "processes": _processes(r, role), "workload": r["workload"]})
+            draws[r["configuration"]] = c.draws
     best = pd.DataFrame(rows, columns=["framework", "configuration", "cost", "lo", "hi", "processes", "workload"])
     if best.empty:
         return Outcome(job, role, best, INDICATIVE, [])
     best = best.sort_values("cost", kind="stable").drop_duplicates("framework").reset_index(drop=True)
-    lead = best.iloc[0]
-    if len(best) == 1:
-        return Outcome(job, role, best, LEADER if finite(lead["hi"]) else INDICATIVE, [lead["framework"]])
-    if not all(finite(x) for x in (*best["lo"], *best["hi"])):
-        return Outcome(job, role, best, INDICATIVE, [lead["framework"]])
-    ties = [r["framework"] for _, r in best.iloc[1:].iterrows() if r["lo"] <= lead["hi"]]
-    if ties:
-        return Outcome(job, role, best, TIE, [lead["framework"], *ties])
-    return Outcome(job, role, best, LEADER, [lead["framework"]])
+    fws = list(best["framework"])
+    k = len(fws) * (len(fws) - 1) // 2
+    level = 1.0 - stats.ALPHA / k if k else stats.LEVEL
+    pairs = {}
+    for i in range(len(fws)):
+        for j in range(i + 1, len(fws)):
+            a, b = best.iloc[i], best.iloc[j]
+            da, db = draws[a["configuration"]], draws[b["configuration"]]
+            lo, hi = stats.percentile_interval(da / db if da is not None and db is not None else None, level)
+            pairs[(fws[i], fws[j])] = Pair(fws[i], fws[j], a["cost"] / b["cost"], lo, hi, level)
+    lead = fws[0]
+    if len(fws) == 1:
+        return Outcome(job, role, best, LEADER if draws[best.iloc[0]["configuration"]] is not None else INDICATIVE,
+                       [lead], pairs, level)
+    vs = [pairs[(lead, f)] for f in fws[1:]]
+    if not any(p.tested for p in vs):
+        return Outcome(job, role, best, INDICATIVE, [lead], pairs, level)
+    if all(p.resolved and p.hi < 1.0 for p in vs):
+        return Outcome(job, role, best, LEADER, [lead], pairs, level)
+    return Outcome(job, role, best, UNRESOLVED, [lead, *[p.b for p in vs if not p.resolved]], pairs, level)
 
 
-def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[tuple[int, str]]:
-    """[(N from which it is cheapest, configuration), ...] over N = 1 .. MAX_N by the point
-    estimates: the lower envelope of the lines cost(N) = a + b N of the task's configurations
-    (for streams, the piecewise cost of served_cost, walked at its knots and by bisection)."""
+def _line(r: pd.Series, role: str) -> tuple[float, float] | None:
+    """A configuration's cost as a line in N, (fixed part, per count), where it is one: start-up
+    + first call + N x step (per item for the derivatives tasks); a stream from its length on,
+    start-up + cold pass - warm pass + N x the warm per-request time."""
+    if r["workload"] == STREAMS:
+        k = r.get("requests")
+        if role != "cold" or not (finite(r.get("stream_cold_s")) and finite(k) and k > 0):
+            return None
+        return _startup(r) + r["stream_cold_s"] - r["median_s"], r["median_s"] / k
+    first = r.get(f"first_call_{role}_s")
+    if not finite(first):
+        return None
+    per = r["items"] if r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0 else 1.0
+    return _startup(r) + first, r["median_s"] / per
+
+
+@dataclass(frozen=True)
+class Change:
+    """From count `n` on (point estimates) `configuration` is the cheapest; `lo`, `hi` the 95%
+    interval of the crossing with the configuration before it; `resolved` False where their
+    steps do not differ at 95% (the crossing could lie anywhere), None where it is not tested
+    (fewer than 3 processes, or the first change)."""
+    n: int
+    configuration: str
+    lo: float = math.nan
+    hi: float = math.nan
+    resolved: bool | None = None
+
+
+def _crossing(a: pd.Series, b: pd.Series, role: str, n: int) -> Change:
+    """Where b (cheaper per count) overtakes a: the 95% interval of the count at which their
+    lines cross, from draws of both fixed parts and of the steps (b's as a's times their ratio
+    where both ran in the same processes, paired; else each its own), or not resolved where
+    the two steps' ratio has a 95% interval that contains 1."""
+    ea, eb = a.get("est"), b.get("est")
+    la, lb = _line(a, role), _line(b, role)
+    if not (isinstance(ea, stats.Est) and isinstance(eb, stats.Est)) or la is None or lb is None \
+            or any(x["workload"] == STREAMS and n < x["requests"] for x in (a, b)):   # a stream's line: from k on
+        return Change(n, b["configuration"])
+    r = stats.ratio(eb, ea)
+    if not r.tested:
+        return Change(n, b["configuration"])
+    lo, hi = r.interval()
+    if lo <= 1.0 <= hi:
+        return Change(n, b["configuration"], resolved=False)
+    fixed = []
+    for x in (a, b):
+        if x["workload"] == STREAMS:
+            d = _draws(proc_est(x, "stream_cold_s"), f"stream cold|{x['case']}")
+            w = _draws(x.get("est"), f"step|{x['case']}")
+            fixed.append(None if d is None or w is None else d - w)
+        else:
+            fixed.append(_draws(x.get(f"est_first_{role}"), f"first {role}|{x['case']}"))
+        s = _startup_draws(x)
+        fixed[-1] = None if s is None or fixed[-1] is None else fixed[-1] + s
+    sa = _draws(ea, f"step|{a['case']}")
+    if r.kind == "paired":
+        d = r.draws(f"crossing|{a['case']}|{b['case']}")
+        sb = None if sa is None or d is None else sa * np.exp(d)
+    else:
+        sb = _draws(eb, f"step|{b['case']}")
+    if any(x is None for x in (*fixed, sa, sb)):
+        return Change(n, b["configuration"])
+    per_a, per_b = la[1] / a["median_s"], lb[1] / b["median_s"]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        gain = sa * per_a - sb * per_b
+        at = np.where(gain <= 0, np.inf, np.maximum(1.0, np.ceil((fixed[1] - fixed[0]) / gain)))
+    clo, chi = stats.percentile_interval(at)
+    return Change(n, b["configuration"], clo, chi, True)
+
+
+def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[Change]:
+    """[Change(N from which it is cheapest, configuration), ...] over N = 1 .. MAX_N by the
+    point estimates: the lower envelope of the lines cost(N) = a + b N of the task's
+    configurations (for streams, the piecewise cost of served_cost, walked at its knots and by
+    bisection); each change after the first with the interval of its crossing (_crossing)."""
     g = _cases_of(conf, job)
     if g.empty:
         return []
+    rows = {r["configuration"]: r for _, r in g.iterrows()}
 
     def cheapest(n: int) -> str | None:
-        cs = [(cost(r, n, role)[0], r["configuration"]) for _, r in g.iterrows()]
+        cs = [(_cost(r, n, role, draws=False).value, r["configuration"]) for _, r in g.iterrows()]
         cs = [x for x in cs if finite(x[0])]
         return min(cs)[1] if cs else None
     # the cheapest is piecewise constant in N between crossings: sample on a log grid, then
@@ -264,15 +474,26 @@ def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[tup
                 prev = cheapest(n)
                 out.append((n, prev))
         prev_n = n
-    return out
+    changes = [Change(*out[0])]
+    for (_, before), (n, c) in zip(out, out[1:]):
+        changes.append(_crossing(rows[before], rows[c], role, n))
+    return changes
 
 
-def changes_text(changes: list[tuple[int, str]]) -> str:
+def changes_text(changes: list[Change]) -> str:
     if not changes:
         return "-"
     if len(changes) == 1:
-        return f"{changes[0][1]} at every N"
-    return changes[0][1] + "".join(f"; from N = {n:,}: {c}" for n, c in changes[1:])
+        return f"{changes[0].configuration} at every N"
+
+    def at(c: Change) -> str:
+        if c.resolved is None:
+            return f"from N = {c.n:,} (no interval)"
+        if not c.resolved:
+            return f"from N = {c.n:,} (not resolved: steps not different at 95%)"
+        hi = "never" if math.isinf(c.hi) else f"{c.hi:,.0f}"
+        return f"from N = {c.n:,} [{c.lo:,.0f}, {hi}]"
+    return changes[0].configuration + "".join(f"; {at(c)}: {c.configuration}" for c in changes[1:])
 
 
 def default_jobs(conf: pd.DataFrame) -> list[Job]:
@@ -302,40 +523,47 @@ def _with_workload(conf: pd.DataFrame, jobs: list[Job]) -> list[Job]:
 def fmt_cost(c: float, lo: float, hi: float) -> str:
     if not finite(c):
         return "-"
-    return stats.fmt_time_ci(c, lo, hi) if finite(lo) and finite(hi) else stats.fmt_seconds(c) + " (one process)"
+    return stats.fmt_time_ci(c, lo, hi) if finite(lo) and finite(hi) else stats.fmt_seconds(c) + " (no interval)"
+
+
+def outcomes(df: pd.DataFrame, jobs: list[Job] | None = None, role: str = "cold") -> list[Outcome]:
+    """Each job's Outcome (the reader's jobs, else default_jobs), jobs without a measured
+    configuration left out."""
+    conf = configurations(df)
+    if conf.empty:
+        return []
+    jobs = _with_workload(conf, jobs) if jobs else default_jobs(conf)
+    return [o for o in (outcome(conf, j, role) for j in jobs) if not o.best.empty]
 
 
 def job_table(df: pd.DataFrame, jobs: list[Job] | None = None, role: str = "cold") -> pd.DataFrame:
-    """One row per job: its verdict, each framework's cheapest configuration with its cost
+    """One row per job: its answer, each framework's cheapest configuration with its cost
     [interval], and where the cheapest configuration of the task changes with N."""
     conf = configurations(df)
     if conf.empty:
         return pd.DataFrame()
-    jobs = _with_workload(conf, jobs) if jobs else default_jobs(conf)
     fws = framework_order(conf["framework"])
     rows = []
-    for j in jobs:
-        o = outcome(conf, j, role)
-        if o.best.empty:
-            continue
+    for o in outcomes(df, jobs, role):
         b = o.best.set_index("framework")
-        rows.append({"job": j.label(conf), "answer": o.sentence(),
+        rows.append({"job": o.job.label(conf), "answer": o.sentence(),
                      **{f: (f"{b.at[f, 'configuration']}: {fmt_cost(b.at[f, 'cost'], b.at[f, 'lo'], b.at[f, 'hi'])}"
                             if f in b.index else "-") for f in fws},
-                     "cheapest configuration by N": changes_text(leader_changes(conf, j, role))})
+                     "cheapest configuration by N": changes_text(leader_changes(conf, o.job, role))})
     return pd.DataFrame(rows)
 
 
 def pareto(df: pd.DataFrame, role: str = "cold") -> pd.DataFrame:
     """Per task, the configurations on the front of steady step against first call (role's
-    cache): none other has both a shorter (or equal) step and a shorter (or equal) first call,
-    one of them strictly. Columns: workload, task, configuration, framework, mode, step,
-    first call."""
+    cache, the mode's compiler start-up included: what a fresh process waits for): none other
+    has both a shorter (or equal) step and a shorter (or equal) first call, one of them
+    strictly. Columns: workload, task, configuration, framework, mode, step, first call."""
     conf = configurations(df)
-    col = f"first_call_{role}_s"
-    if conf.empty or col not in conf.columns:
+    if conf.empty or f"first_call_{role}_s" not in conf.columns:
         return pd.DataFrame()
-    c = conf[conf[col].notna()]
+    col = "_first"
+    c = conf.assign(_first=conf[f"first_call_{role}_s"] + conf["startup_s"])
+    c = c[c[col].notna()]
     rows = []
     for (w, t), g in c.groupby(["workload", "task"], sort=True):
         g = g.sort_values([col, "median_s"], kind="stable")

@@ -26,16 +26,16 @@ from scipy import optimize as sps_opt
 from scipy import stats as sps
 
 from reports import sections
-from reports.analysis import findings, jobs, precision, stats, verdicts
+from reports.analysis import findings, jobs, precision, replicates, stats, verdicts
 from reports.analysis.bullets import Finding, tally
 from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.record import NOT_REACHED
 
 
-def _model(df: pd.DataFrame, every_precision: bool = False) -> pd.DataFrame:
+def _model(df: pd.DataFrame, every_precision: bool = False, any_strategy: bool = False) -> pd.DataFrame:
     """Timed default-strategy cases of the model workloads (what the framework choice reads):
-    fp32 only, unless every_precision."""
-    t = df[df["status"].isin(TIMED) & df["median_s"].notna() & df["strategy"].isna()]
+    fp32 only, unless every_precision; every strategy with any_strategy."""
+    t = df[df["status"].isin(TIMED) & df["median_s"].notna() & (df["strategy"].isna() | any_strategy)]
     t = t[~t["workload"].isin(sections.WORKLOADS)]
     return t if every_precision else sections.baseline(t)
 
@@ -121,12 +121,12 @@ def _ratio_range(values: list[float]) -> str:
 
 def key_findings(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """5-8 sentences: who is fastest where (with the verdicts' counts), eager against compiled
-    and the "up to 40%" claim, the price of the first call cold and warm, break-even, and one
+    and the "as high as 40%" claim, the price of the first call cold and warm, break-even, and one
     sentence per axis that ran. Indicative runs (one process) say so instead of verdicts."""
     t = _model(df)
     out: list[str] = []
     if not t.empty:
-        out += _best_configuration_sentence(df)
+        out += _best_configuration_sentence(df, fam)
         out += _speed_sentences(df, t, fam)
         out += _first_call_sentences(t)
         out += _claim_sentence(df, t, fam)
@@ -155,8 +155,8 @@ def section_scopes(every: pd.DataFrame) -> list[str]:
 
 def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str
              ) -> tuple[dict[str, list[tuple[str, str]]], int, int]:
-    """Per task, the fastest framework of a mode class against the runner-up: {winner: [(task,
-    ratio over the runner-up)]} for the differences the family states, and (stated, compared)."""
+    """Per task, the fastest framework of a mode class against the second-fastest: {winner: [(task,
+    ratio over the second-fastest)]} for the differences the family states, and (stated, compared)."""
     sub = t[[findings.mode_class(m) == cls for m in t["mode"]]]
     won: dict[str, list[str]] = {}
     stated = compared = 0
@@ -184,19 +184,32 @@ def absolute(df: pd.DataFrame, workload: str, task: str) -> str:
     return f"{workload} {task}: " + ", ".join(f"{c} {stats.fmt_seconds(x)}" for c, x in best.values())
 
 
-def _best_configuration_sentence(df: pd.DataFrame) -> list[str]:
+def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Who is fastest per model task with each framework's best configuration (any mode,
-    eager included), in absolute steady-step times."""
-    t = _model(df)
+    eager included), in absolute steady-step times, and every pair of those configurations by
+    the report's verdicts (the comparisons findings registers: verdicts.pairs)."""
+    t = _model(df, any_strategy=True)
     tasks = [(w, k) for (w, k), _ in t.groupby(["workload", "task"], sort=True) if jobs.best_times(df, k, w)]
     if not tasks:
         return []
     firsts = [next(iter(jobs.best_times(df, k, w))) for w, k in tasks]
     count = ", ".join(f"{f}'s in {n}" for f, n in tally(firsts))
-    return [Finding(f"Steady step of each framework's fastest configuration (any mode; point estimates): the lowest "
-                    f"is {count} of {len(tasks)} tasks (every framework's time per task in the table below).",
-                    "fastest configuration per framework, fastest first",
-                    [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks])]
+    rows = [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks]
+    stated = compared = 0
+    if fam.m:
+        for (w, k), g in t.groupby(["workload", "task"], sort=True):
+            for a, b in verdicts.pairs(verdicts.fastest_per_framework(g)):
+                j = verdicts.judge(a, b, fam)
+                compared += 1
+                if stats.coarse(j.verdict) == stats.FASTER:
+                    stated += 1
+                    flag = " (flagged)" if fam.key_flags.get(j.key) else ""
+                    rows.append((f"{w} {k}", f"{a['framework']} faster than {b['framework']}: "
+                                 + j.interval_text() + flag))
+    pairs = f"; {stated} of the {compared} pairs of frameworks differ by the verdicts" if compared else ""
+    return [Finding(f"Each framework's fastest configuration (any mode), steady step: the lowest is {count} of "
+                    f"{len(tasks)} tasks" + pairs + " (table).", "fastest configuration per framework, fastest first",
+                    rows)]
 
 
 def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
@@ -209,18 +222,18 @@ def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> li
         if not compared:
             continue
         if not won:
-            out.append(f"Steady state, {what} modes: no framework is faster than the runner-up in any of {compared} "
-                       "tasks by the verdicts (equivalent or inconclusive).")
+            out.append(f"Steady state, {what} modes: no framework is faster than the second-fastest in any of "
+                       f"{compared} tasks by the verdicts (equivalent or inconclusive).")
             continue
         ranked = sorted(won.items(), key=lambda kv: -len(kv[1]))
         rest = compared - stated
         out.append(Finding(
-            f"Steady state, {what} modes: the fastest framework is faster than the runner-up in {stated} of "
+            f"Steady state, {what} modes: the fastest framework is faster than the second-fastest in {stated} of "
             f"{compared} tasks: " + ", ".join(f"{f} in {len(v)}" for f, v in ranked)
             + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
-            + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op." if cls == "eager"
-                                           else ""),
-            f"{what} modes: fastest over runner-up", sorted(x for _, v in ranked for x in v)))
+            + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op (each operation "
+                                           "dispatched alone, nothing compiled)." if cls == "eager" else ""),
+            f"{what} modes: fastest over the second-fastest", sorted(x for _, v in ranked for x in v)))
     return out
 
 
@@ -243,8 +256,14 @@ def _first_call_sentences(t: pd.DataFrame) -> list[str]:
     if not parts:
         return []
     n = int(acc["n_first_cold"].max()) if acc["n_first_cold"].notna().any() else 0
-    out = [f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), over the "
-           f"tasks: " + ", ".join(parts) + "."]
+    su = jobs.startups(t)
+    order = framework_order(f for f, _ in su)
+    start = [(f"{f} {m}", f"{stats.fmt_seconds(e.value)} (geometric mean of {e.n} processes)")
+             for (f, m), e in sorted(su.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))]
+    out = [Finding(f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), "
+                   f"over the tasks: " + ", ".join(parts) + (" (plus each process's compiler start-up: table)"
+                                                            if start else "") + ".",
+                   "compiler start-up, once per process", start)]
     if warm:
         tf = [("tensorflow", "its XLA cache keys entries by the tf.function's process-unique name, so a new process "
                              "compiles again")] if any(w.startswith("tensorflow") for w in warm) else []
@@ -260,7 +279,7 @@ def _eager_time(t: pd.DataFrame, r: pd.Series) -> str:
 
 
 def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """The "up to 40%" claim: torch.compile over torch eager, with the break-even."""
+    """The "as high as 40%" claim: torch.compile over torch eager, with the break-even."""
     c = t[(t["framework"] == findings.CLAIM_FRAMEWORK) & (t["mode"] == "compiled")]
     if c.empty or fam.m == 0:
         return []
@@ -270,11 +289,16 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
         return []
     sp = [j.speed()[0] for _, j in js]
     reach = sum(j.decided and j.speed()[1] >= findings.CLAIM for _, j in js)
+    up = [stats.exp_bound(-stats.ratio(r["est"], e["est"]).diff + stats.t_quantile(x.df, 1 - 2 * stats.ALPHA) * x.se)
+          for r, _ in js if (e := replicates.eager_of(df, r)) is not None
+          and (x := stats.ratio(r["est"], e["est"])).tested]
     be = [(r, *findings.break_even(df, r, fam)) for r, _ in js]
     fin = [(r, n, lo, hi) for r, n, lo, hi in be if finite(n) and not math.isinf(n)]
     top = js[int(np.argmax(sp))][0]
-    text = (f"The \"up to 40%\" claim: torch.compile runs the model tasks at {_ratio_range(sp)} torch eager's speed; "
-            f"{reach} of {len(js)} reach 1.4x with their whole interval")
+    text = (f"The \"as high as 40%\" claim (claim 1): torch.compile runs the model tasks at {_ratio_range(sp)} torch "
+            f"eager's speed; {reach} of {len(js)} reach 1.4x with their whole interval"
+            + (f", every one-sided 95% upper bound is below it (largest {max(up):.2f}x)" if up and len(up) == len(js)
+               and max(up) < findings.CLAIM else ""))
     rows = [(f"{top['workload']} {top['task']} (the largest)",
              f"torch compiled {stats.fmt_seconds(top['median_s'])} against eager " + _eager_time(t, top)
              + "; each framework's fastest: " + absolute(df, top["workload"], top["task"]).split(": ", 1)[1])]
@@ -282,10 +306,10 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
         r, n, lo, hi = max(fin, key=lambda x: x[1])
         span = (f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}]" if not math.isnan(lo) and
                 not math.isnan(hi) else "(no interval: too few processes)")
-        text += f"; where compiled steps are faster, the first call pays back after at most {n:,.0f} steps"
+        text += f"; faster compiled steps pay back the first call within {n:,.0f} steps"
         rows.append((f"{r['workload']} {r['task']} (the longest break-even)",
                      f"the first call pays back after {n:,.0f} steps {span}"))
-    return [Finding(text + ".", "\"up to 40%\"", rows)]
+    return [Finding(text + ".", "\"as high as 40%\"", rows)]
 
 
 def recommendations(rank: pd.DataFrame) -> list[str]:
@@ -451,3 +475,70 @@ def busy_scope(df: pd.DataFrame) -> list[str]:
     return [f"Machine state: {n} measurement(s) of {cases} case(s) were timed while other processes used the CPU, "
             "also when measured again, and are left out of every number, verdict, first call and the choice"
             + (f"; {none} case(s) have no measurement left." if none else ".")]
+
+
+# ----------------------------------------------------------------------------- the recommendation (issue 40)
+
+
+def _jobs_words(os: list[jobs.Outcome], conf: pd.DataFrame) -> str:
+    """'diffusion forward (100 and 100,000 calls), gpt train_step (100 steps)': jobs by task."""
+    by: dict[str, list[jobs.Job]] = {}
+    for o in os:
+        by.setdefault(f"{o.job.workload + ' ' if o.job.workload else ''}{o.job.task}", []).append(o.job)
+    return ", ".join(f"{t} ({' and '.join(f'{j.n:,}' for j in js)} "
+                     f"{jobs._unit(js[0].workload or '', js[0].task, conf)})" for t, js in by.items())
+
+
+def _configurations_words(os: list[jobs.Outcome]) -> str:
+    """'torch eager at 100, torch compiled at 100,000': each configuration with the counts it is
+    cheapest at."""
+    by: dict[str, set[int]] = {}
+    for o in os:
+        by.setdefault(str(o.best.iloc[0]["configuration"]), set()).add(o.job.n)
+    return ", ".join(f"{c} at {' and '.join(f'{n:,}' for n in sorted(ns))}" for c, ns in by.items())
+
+
+def recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | None = None) -> str:
+    """Page 1's first sentence, computed from the cold-cache job table (jobs.outcomes: a fresh
+    process, every compile cache empty): which framework and configuration for which jobs on
+    which device, by how much (the next framework's cost over its own, with the interval at the
+    job's level), the jobs no framework is resolved cheapest for, and how sure (the job's level
+    and the run's resolution between frameworks)."""
+    from reports.analysis import claims
+    outs = [o for o in jobs.outcomes(df, job_list, "cold") if len(o.best) > 1]
+    if not outs:
+        return ""
+    conf = jobs.configurations(df)
+    won: dict[str, list[jobs.Outcome]] = {}
+    for o in outs:
+        if o.verdict == jobs.LEADER:
+            won.setdefault(o.named[0], []).append(o)
+    parts = []
+    for f, os in sorted(won.items(), key=lambda kv: -len(kv[1])):
+        ps = [(o.pair(f, o.runner_up()), o) for o in os]
+        lo, hi = min(ps, key=lambda p: 1 / p[0].ratio), max(ps, key=lambda p: 1 / p[0].ratio)
+        by = (f"{_pair_words(lo[0])}" if lo[1] is hi[1] else f"{_pair_words(lo[0])} to {_pair_words(hi[0])}")
+        parts.append(f"{f} for {len(os)} of the {len(outs)} jobs, {_jobs_words(os, conf)} "
+                     f"({_configurations_words(os)}), {by} cheaper than the next framework's cheapest configuration")
+    open_ = [o for o in outs if o.verdict != jobs.LEADER]
+    if open_:
+        tasks = list(dict.fromkeys(f"{o.job.workload + ' ' if o.job.workload else ''}{o.job.task}" for o in open_))
+        lead = ", ".join(f"{f} for {n}" for f, n in tally(str(o.best.iloc[0]["framework"]) for o in open_))
+        why = (f"; no interval: fewer than {stats.MIN_TESTED} processes" if all(o.verdict == jobs.INDICATIVE
+                                                                                 for o in open_) else "")
+        parts.append(f"no framework is resolved cheapest for {'the other ' if won else ''}{len(open_)} job"
+                     f"{'s' if len(open_) > 1 else ''} ({', '.join(tasks)}{why}), where the cheapest by the point "
+                     f"estimates is {lead}")
+    level = stats.level_text(max((o.level for o in outs), key=lambda x: x))
+    r = resolution(df, fam)
+    sure = (f" How sure: each 'cheaper' holds at {level} per job (a job's pairs of frameworks share a 5% error rate)"
+            + (f"; between two frameworks' steps this run finds a difference of {100 * r['detectable']:.0f}% with "
+               f"{100 * POWER:.0f}% power (median comparison), so smaller differences go unresolved"
+               if finite(r["detectable"]) else "") + ".")
+    return (f"Recommendation for {claims.where(df)}, each job in a fresh process with empty compile caches: "
+            + "; ".join(parts) + "." + sure)
+
+
+def _pair_words(p: jobs.Pair) -> str:
+    """'1.48x [1.36, 1.62]': the other framework's cost over the cheapest's, at the job's level."""
+    return f"{stats.fmt_x(1 / p.ratio)}x [{stats.fmt_x(1 / p.hi)}, {stats.fmt_x(1 / p.lo)}]"

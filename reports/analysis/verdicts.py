@@ -8,6 +8,8 @@ Findings, the Summary and the workload sections (reports.sections) all judge thr
     judge_scalar(a, b, field, what, fam)     a per-process scalar of a (stream_cold_s,
                                              peak_memory_bytes, ...) against b's, over processes
     name(r)                                  a case as a verdict names it: "jax compiled (strategy)"
+    fastest_per_framework(g), pairs(best)    each framework's fastest case, and every pair of them
+                                             (the comparisons between frameworks a reader asks for)
 
 Cases are rows of replicates.cases: `est` holds a case's steady step over its processes,
 `procs_<field>` every process's value of a per-process scalar.
@@ -22,6 +24,18 @@ from reports.analysis.data import finite
 
 def name(r: pd.Series) -> str:
     return f"{r['framework']} {r['mode']}" + (f" ({r['strategy']})" if isinstance(r["strategy"], str) else "")
+
+
+def fastest_per_framework(g: pd.DataFrame, col: str = "median_s") -> pd.DataFrame:
+    """Each framework's fastest case of g by `col` (any mode and strategy), fastest first."""
+    return g[g[col].notna()].sort_values(col, kind="stable").drop_duplicates("framework")
+
+
+def pairs(best: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
+    """Every pair of rows of `best` (fastest first), the faster first: the comparisons a reader
+    asks for between frameworks, each a member of the report's family."""
+    rows = [r for _, r in best.iterrows()]
+    return [(rows[i], rows[j]) for i in range(len(rows)) for j in range(i + 1, len(rows))]
 
 
 def judge(a: pd.Series, b: pd.Series, fam: stats.Family) -> stats.Judgement:

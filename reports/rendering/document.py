@@ -64,7 +64,7 @@ METHOD = {
                      "gradient clipping + AdamW as one program.",
     "eager mode": "JAX's and TensorFlow's eager modes run op by op (JAX compiles each primitive on first use); "
                   "nobody uses them for speed, so a speedup over them is labelled 'op-by-op eager', and the "
-                  "\"up to 40%\" claim is tested on torch.compile against torch eager only.",
+                  "\"as high as 40%\" claim is tested on torch.compile against torch eager only.",
     "generate": "torch decodes in a Python loop around a compiled step; JAX (lax.fori_loop) and TensorFlow "
                 "(tf.while_loop) compile the whole decode loop.",
     "sample": "torch compiles one sampler step (t, a, b as tensors) and loops in Python; JAX (lax.scan) and "
@@ -363,8 +363,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     missing = rdata.missing_frameworks(df)
     # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
     model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
-    b = intro_blocks(df, fam, missing, margin)
-    b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs))
+    b = intro_blocks(df, fam, missing, margin, summary.recommendation(df, fam, jobs))
+    b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs, every))
     b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, *RESULTS)
     b += mfu_blocks(model)
@@ -509,13 +509,17 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
         *[f"{k}: {v}" for k, v in METHOD.items()],
-        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost is "
-        "first call + N x steady step (M examples: M / examples per call calls; a stream: its cold pass, then "
-        "the other requests at the warm per-request rate), its interval the sum of the terms' interval "
-        "endpoints (a term's 95% t interval from three processes, its processes' range from two, none from one), "
-        "which covers at least as often as both terms' intervals do together. A framework is named cheapest only "
-        "where its interval lies below every other framework's; overlapping intervals are a tie; a term from one "
-        "process makes the answer indicative.",
+        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
+        "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
+        "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
+        "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
+        "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
+        "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
+        "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
+        "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
+        "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
+        "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
+        "interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ at 95%.",
         *claims.rules(),
         *drawings.method(df),
         "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "

@@ -6,7 +6,7 @@ record's unit. Nothing here knows what GPT or diffusion is.
 
     throughput     throughput per task by framework and mode (unit/s, 95% CI)
     speedup        speedup of each non-eager mode over the same framework's eager (CI),
-                   with the "up to 40%" claim drawn at 1.4x
+                   with the "as high as 40%" claim drawn at 1.4x
     first_call     first-call time against steady-state step time, break-even step counts
     utilisation    achieved FLOP/s as a share of the machine's matrix-multiply rate at the case's precision
     (no capability figure: a page of "ok" carries no information; the capability matrix is a
@@ -52,7 +52,7 @@ FIXED_COLOURS = {name: CB[f.colour] for name, f in FACTS.items() if f.colour is 
 SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
-CLAIM = 1.4                    # "up to 40% faster" with torch.compile, as the claim is usually made
+CLAIM = 1.4                    # gains "as high as 40%" with the PyTorch 2 compiler (claim 1 of ../shared/CLAIMS.md)
 PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
 
 
@@ -266,7 +266,7 @@ def speedup(df: pd.DataFrame) -> Figure | None:
             _log_if_wide(ax, vals + [1.0, CLAIM])
             ax.axhline(1.0, color="black", linewidth=0.8)
             ax.axhline(CLAIM, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, CLAIM, '"up to 40%" torch.compile claim (1.4x)')
+            _line_label(ax, CLAIM, '"as high as 40%" torch.compile claim (1.4x)')
             _headroom(ax, vals + [CLAIM])
             ax.set_title(f"{wl}: speedup over eager")
             ax.set_ylabel("speedup over eager (x, median ratio)\n" + ", ".join(
@@ -434,8 +434,8 @@ FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
                                "TensorFlow's eager modes run op by op. A dashed outline marks a flagged case."),
     "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
                          "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's "
-                         "eager modes run op by op. Solid line: no change; dashed: the \"up to 40%\" claim (1.4x), "
-                         "made for torch.compile over torch eager. A dashed bar outline marks a flagged case."),
+                         "eager modes run op by op. Solid line: no change; dashed: the \"as high as 40%\" claim "
+                         "(1.4x), made for torch.compile over torch eager. A dashed bar outline marks a flagged case."),
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
                                "guides: first call = k steps. Numbers: steps after which the compiled mode has "
                                "cost less total time than eager."),

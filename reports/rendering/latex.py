@@ -144,10 +144,8 @@ REFERENCES = {
                                "Producing Wrong Data Without Doing Anything Obviously Wrong!", "ASPLOS 2009"),
     "holm1979simple": ("S. Holm", "A Simple Sequentially Rejective Multiple Test Procedure",
                        "Scandinavian Journal of Statistics 6(2), 1979"),
-    "pytorch2announcement": ("The PyTorch Team", "PyTorch 2.0 (the announcement of torch.compile)",
-                             "web, https://pytorch.org/get-started/pytorch-2.0/, 2022"),
-    "fwbenchseed": ("The fwbench authors", "The article fwbench was started to test (its claims as quoted in the "
-                    "project's brief)", "web, 2026"),
+    "industry2023claims": ("An industry article", "On why PyTorch leads generative AI, quoting Luca Antiga (Lightning "
+                           "AI), Dan Shiebler (Abnormal Security) and Pieter Luitjens (Private AI)", "web, 2023"),
     "hao2023torchbench": ("Y. Hao et al.", "TorchBench: Benchmarking PyTorch with High API Surface Coverage",
                           "web, arXiv:2304.14226, 2023"),
     "keras3benchmarks": ("The Keras team", "Keras 3 benchmarks", "web, keras.io/getting_started/benchmarks, 2023"),

@@ -1,7 +1,8 @@
 """paper.tex, the report shaped as a paper (issue 28): at most about 10 pages of main text,
 then an appendix with everything else the report holds.
 
-    abstract         the run in one sentence, then its answers (answer_sentences)
+    abstract         the recommendation (page 1's first sentence), the run in one sentence, then its
+                     answers (answer_sentences)
     1 Introduction   the claims under test with their real sources
     2 Related work   TorchBench, the Keras 3 benchmarks, AlgoPerf, MLPerf, Kalibera & Jones
     3 Method         one paragraph (the report's full Method is in the appendix)
@@ -28,6 +29,7 @@ from reports.rendering import escape, latex
 from reports.rendering.parts import DETAILS_LABEL
 from reports.sections.dynamic import SERVED
 
+RECOMMENDATION = "Recommendation for "       # summary.recommendation's first words: the abstract opens with it
 APPENDIX_TITLES = {"Results": "Further results", "Method": "The method in full"}   # not the main text's names
 MAIN_FIGURES = 4                    # 3-5 figures in the main text (issue 28)
 APPENDIX_LABEL = latex.APPENDIX_LABEL
@@ -36,8 +38,8 @@ APPENDIX_LABEL = latex.APPENDIX_LABEL
 PREFERRED = ("throughput", "speedup", "first_call", "cold_warm", "dyn_stream_time", "der_time", "der_vmap",
              "dyn_compilations")
 
-# the claims' sources (analysis.claims.CLAIMS) as keys of latex.REFERENCES
-SOURCES = {claims.PYTORCH2: "pytorch2announcement", claims.SEED: "fwbenchseed"}
+# the claims' source (analysis.claims.CLAIMS: ../shared/CLAIMS.md) as a key of latex.REFERENCES
+SOURCE = "industry2023claims"
 
 RELATED = (
     r"TorchBench \cite{hao2023torchbench} runs PyTorch's model zoo and reports each configuration (compiler "
@@ -69,7 +71,7 @@ def _jobs_sentence(jobs: pd.DataFrame) -> str:
     parts = [f"{first} in {len(groups.iloc[0])} of {len(jobs)} jobs"] if len(groups.iloc[0]) > 1 else \
         [f"{first}: {groups.iloc[0][0]}"]
     parts += [f"{a}: {', '.join(js)}" for a, js in rest.items()]
-    return "Per job (cost of first call + N steps): " + "; ".join(parts) + "."
+    return "Per job (cost in a fresh process: start-up + first call + N steps): " + "; ".join(parts) + "."
 
 
 def answer_sentences(blocks: list[tuple]) -> list[str]:
@@ -94,8 +96,10 @@ def abstract(cases: pd.DataFrame, blocks: list[tuple]) -> list[str]:
     dev = "CPU" if not cases["device"].isin(["cuda", "gpu"]).any() else "an accelerator"
     n = t["n_processes"].dropna()
     procs = f"{int(n.min())}-{int(n.max())}" if len(n) and n.min() != n.max() else f"{int(n.max())}" if len(n) else "0"
-    return [f"We time {fws} doing the same work ({wls}) on one {dev} machine, {len(t)} timed cases with {procs} "
-            "steady-state process(es) each, and state every difference with one error rate for the report."] + \
+    rec = next((b[1] for b in blocks if b[0] == "p" and str(b[1]).startswith(RECOMMENDATION)), None)
+    return ([rec] if rec else []) + [
+        f"We time {fws} doing the same work ({wls}) on one {dev} machine, {len(t)} timed cases with {procs} "
+        "steady-state process(es) each, and state every difference with one error rate for the report."] + \
         answer_sentences(blocks)
 
 
@@ -193,17 +197,19 @@ def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], w
            r"\author{fwbench}", r"\date{}", r"\begin{document}", r"\maketitle",
            r"\begin{abstract}", " ".join(_para(x) for x in abstract_lines), r"\end{abstract}",
            r"\section{Introduction}",
-           r"Framework choice is argued with claims like the four below. This paper measures them on equal work with "
+           r"Framework choice is argued with claims like the seven below, which an industry article \cite{"
+           + SOURCE + r"} quotes from three practitioners; the article gives no measurements of its own, so each is "
+           r"an opinion under test. This paper measures them on equal work with "
            r"fwbench \cite{fwbench}, on the systems the claims are about \cite{ansel2024pytorch2,bradbury2018jax,"
            r"abadi2016tensorflow}, and answers those whose workloads ran (Section~\ref{sec:results}); the others are "
            r"not tested here and are evidence neither way.", r"\begin{enumerate}"]
     verdicts = _table(blocks, "claims")
     for i, c in enumerate(claims.CLAIMS):
         row = verdicts.iloc[i] if verdicts is not None and i < len(verdicts) else None
-        ran = c.workload == "" or c.workload in workloads
+        ran = c.workload in ("", "*") or c.workload in workloads
         said = (f"Verdict: {row['verdict']}" + (f" ({row['caveat']})" if row["caveat"] else "")
                 if row is not None else "under test" if ran else "not tested in this run")
-        out.append(rf"\item {_para(c.text)} \cite{{{SOURCES.get(c.source, 'fwbenchseed')}}}. "
+        out.append(rf"\item {_para(c.text)} ({_para(c.said_by)}, quoted in \cite{{{SOURCE}}}). "
                    rf"\emph{{Measured by}} {_para(c.measured)}. {_para(said)}.")
     out += [r"\end{enumerate}", r"\section{Related work}", RELATED,
             r"\section{Method}", _para(method)

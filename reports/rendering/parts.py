@@ -124,12 +124,14 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
-def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float) -> list[Block]:
-    """The title and what the report holds and how to read its verdicts; whether it is
-    indicative only, what was not measured and which runs ended early."""
+def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float,
+                 recommendation: str = "") -> list[Block]:
+    """The title, the recommendation (summary.recommendation: first on page 1), what the report
+    holds and how to read its verdicts; whether it is indicative only, what was not measured and
+    which runs ended early."""
     fws = rdata.framework_order(df["framework"])
     m = f"{100 * margin:.0f}%"
-    b: list[Block] = [("h", 1, "fwbench report")]
+    b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
     b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
                    f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} steady-state "
                    "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
@@ -138,8 +140,8 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
                    "(fewer than 3 processes); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
-                      "(Holm; those against op-by-op eager modes a group of their own), so each verdict's interval "
-                      "is shown at its own level." if fam.m else
+                      "(a correction for testing many comparisons at once, Holm's procedure: Method), so each "
+                      "verdict's interval is shown at its own level, wider than 95%." if fam.m else
                       "no comparison of this report could be tested.")))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
         b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "

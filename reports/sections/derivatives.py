@@ -7,7 +7,7 @@ examples).
              here imports nothing that draws)
     findings each transform against its loop (paired over processes), the Jacobian's forward
              against its reverse mode per shape, the HVP variants' peak memory (a per-process
-             scalar) and the fastest framework per task
+             scalar) and each framework's fastest against each other's per task
     score    "derivatives and vmap": the mean of a speed score and the coverage of (task,
              eager | accelerated) slots
 """
@@ -21,7 +21,7 @@ import pandas as pd
 from reports.analysis import stats
 from reports.analysis.bullets import Finding
 from reports.analysis.data import TIMED, finite
-from reports.analysis.verdicts import judge, judge_scalar, versus
+from reports.analysis.verdicts import fastest_per_framework, judge, judge_scalar, pairs, versus
 from reports.sections.common import (
     Lacking,
     Section,
@@ -77,11 +77,10 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     out += _crossover(t, fam)
     out += _memory_findings(t, fam)
-    for task, g in t.groupby("task", sort=True):
-        best = g.sort_values("median_s").drop_duplicates("framework")
-        if len(best) >= 2:
-            out.append(versus(best.iloc[0], best.iloc[1], f"fastest {task} (each framework's best transform and mode)",
-                              fam))
+    for task, g in t.groupby("task", sort=True):      # each framework's fastest against each other's
+        for a, b in pairs(fastest_per_framework(g)):
+            out.append(versus(a, b, f"{task}, {a['framework']}'s fastest transform and mode against "
+                                    f"{b['framework']}'s", fam))
     return out
 
 
@@ -201,7 +200,7 @@ def _absolute(d: pd.DataFrame, task: str) -> str:
 
 def _winners(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     """Per derivatives task, each framework's fastest transform and mode against the
-    runner-up's, counted by verdict: who is faster where the family states it."""
+    second-fastest's, counted by verdict: who is faster where the family states it."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     if t.empty or fam.m == 0:
         return []
@@ -225,7 +224,7 @@ def _winners(d: pd.DataFrame, fam: stats.Family) -> list[str]:
     def count(c: dict[str, int]) -> str:
         return ", ".join(f"{f} in {n}" for f, n in sorted(c.items(), key=lambda kv: -kv[1]))
     stated = sum(won.values())
-    text = (f"Derivatives, fastest framework per task (best transform and mode against the runner-up's): faster "
+    text = (f"Derivatives, fastest framework per task (best transform and mode against the second-fastest's): faster "
             f"by the verdicts in {stated} of {compared} tasks"
             + (f" ({count(won)})" if won else ""))
     rest = compared - stated - untested

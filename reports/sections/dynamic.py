@@ -22,7 +22,7 @@ import pandas as pd
 from reports.analysis import stats
 from reports.analysis.bullets import Finding, tally
 from reports.analysis.data import TIMED, finite, framework_order
-from reports.analysis.verdicts import judge_scalar, procs
+from reports.analysis.verdicts import judge_scalar, pairs, procs
 from reports.sections.common import (
     Lacking,
     Section,
@@ -69,11 +69,9 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
     if has(t, "stream_cold_s"):
         out += _bucketed_findings(t, fam)
         for (s, *_), g in t.groupby([t.apply(_stream, axis=1), "preset", "device"]):
-            best = _best_per_framework(g)
-            if len(best) >= 2:
-                a, b = best.iloc[0], best.iloc[1]
-                out.append(_versus(a, b, "stream_cold_s", f"fastest cold {s} stream (each framework's best strategy)",
-                                   fam))
+            for a, b in pairs(_best_per_framework(g)):     # each framework's fastest against each other's
+                out.append(_versus(a, b, "stream_cold_s", f"cold {s} stream, {a['framework']}'s fastest "
+                                   f"configuration against {b['framework']}'s", fam))
     return out
 
 
