@@ -57,13 +57,15 @@ class SetSpec:
     members: list[tuple[str, int, bool]]       # (unit, repeat, control) in start order
     folder: str
     seed: int
+    reference: str = "primary"     # the A/A control's reference in this set: "primary" or "control"
 
 
 def plan(units: tuple[str, ...], cold: int, warm: int, seed: int, control: str | None) -> list[SetSpec]:
-    """The run's sets: `cold` sets whose caches start empty first... in a seeded order with the
-    warm ones after the first cold set (as the lone processes' rounds were); in each, a process
-    per unit and, where `control` names a unit, a second process of it; the start order drawn per
-    set. A process's repeat is its index among its unit's processes (file names)."""
+    """The run's sets: the first cold (its caches start empty), then the other cold ones and the
+    warm ones (the run's filled cache) in a seeded order, as the lone processes' rounds were; in
+    each, a process per unit and, where `control` names a unit, a second process of it (the A/A
+    control, its reference drawn per set); the start order drawn per set. A process's repeat is
+    its index among its unit's processes (its result file's name)."""
     rng = random.Random(seed)
     later = ["cold"] * (cold - 1) + ["warm"] * warm
     rng.shuffle(later)
@@ -76,7 +78,7 @@ def plan(units: tuple[str, ...], cold: int, warm: int, seed: int, control: str |
         rng.shuffle(members)
         folder = f"cold-{colds}" if role == "cold" else runner.SHARED_CACHE
         colds += role == "cold"
-        sets.append(SetSpec(k, role, members, folder, rng.randrange(1 << 30)))
+        sets.append(SetSpec(k, role, members, folder, rng.randrange(1 << 30), rng.choice(("primary", "control"))))
     return sets
 
 
@@ -297,7 +299,8 @@ def placed(path: Path, m: Member, spec: SetSpec) -> None:
     if doc is None:
         return
     info = doc.setdefault("machine_info", {}).setdefault("fwbench", {})
-    info.update(set=spec.index, set_role=spec.role, start_position=m.position, control=m.control)
+    info.update(set=spec.index, set_role=spec.role, start_position=m.position, control=m.control,
+                control_reference=spec.reference)
     doc.setdefault("fwbench", {})["blocks"] = m.blocks
     runner.write_json_atomic(path, doc)
 
