@@ -156,9 +156,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         order.sort(key=lambda it: tasks.index(task_of(it)))
     for i, it in zip(slots, order):
         items[i] = it
-    sides = session_of(config).sides
-    if sides is not None:
-        sides.hello([t for t in dict.fromkeys(task_of(it) for it in order) if t])
     skip_case = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
     skip_self = pytest.mark.skip(reason="harness self-test, not a benchmark")
     for item in items:
@@ -169,6 +166,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_case)
         elif not is_case and timing:
             item.add_marker(skip_self)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a set: say hello with the tasks this process will run, in order (after -k and every
+    other deselection)."""
+    sides = session_of(session.config).sides
+    if sides is not None:
+        _in_set(session.config, lambda: sides.hello([t for t in dict.fromkeys(map(task_of, session.items)) if t]))
 
 
 def task_of(item: pytest.Item) -> str | None:

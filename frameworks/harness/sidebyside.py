@@ -71,6 +71,17 @@ def link_from_env() -> Link | None:
     return Link(r, w)
 
 
+def slowdown(label: str) -> float:
+    """A factor by which this process's blocks of `label` are made slower, for the tests of the
+    method (an injected difference it must find): FWBENCH_SLOWDOWN="label=1.05" in the set's
+    control process (FWBENCH_SET_CONTROL=1); 1 otherwise."""
+    spec = os.environ.get("FWBENCH_SLOWDOWN", "")
+    if os.environ.get("FWBENCH_SET_CONTROL") != "1" or "=" not in spec:
+        return 1.0
+    name, factor = spec.rsplit("=", 1)
+    return float(factor) if name == label else 1.0
+
+
 @dataclass
 class Kept:
     """One configuration of the current task, alive for its blocks: its call (which waits for
@@ -94,6 +105,9 @@ class Kept:
             for _ in range(calls):
                 self.turn += 1
                 self.call(*self.pool[self.turn % len(self.pool)])
+            slower = slowdown(self.label)
+            if slower != 1.0:                   # a test's injected difference, inside the timed block
+                time.sleep((slower - 1.0) * (time.perf_counter() - t0))
             seconds = time.perf_counter() - t0
             return seconds, self.adapter.compilations() - c0
         finally:

@@ -69,7 +69,7 @@ TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s",
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "util_peak_flops", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
 MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id",
-           "cpus_available", "cores", "set", "set_role", "control", "control_reference")
+           "cpus_available", "cores", "set", "set_role", "control", "control_reference", "set_wall_s")
 TIMED = ("ok", "fallback")
 
 
@@ -187,7 +187,7 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
                                   "driver", "gpu_model", "job", "compiler_startup", "set", "set_role",
-                                  "start_position", "control", "control_reference")},
+                                  "start_position", "control", "control_reference", "set_wall_s")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
@@ -266,9 +266,9 @@ def block_key(r: dict[str, Any]) -> tuple[Any, ...]:
 
 def _blocks(path: Path, top: dict[str, Any], probs: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     """The file's blocks (a set's side-by-side timings, reports.running.sets) by case: each
-    case's blocks in cycle order, {"cycle", "s" (seconds per call), "position" (in its cycle),
-    "after" (the process and configuration of the block just before, None first)}; a bad row
-    is one line and left out."""
+    case's blocks in cycle order, {"cycle", "s" (seconds per call), "seconds" (the block's),
+    "position" (in its cycle), "after" (the process and configuration of the block just before,
+    None first)}; a bad row is one line and left out."""
     rows = top.get("blocks")
     if rows is None:
         return {}
@@ -283,7 +283,8 @@ def _blocks(path: Path, top: dict[str, Any], probs: list[str]) -> dict[tuple[Any
             continue
         after = b.get("after") if isinstance(b.get("after"), str) else None
         out.setdefault(block_key(b), []).append({"cycle": b["cycle"], "s": float(b["seconds"]) / b["calls"],
-                                                 "position": b["position"], "after": after})
+                                                 "seconds": float(b["seconds"]), "position": b["position"],
+                                                 "after": after})
     return {k: sorted(v, key=lambda x: x["cycle"]) for k, v in out.items()}
 
 

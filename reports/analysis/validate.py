@@ -44,6 +44,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "gemm_flops": (0, 1e300, True), "cpus_available": (1, 1 << 20, False),
     "cold": (0, 1 << 20, False), "warm": (0, 1 << 20, False), "env_pad_bytes": (0, 1 << 40, False),
     "env_bytes": (0, 1 << 40, False), "set": (0, 1 << 20, False), "start_position": (0, 1 << 20, False),
+    "set_wall_s": (0, 1e9, False),
     # host state over a case's timed rounds
     "other_cpu": (0, 1 << 20, False), "steal_frac": (0, 1, False), "load_avg": (0, 1e9, False),
 }
@@ -71,6 +72,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     # whether it is the set's control (a second process of one framework), and which of the two is
     # the control comparison's reference in this set
     "set": (int,), "set_role": (str,), "start_position": (int,), "control": (bool,), "control_reference": (str,),
+    "set_wall_s": (int, float),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
 _MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings", "job": "text",

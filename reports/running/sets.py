@@ -156,6 +156,7 @@ class Coordinator:
 
     # -- the processes ----------------------------------------------------------------
     def start(self, cache: Path) -> None:
+        self.t0 = time.monotonic()
         for m in self.members:
             name, label = runner.process_names(m.unit, m.repeat, self.opts.repeats)
             m.paths = {"log": runner.log_file(self.out, name), "tmp": self.out / f".{name}.benchmark.json.tmp",
@@ -169,6 +170,7 @@ class Coordinator:
             to_child_r, to_child_w = os.pipe()
             from_child_r, from_child_w = os.pipe()
             env["FWBENCH_COORD"] = f"{to_child_r},{from_child_w}"
+            env["FWBENCH_SET_CONTROL"] = "1" if m.control else "0"
             log = open(m.paths["log"], "w", encoding="utf-8")
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
@@ -215,6 +217,17 @@ class Coordinator:
                 return None
             self._poll(0.5)
 
+    def ready(self, m: Member, task: str) -> bool:
+        """Whether the member is ready for `task`: its next `ready` names it. One naming a later
+        task stays in its inbox (the member has no case of this one); None: it has left."""
+        msg = self.expect(m, "ready")
+        if msg is None:
+            return False
+        if msg["ready"] != task:
+            self.inbox[id(m)].insert(0, msg)
+            return False
+        return True
+
     # -- the protocol -----------------------------------------------------------------
     def run(self) -> None:
         for m in self.members:
@@ -229,7 +242,7 @@ class Coordinator:
         self.rng.shuffle(members)
         configs: list[tuple[Member, dict[str, Any]]] = []
         for m in members:                                     # one process measures at a time
-            if self.expect(m, "ready", task) is None or not m.send(go=task):
+            if not self.ready(m, task) or not m.send(go=task):
                 continue
             built = self.expect(m, "built", task)
             if built is not None:
@@ -244,12 +257,14 @@ class Coordinator:
             for position, (m, c) in enumerate(order):
                 time.sleep(self.gap_s)
                 calls = calls_for(c["per_call_s"], self.block_s)
+                t = time.monotonic() - self.t0
                 if not m.send(block=c["label"], calls=calls):
                     continue
                 ran = self.expect(m, "ran", c["label"])
                 if ran is None:
                     continue
                 m.blocks.append({"set": self.spec.index, "cycle": cycle, "position": position, "task": task,
+                                 "sent_s": round(t, 6), "replied_s": round(time.monotonic() - self.t0, 6),
                                  "label": c["label"], "after": after, "calls": ran["calls"],
                                  "seconds": ran["seconds"], "compilations": ran["compilations"],
                                  "control": m.control, "repeat": m.repeat, **c["case"]})
@@ -272,6 +287,7 @@ class Coordinator:
         while any(m.proc is not None and m.proc.poll() is None for m in self.members):
             self._poll(0.5)
         paths = []
+        wall = time.monotonic() - getattr(self, "t0", time.monotonic())
         for m in self.members:
             if m.proc is None:            # never started (an interrupt while starting the set)
                 continue
@@ -280,7 +296,7 @@ class Coordinator:
                 path = runner._keep(m.unit, self.opts, self.out, m.proc.returncode, m.ended, m.watch, self.progress,
                                     m.paths["tmp"], m.paths["log"], m.repeat, self.spec.role)
                 m.paths["events"].unlink(missing_ok=True)
-                placed(path, m, self.spec)
+                placed(path, m, self.spec, wall)
             paths.append(path)
         return paths
 
@@ -293,14 +309,14 @@ class Coordinator:
                 m.alive = False
 
 
-def placed(path: Path, m: Member, spec: SetSpec) -> None:
-    """Add the member's blocks and its place in the set to its result file."""
+def placed(path: Path, m: Member, spec: SetSpec, wall_s: float) -> None:
+    """Add the member's blocks and its place in the set (and the set's wall time) to its result file."""
     doc = runner._read_json(path)
     if doc is None:
         return
     info = doc.setdefault("machine_info", {}).setdefault("fwbench", {})
     info.update(set=spec.index, set_role=spec.role, start_position=m.position, control=m.control,
-                control_reference=spec.reference)
+                control_reference=spec.reference, set_wall_s=round(wall_s, 3))
     doc.setdefault("fwbench", {})["blocks"] = m.blocks
     runner.write_json_atomic(path, doc)
 
