@@ -149,11 +149,14 @@ def make_parser() -> Parser:
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run the benchmarks (cold and warm processes per framework) and render the report",
-                       description="Run `pytest --benchmark-only` on the checkout's tests/benchmarks in several "
-                                   "processes per framework (cold ones, each from an empty compile cache, then warm "
-                                   "ones that find the run's cache filled), interleaved, then render the report "
-                                   "into --out.")
+    r = sub.add_parser("run", help="run the benchmarks (process sets, side by side) and render the report",
+                       description="Run `pytest --benchmark-only` on the checkout's tests/benchmarks in process sets: "
+                                   "each set one process per framework and a second one of one framework (the A/A "
+                                   "control), all alive together; task by task each process measures its cases in "
+                                   "turn (first calls, warm-up), then the task's configurations take turns in cycles "
+                                   "of blocks, one block at a time (docs/design/statistics.md). Cold sets start from "
+                                   "empty compile caches, warm ones find the run's cache filled. Then render the "
+                                   "report into --out.")
     r.add_argument("--framework", action="append", metavar="NAMES",
                    help="frameworks, comma separated or repeated (default: every installed one)")
     for o in options.HARNESS:          # the options each framework process takes, declared once
@@ -166,19 +169,19 @@ def make_parser() -> Parser:
     r.add_argument("--quick", action="store_true",
                    help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
                         f"(at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
-                        f"{QUICK_COLD} cold and {QUICK_WARM} warm process per framework, each case's default strategy "
+                        f"one cold set ({QUICK_CYCLES} cycles per task), each case's default strategy "
                         "only (no torch train-step recipe variants), the gpt and diffusion workloads unless "
-                        "--workload names others: about 5 minutes from an empty cache on a 2-core CPU; its numbers "
-                        "are indicative")
+                        "--workload names others: its numbers are indicative (one set: no interval over sets)")
     r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
-    r.add_argument("--cold", type=_positive(int), help=f"cold processes per framework (default {RUN_COLD}; "
-                   f"{QUICK_COLD} with --quick): each starts from an empty compile-cache folder of its own and each "
-                   "of its cases compiles from empty caches; they measure first calls (compile latency)")
-    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm processes per framework (default "
-                   f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
-                   "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
-                   "first cold ones, then the others in a seeded random order")
+    r.add_argument("--cold", type=_positive(int), help=f"cold sets (default {RUN_COLD}; {QUICK_COLD} with --quick): "
+                   "each set's processes start from empty compile-cache folders of their own and each of their cases "
+                   "compiles from empty caches; they measure cold first calls (compile latency). With --cycles 0: "
+                   "cold processes per framework")
+    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm sets (default {RUN_WARM}; {QUICK_WARM} with "
+                   "--quick): their processes find the run's cache filled by the cold ones. Every set, cold or warm, "
+                   "gives steady times; the first set is cold, the others follow in a seeded random order. With "
+                   "--cycles 0: warm processes per framework, in rounds of one per framework")
     r.add_argument("--cycles", type=_positive(int, zero=True),
                    help=f"side by side: cycles per task in each set (default {RUN_CYCLES}; {QUICK_CYCLES} with "
                         "--quick); a cycle times one block of every configuration of the task, one block at a "

@@ -518,10 +518,31 @@ def startup_method(df: pd.DataFrame) -> str:
             "carries the compiler's one-off start-up in its first call.")
 
 
+SIDE_METHOD = [
+    "Process sets (fwbench run, docs/design/statistics.md): each set ran one process per framework and a second "
+    "process of one framework (the A/A control), all alive together, started in an order drawn per set; task by "
+    "task (an order drawn per set) each process measured the task's cases in turn, exactly as alone (a fresh "
+    "in-process compile state per case, the first call cold in a cold set and warm in a warm one, warm-up, its own "
+    "rounds), then every configuration got one untimed call, then the configurations took turns in cycles: each "
+    "cycle one block of every configuration (its calls sized to about the same wall time), in an order drawn per "
+    "cycle, one block at a time, the other processes waiting in a blocking read. Python's garbage collector is "
+    "collected before and off during each block; the compilation counter is read around each block.",
+    "Intervals: a configuration's steady time is the geometric mean of its blocks per set, and over the run the "
+    "geometric mean over sets with a Student-t interval over sets (df = sets - 1); two configurations of a task "
+    "compare paired by set (the per-set mean of each cycle's log ratio, t over sets), so the machine's state during "
+    "a cycle falls on both. First calls come from the processes as before: cold ones from cold sets, warm ones "
+    "from warm sets. The control process's configurations enter no value, verdict or comparison of the family: "
+    "they are the A/A controls (Side by side).",
+]
+
+
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """The Method section: how every number of the report was made."""
+    """The Method section: how every number of the report was made (a run of process sets: its
+    own description of processes and intervals first)."""
     m = f"{100 * fam.margin:.0f}%"
-    return [
+    side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
+                                                                    and x.startswith("sets")).any()
+    return (SIDE_METHOD if side else []) + [
         "Each framework ran in its own processes with the same intra-op thread count; timed callables "
         "synchronise with the device and with everything the step changed; Python's garbage collector is "
         "collected and switched off before the warm-up calls and stays off through the timed rounds; inputs "

@@ -797,6 +797,8 @@ def run_sets(opts: RunOptions, out: Path, progress: Progress) -> list[Path]:
     run_units = units(opts.frameworks, opts.devices)
     written: list[Path] = []
     plan = sets.plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
+    if opts.launcher != "local":
+        return sets.run_set_jobs(opts, out, progress, plan)
     for i, spec in enumerate(plan):
         try:
             written += sets.run_set(spec, opts, out, progress, opts.cycles, opts.block_s)
@@ -833,7 +835,7 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         counts = device_counts(opts.devices)
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
-        if opts.cycles > 0 and opts.launcher == "local":     # side by side: process sets
+        if opts.cycles > 0:                   # side by side: process sets (on Slurm: a set per job)
             return run_sets(opts, out, progress)
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
         if opts.launcher != "local":          # jobs, round by round (reports.running.launch)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.running import runner, signals
+from reports.running import launch, runner, signals
 from workloads.base import FwbenchError
 
 GAP_S = 0.1         # the pause before each block (thread pools of the last process go idle)
@@ -346,4 +346,56 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
             runner.merge_cache(cache, opts.cache_dir / runner.SHARED_CACHE)
 
 
-__all__ = ["SetSpec", "plan", "run_set", "calls_for", "FwbenchError"]
+def set_job(spec: SetSpec, opts: runner.RunOptions, out: Path) -> list[str]:
+    """One set inside a scheduler's job (a whole node, reports.running.launch): run there as on
+    this machine, each result stamped with the node and the job's start and end."""
+    start = launch.now()
+    paths = run_set(spec, opts, out, runner.Progress(), opts.cycles, opts.block_s)
+    for p in paths:
+        launch.stamp(p, launch.job_info(start))
+    return [str(p) for p in paths]
+
+
+def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, sets_: list[SetSpec]) -> list[Path]:
+    """`fwbench run --launcher slurm|submitit...` with sets: each set a job on a node of its own,
+    one set at a time (the first cold set fills the cache the warm ones find); a set's job that
+    dies leaves its processes' result files rebuilt from their event streams; Ctrl-C, SIGTERM or
+    SIGHUP cancels the running job and writes the rest as not run."""
+    kind = launch.kind_of(opts.launcher)
+    jobs = launch.Jobs(launch.executor(out / "submitit", kind, opts.timeout_s * max(len(s.members) for s in sets_),
+                                       opts.slurm), kind, progress.line)
+    written: list[Path] = []
+    for i, spec in enumerate(sets_):
+        item = (f"set-{spec.index}", spec.index, spec.role, spec.folder)
+        try:
+            j = jobs.submit(item, set_job, spec, opts, out)
+            progress.line(f"set {spec.index} ({spec.role}): submitted as {kind} job {j.job_id}")
+            for j, _, fate in jobs.wait([(j, item)]):
+                try:
+                    if fate is None:
+                        written += [Path(p) for p in j.result()]
+                        continue
+                    why = f"{kind} job {j.job_id} ended {fate} without a result"
+                except Exception as e:   # submitit's FailedJobError / UncompletedJobError
+                    why = f"{kind} job {j.job_id} ended without a result ({type(e).__name__})"
+                progress.line(f"set {spec.index}: {why}")
+                written += [runner.write_failed(u, opts, out, why, r, spec.role) for u, r, _ in spec.members]
+            if spec.role == "cold":
+                runner.merge_cache(opts.cache_dir / spec.folder, opts.cache_dir / runner.SHARED_CACHE)
+        except (KeyboardInterrupt, launch.Unstartable) as e:
+            stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
+            with signals.held():
+                cancelled = jobs.cancel()
+                for later in sets_[i:]:
+                    for u, r, _ in later.members:
+                        written.append(runner.write_absent(u, opts, out, f"not run: fwbench run was {stopped} "
+                                                                         f"(set {later.index})", r, later.role))
+            progress.line(f"{stopped}: cancelled {kind} job(s) {', '.join(cancelled) or 'none'}; results so far "
+                          f"are in {out}")
+            if isinstance(e, KeyboardInterrupt):
+                raise signals.of(e) from None
+            raise FwbenchError(f"{e}; cancelled the run's jobs, results so far in {out}") from None
+    return written
+
+
+__all__ = ["SetSpec", "plan", "run_set", "run_set_jobs", "calls_for", "FwbenchError"]
