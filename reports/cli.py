@@ -303,7 +303,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reports.analysis import findings
-    from reports.running import runner
+    from reports.running import runner, sets
     findings.parse_weights(args.weights)
     chosen = _frameworks_arg(args.framework)
     fws = chosen or runner.FRAMEWORKS
@@ -333,7 +333,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              block_s=args.block_s or RUN_BLOCK_S, control=args.control)
     t0 = time.monotonic()
     progress = runner.Progress()
-    written = runner.run(opts, args.out, progress)
+    written = sets.run(opts, args.out, progress)
     nothing = runner.unrecorded(written, args.out)
     written += [runner.write_absent(f, opts, args.out) for f in absent]
     progress.line(f"benchmarks done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in written)}")

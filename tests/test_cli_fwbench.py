@@ -224,7 +224,8 @@ SESSION = SimpleNamespace(records=[], missing={}, node=_node, compiler_startup={
 
 def pytest_addoption(parser):
     for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",
-              "--repeat", "--repeats", "--cold", "--warm", "--cache-role", "--run-id", "--case-order-seed"):
+              "--repeat", "--repeats", "--cold", "--warm", "--cache-role", "--run-id", "--case-order-seed",
+              "--task-order-seed"):
         parser.addoption(o)
 
 def pytest_configure(config):

@@ -12,7 +12,7 @@ import frameworks
 from frameworks import harness
 from frameworks.harness import gemm
 from reports import cli
-from reports.running import runner
+from reports.running import runner, sets
 from workloads import diffusion, gpt, options
 from workloads import record as record_mod
 from workloads.case import Case
@@ -58,7 +58,7 @@ def test_fwbench_run_plans_by_device(argv, preset, rounds, cold_warm, monkeypatc
     def fake_run(opts, out, progress):
         seen["opts"] = opts
         return []
-    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(sets, "run", fake_run)
     monkeypatch.setattr(runner, "installed", lambda f: True)
     assert cli.main(["run", "--framework", "torch", "--no-report", "--out", str(tmp_path), *argv]) == 0
     opts = seen["opts"]

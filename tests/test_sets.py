@@ -49,7 +49,7 @@ def side_run(tmp_path_factory):
         opts = runner.RunOptions(frameworks=("jax",), workloads="gpt", preset="tiny", rounds=3, warmup_rounds=1,
                                  cold=1, warm=2, cycles=8, block_s=0.05, control="jax", variants="default",
                                  timeout_s=300, extra=["-k", "forward"], seed=1)
-        paths = runner.run(opts, out, runner.Progress())
+        paths = sets.run(opts, out, runner.Progress())
     finally:
         os.environ.pop("FWBENCH_SLOWDOWN", None)
     return out, paths
@@ -119,3 +119,26 @@ def test_the_report_shows_the_controls_and_the_position_effect(side_run, tmp_pat
     assert "### Side by side: A/A controls and the position effect" in md
     assert "| gpt forward | jax compiled | 3 |" in md and "Position effect: a block run right after" in md
     assert "A/A control called different" in md                   # the injected 5% is a control called slower
+
+
+def test_a_signal_during_a_set_keeps_what_its_processes_finished(tmp_path):
+    """SIGTERM while a set runs (the stand-in suite, one of its cases hanging): every process of
+    the set ends, each keeps its finished cases (rebuilt from its event stream, the hanging case
+    failed with the reason), the later set is written as not run, exit 143."""
+    import signal
+
+    from tests.test_run_interrupts import _gone, _start
+    proc, child, out = _start(tmp_path, "hang", "--cycles", "2", "--framework", "torch", "--warm", "1")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143 and _gone(child), err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    df = reports.load(out)
+    assert df.attrs["problems"] == []
+    first = df[df["set"] == 0]
+    assert set(first["run_file"]) == {"torch-0.json", "torch-1.json"}   # the set's two processes: both kept
+    assert (first[(first["task"] == "forward") & (first["mode"] == "eager")]["status"] == "ok").all()
+    hung = first[(first["task"] == "forward") & (first["mode"] == "compiled")]
+    assert (hung["status"] == "failed").all() and hung["reason"].str.contains("interrupted by SIGTERM").all()
+    later = json.loads((out / "torch-2.json").read_text())          # the warm set never started
+    assert "before set 1 started" in json.dumps(later["fwbench"]["missing"])

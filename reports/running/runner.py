@@ -52,7 +52,7 @@ import tempfile
 import time
 from dataclasses import Field, field, make_dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from reports.analysis import stats
 from reports.running import atomic, launch, signals
@@ -778,46 +778,13 @@ def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None
     return save_json(out / process_names(fw, repeat, opts.repeats)[0], doc, Progress())
 
 
-def control_unit(opts: RunOptions, run_units: tuple[str, ...]) -> str | None:
-    """The unit whose process each set runs twice: --control's framework, else torch where it
-    runs, else the first; none with --control none or a single unit."""
-    if opts.control == "none":
-        return None
-    if opts.control is not None:
-        if opts.control not in run_units:
-            raise FwbenchError(f"--control {opts.control}: not a framework of this run (it runs "
-                               f"{', '.join(run_units)}; or none)")
-        return opts.control
-    return ("torch" if "torch" in run_units else run_units[0]) if run_units else None
-
-
-def run_sets(opts: RunOptions, out: Path, progress: Progress) -> list[Path]:
-    """The run as process sets, one after another on this machine (reports.running.sets)."""
-    from reports.running import sets
-    run_units = units(opts.frameworks, opts.devices)
-    written: list[Path] = []
-    plan = sets.plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
-    if opts.launcher != "local":
-        return sets.run_set_jobs(opts, out, progress, plan)
-    for i, spec in enumerate(plan):
-        try:
-            written += sets.run_set(spec, opts, out, progress, opts.cycles, opts.block_s)
-        except KeyboardInterrupt as e:      # the finished sets are kept; the rest is said, not run
-            sig = signals.of(e)
-            with signals.held():
-                for later in plan[i + 1:]:
-                    for u, r, _ in later.members:
-                        write_absent(u, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
-                                                   f"before set {later.index} started", repeat=r, role=later.role)
-            progress.line(f"interrupted by {sig.name}: results so far are in {out}")
-            raise sig from None
-    return written
-
-
-def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
+def run(opts: RunOptions, out: Path, progress: Progress | None = None,
+        sets: Callable[[RunOptions, Path, Progress], list[Path]] | None = None) -> list[Path]:
     """Run every selected framework `opts.cold` + `opts.warm` times, each time in a fresh
     process, in the order of `schedule`; merge each cold process's cache folder into the
-    run's shared one when it ends; return the JSON files written (one per process)."""
+    run's shared one when it ends; return the JSON files written (one per process). With
+    `sets` (reports.running.sets.run_sets), the run's folders and caches are set up the same
+    and `sets` runs its processes instead."""
     progress = progress or Progress()
     out = atomic.absolute(out)           # the processes run elsewhere (the checkout, a node)
     out.mkdir(parents=True, exist_ok=True)
@@ -835,8 +802,8 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         counts = device_counts(opts.devices)
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
-        if opts.cycles > 0:                   # side by side: process sets (on Slurm: a set per job)
-            return run_sets(opts, out, progress)
+        if sets is not None:                  # side by side (reports.running.sets)
+            return sets(opts, out, progress)
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
         if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
             return run_jobs(opts, out, progress, order)

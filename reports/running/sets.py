@@ -346,6 +346,48 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
             runner.merge_cache(cache, opts.cache_dir / runner.SHARED_CACHE)
 
 
+def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | None:
+    """The unit whose process each set runs twice: --control's framework, else torch where it
+    runs, else the first; none with --control none or a single unit."""
+    if opts.control == "none":
+        return None
+    if opts.control is not None:
+        if opts.control not in run_units:
+            raise FwbenchError(f"--control {opts.control}: not a framework of this run (it runs "
+                               f"{', '.join(run_units)}; or none)")
+        return opts.control
+    return ("torch" if "torch" in run_units else run_units[0]) if run_units else None
+
+
+def run_sets(opts: runner.RunOptions, out: Path, progress: runner.Progress) -> list[Path]:
+    """The run as process sets, one after another on this machine (reports.running.sets)."""
+    run_units = runner.units(opts.frameworks, opts.devices)
+    written: list[Path] = []
+    sets_ = plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
+    if opts.launcher != "local":
+        return run_set_jobs(opts, out, progress, sets_)
+    for i, spec in enumerate(sets_):
+        try:
+            written += run_set(spec, opts, out, progress, opts.cycles, opts.block_s)
+        except KeyboardInterrupt as e:      # the finished sets are kept; the rest is said, not run
+            sig = signals.of(e)
+            with signals.held():
+                for later in sets_[i + 1:]:
+                    for u, r, _ in later.members:
+                        runner.write_absent(u, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
+                                                   f"before set {later.index} started", repeat=r, role=later.role)
+            progress.line(f"interrupted by {sig.name}: results so far are in {out}")
+            raise sig from None
+    return written
+
+
+def run(opts: runner.RunOptions, out: Path, progress: runner.Progress | None = None) -> list[Path]:
+    """`fwbench run`'s processes: process sets (--cycles > 0) or lone processes (runner.run)."""
+    if opts.cycles <= 0:
+        return runner.run(opts, out, progress)
+    return runner.run(opts, out, progress, sets=run_sets)
+
+
 def set_job(spec: SetSpec, opts: runner.RunOptions, out: Path) -> list[str]:
     """One set inside a scheduler's job (a whole node, reports.running.launch): run there as on
     this machine, each result stamped with the node and the job's start and end."""
