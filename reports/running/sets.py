@@ -404,18 +404,33 @@ def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, 
     dies leaves its processes' result files rebuilt from their event streams; Ctrl-C, SIGTERM or
     SIGHUP cancels the running job and writes the rest as not run."""
     kind = launch.kind_of(opts.launcher)
-    jobs = launch.Jobs(launch.executor(out / "submitit", kind, opts.timeout_s * max(len(s.members) for s in sets_),
-                                       opts.slurm), kind, progress.line)
+    limit = opts.timeout_s * max(len(s.members) for s in sets_)     # a set's processes take turns
+    if opts.launcher == "submitit":
+        where = "Slurm (sbatch found)" if kind == "slurm" else "this machine (no sbatch)"
+        progress.line(f"launcher: submitit on {where} (--launcher slurm or submitit-local chooses)")
+    if kind == "slurm":
+        asked = (opts.slurm and opts.slurm.time) or (f"{launch.time_limit(limit)} (minutes: a set's processes' "
+                                                     f"--timeout-s {opts.timeout_s:g} s each, with a margin)")
+        progress.line(f"slurm: a whole node per set, --time={asked}; job logs in {out / 'submitit'}")
+    jobs = launch.Jobs(launch.executor(out / "submitit", kind, limit, opts.slurm), kind, progress.line)
     written: list[Path] = []
     for i, spec in enumerate(sets_):
         item = (f"set-{spec.index}", spec.index, spec.role, spec.folder)
+        watches = {(u, r): runner._Watch(runner.process_names(u, r, opts.repeats)[1], progress)
+                   for u, r, _ in spec.members}
+
+        def follow(_: Any) -> None:
+            """The set's processes' cases as they finish, from their event streams (a shared folder)."""
+            for (u, r), w in watches.items():
+                w.read(out / f".{runner.process_names(u, r, opts.repeats)[0]}.events.jsonl")
         try:
             j = jobs.submit(item, set_job, spec, opts, out)
             progress.line(f"set {spec.index} ({spec.role}): submitted as {kind} job {j.job_id}")
-            for j, _, fate in jobs.wait([(j, item)]):
+            for j, _, fate in jobs.wait([(j, item)], follow):
                 try:
                     if fate is None:
                         written += [Path(p) for p in j.result()]
+                        progress.line(f"set {spec.index}: {kind} job {j.job_id} done")
                         continue
                     why = f"{kind} job {j.job_id} ended {fate} without a result"
                 except Exception as e:   # submitit's FailedJobError / UncompletedJobError
@@ -427,11 +442,19 @@ def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, 
         except (KeyboardInterrupt, launch.Unstartable) as e:
             stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
             with signals.held():
+                live = dict(jobs.live)
+                follow(None)                 # what the running set's processes finished, before they go
                 cancelled = jobs.cancel()
-                for later in sets_[i:]:
+                if any(jobs.ran(jid) for jid in live):    # the running set: its finished cases kept
+                    for u, r, _ in spec.members:
+                        written.append(runner.write_failed(
+                            u, opts, out, f"{stopped} (fwbench run was stopped; {kind} job cancelled)", r, spec.role,
+                            watches[u, r]))
+                for later in sets_[i + 1 if any(jobs.ran(jid) for jid in live) else i:]:
                     for u, r, _ in later.members:
                         written.append(runner.write_absent(u, opts, out, f"not run: fwbench run was {stopped} "
-                                                                         f"(set {later.index})", r, later.role))
+                                                                         f"before set {later.index} started", r,
+                                                           later.role))
             progress.line(f"{stopped}: cancelled {kind} job(s) {', '.join(cancelled) or 'none'}; results so far "
                           f"are in {out}")
             if isinstance(e, KeyboardInterrupt):
