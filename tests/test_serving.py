@@ -253,9 +253,9 @@ def test_the_serving_measurements_run_at_the_tiny_preset(key, benchmark):
     assert 0 < rec["server_p50_s"] < rec["latency_p50_s"] and rec["transport_s"] > 0
     assert rec["cold_start_s"] == rec["first_call_s"] > rec["serve_first_s"] > 0
     assert len(rec["serve_cold_request_s"].split(",")) == n and rec["serve_stream_cold_s"] > 0
-    rates = dict(kv.split(":") for kv in rec["throughput_by_batch"].split(","))
-    assert set(map(int, rates)) == set(TINY.batches) and rec["throughput_batch"] in TINY.batches
-    assert rec["throughput"] == pytest.approx(max(map(float, rates.values())), rel=1e-3)
+    rates = dict(kv.split(":") for kv in rec["serve_throughput_by_batch"].split(","))
+    assert set(map(int, rates)) == set(TINY.batches) and rec["serve_throughput_batch"] in TINY.batches
+    assert rec["serve_throughput"] == pytest.approx(max(map(float, rates.values())), rel=1e-3)
     assert 0 < rec["serve_rss_bytes"] <= rec["peak_memory_bytes"]
     assert rec["model_code_imported"] is (strategy is None) and rec["check_rel_err"] <= rec["check_tolerance"]
     assert rec["serve_kind"] == W.path_of(fw, mode, strategy).kind

@@ -21,8 +21,8 @@ time_serving, in order:
                 latency_p50_s, latency_p90_s, latency_p99_s; the serving process's own clock
                 gives server_p50_s, and transport_s the difference of the medians
   throughput    each offline batch's request repeated for its share of the budget (one
-                untimed call first), by the serving process's clock: throughput (items/s, the
-                best), throughput_batch (where), throughput_by_batch
+                untimed call first), by the serving process's clock: serve_throughput (items/s, the
+                best), serve_throughput_batch (where), serve_throughput_by_batch
   memory        the serving process's resident memory after the work (serve_rss_bytes) and its
                 peak (peak_memory_bytes), and whether it imported model code
 The host's state over the timed rounds counts the serving process's CPU time as the case's own.
@@ -207,8 +207,8 @@ def time_serving(benchmark: Any, serve: Serve, model: Any, case: Any, record: di
                 r = server.ask(f"t {b} {share:g}")
                 rates[b] = serve.items(req) / r["s"]
             best = max(rates, key=rates.get)
-            record.update(throughput=rates[best], throughput_batch=best,
-                          throughput_by_batch=",".join(f"{b}:{v:.4g}" for b, v in rates.items()))
+            record.update(serve_throughput=rates[best], serve_throughput_batch=best,
+                          serve_throughput_by_batch=",".join(f"{b}:{v:.4g}" for b, v in rates.items()))
             mem = server.ask("m")
             imported = sorted(set(mem["modules"]) & set(MODEL_CODE))
             record.update(serve_rss_bytes=mem["rss"], peak_memory_bytes=mem["hwm"], peak_memory_source=MEMORY_SOURCE,
