@@ -59,6 +59,7 @@ def test_the_requests_are_seeded_and_exercise_the_dynamic_dimensions():
     assert [b for b, _ in s.batches] == list(TINY.batches) and all(r[0].shape[0] == b for b, r in s.batches)
     assert s.items(s.batches[-1][1]) == TINY.batches[-1] * TINY.n_new and spec.items == TINY.n_new
     assert spec.flops == pytest.approx(np.mean([gpt.generate_flops(TINY.gpt, 1, T, TINY.n_new) for T in lengths]))
+    assert s.min_requests == 0 and W.task_spec(W.preset("small").config, 1, "generate").serve.min_requests == 100
     d = W.task_spec(TINY, 1, "sample").serve
     assert [r[0].shape[0] for r in d.check] == [1, 2] and d.settings["t"].dtype == np.int32
     c = diffusion.sampler_coefficients(TINY.diffusion.schedule, "ddim", TINY.steps)

@@ -218,6 +218,7 @@ class Serve:
     items: Callable[[tuple[np.ndarray, ...]], int]     # a request's work in the TaskSpec's unit
     settings: Mapping[str, Any] = field(default_factory=dict)  # what the loop needs (n_new; t, a, b)
     tolerance: float = 0.0                             # rel_err allowed against the eager model
+    min_requests: int = 0                              # fewest timed requests (whole passes over the stream)
 
 
 @dataclass(frozen=True)

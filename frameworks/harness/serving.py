@@ -17,7 +17,8 @@ time_serving, in order:
                 here where the path compiles per shape): serve_stream_cold_s
   latency       with GC off in both processes, timed rounds of one stream request each
                 (benchmark.pedantic: the client's round trip), whole passes over the stream,
-                as many as the budget sizes (at least --min-rounds; --rounds fixes them):
+                as many as the budget sizes (at least --min-rounds; --rounds fixes them), and
+                at least the workload's min_requests:
                 latency_p50_s, latency_p90_s, latency_p99_s; the serving process's own clock
                 gives server_p50_s, and transport_s the difference of the medians
   throughput    each offline batch's request repeated for its share of the budget (one
@@ -192,7 +193,7 @@ def time_serving(benchmark: Any, serve: Serve, model: Any, case: Any, record: di
                 t0 = time.perf_counter()
                 for i in range(n):            # a warm pass: every length seen; it sizes the passes
                     request(i)
-                passes = choose_rounds(time.perf_counter() - t0, opts)
+                passes = max(choose_rounds(time.perf_counter() - t0, opts), -(-serve.min_requests // n))
                 served.clear()
                 record.update(timed_rounds(benchmark, request, passes * n, setup, own_cpu=server.cpu_seconds))
             stats = getattr(getattr(benchmark, "stats", None), "stats", None)
