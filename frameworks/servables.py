@@ -125,7 +125,7 @@ class Servable:
             job.update(engine="dev", files={"weights": weights},
                        dev={"preset": self.model_preset, "task": self.task, "mode": self.case.mode})
             return job, {"exporter": None, "export_s": None, "artefact_bytes": os.path.getsize(weights),
-                         "dynamic_dims": "any (the model itself)"}
+                         "dynamic_dims": None}
         export: Callable[[str], tuple[dict[str, Any], dict[str, Any]]] = getattr(self, self.EXPORTS[self.case.strategy])
         t0 = time.perf_counter()
         made, keys = export(folder)

@@ -220,6 +220,21 @@ def test_a_corrupted_artefact_gives_one_line_and_no_record_marked_ok(exports, be
     assert record_mod.problems(rec) == []
 
 
+def test_a_serving_process_that_dies_or_gets_a_bad_command_is_one_line(exports):
+    needs("tensorflow")
+    folder, model, (job, keys) = exports(("tensorflow", "graph", "saved-model", "generate"))
+    serve = W.task_spec(TINY, 1, "generate").serve
+    with HS.ServingProcess(folder, job, serve, 1) as server:
+        server.ready()
+        with pytest.raises(HS.ServingError, match=r"^the serving process failed: unknown command 'x 1'$"):
+            server.ask("x 1")
+    with HS.ServingProcess(folder, job, serve, 1) as server:
+        server.ready()
+        server.proc.kill()
+        with pytest.raises(HS.ServingError, match=r"^the serving process ended \(exit code -9\): "):
+            server.ask("m")
+
+
 def test_a_served_output_that_differs_from_eager_is_failed_and_never_timed(benchmark, monkeypatch):
     needs("jax")
     from frameworks.jax.serving import JaxServable

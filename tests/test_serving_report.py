@@ -26,7 +26,8 @@ def served(fw, mode, strategy, task, p50, rate, wobble=0.02):
                 "serve_throughput_batch": 4, "cold_start_s": 2.0 * f, "serve_rss_bytes": 2 ** 28,
                 "peak_memory_bytes": 2 ** 29, "check_rel_err": 2e-7, "model_code_imported": strategy is None,
                 "exporter": None if strategy is None else f"{strategy} exporter", "artefact_bytes": 2 ** 21,
-                "dynamic_dims": "batch", "export_s": None if strategy is None else 3.0, "serve_engine": "engine"}
+                "dynamic_dims": None if strategy is None else "batch", "export_s": None if strategy is None else 3.0,
+                "serve_engine": "engine"}
     return {"framework": fw, "mode": mode, "task": task, "workload": "serving", "preset": "tiny",
             "fields": fields}, p50
 
@@ -99,7 +100,7 @@ def test_the_section_draws_the_export_matrix_the_table_and_the_figure(tmp_path):
     m = draw.exports(d, set()).set_index(["framework", "path"])
     assert m.loc[("jax", "compiled (onnx)"), "generate"].startswith("refused: tf2onnx of jax2tf's function: ValueError")
     assert m.loc[("torch", "compiled (aoti)"), "generate"] == "ok: aoti exporter [batch; 2.0 MiB; export 3 s]"
-    assert m.loc[("torch", "compiled"), "sample"].startswith("ok: the model itself")
+    assert m.loc[("torch", "compiled"), "sample"] == "ok: the model, built from its weights [2.0 MiB]"
     t = draw.serving(d, set())
     r = t[(t["task"] == "generate") & (t["path"] == "compiled (aoti)")].iloc[0]
     assert r["kind"] == S.ARTEFACT and r["model code"] == "none" and r["check (rel. error)"] == "2.0e-07"

@@ -89,10 +89,11 @@ class ServingProcess:
             ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
             chunk = os.read(self.proc.stdout.fileno(), 65536) if ready else None
             if not chunk:
+                tail = self._tail()
                 self.close()
                 if chunk is None:
-                    raise ServingError(f"the serving process did not answer within {timeout:g} s")
-                raise ServingError(f"the serving process ended (exit code {self.proc.returncode}): {self._tail()}")
+                    raise ServingError(f"the serving process did not answer within {timeout:g} s (it said: {tail})")
+                raise ServingError(f"the serving process ended (exit code {self.proc.returncode}): {tail}")
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         msg = json.loads(line)
@@ -102,6 +103,9 @@ class ServingProcess:
         return msg
 
     def _tail(self) -> str:
+        """The serving process's last line on stderr (where a crash says why)."""
+        if self.log.closed:
+            return "no output"
         self.log.seek(0)
         lines = [ln.strip() for ln in self.log.read().decode(errors="replace").splitlines() if ln.strip()]
         return (lines[-1] if lines else "no output")[:300]
@@ -134,7 +138,8 @@ class ServingProcess:
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close() if not self.log.closed else None
+        if not self.log.closed:
+            self.log.close()
 
     def __enter__(self) -> ServingProcess:
         return self

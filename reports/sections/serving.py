@@ -53,10 +53,13 @@ def kind(r: pd.Series) -> str:
 
 
 def served(d: pd.DataFrame) -> pd.DataFrame:
-    """The cases that served (timed, with a latency)."""
+    """The cases that served (timed, with a latency in a process the report keeps: a case timed
+    only on a busy machine decides nothing, reports.analysis.replicates)."""
     if d.empty or "latency_p50_s" not in d.columns:
         return d.iloc[:0]
-    return d[d["status"].isin(TIMED) & d["latency_p50_s"].map(finite)]
+    kept = [r["status"] in TIMED and r.get("busy") is not True and bool(procs(r, "latency_p50_s"))
+            for _, r in d.iterrows()]
+    return d[kept]
 
 
 def best(g: pd.DataFrame, fld: str, higher: bool) -> pd.Series | None:
