@@ -114,3 +114,14 @@ def test_the_section_draws_the_export_matrix_the_table_and_the_figure(tmp_path):
     assert any(ln.startswith("jax: 0 of 1 artefact cases") and "1 refused by the exporter" in ln for ln in lines)
     assert any("torch compiled (aoti) is faster than torch compiled by at least the 10% margin" in ln for ln in lines)
     assert S.summary(d, fam)[0].startswith("Serving (claim 6, production inference best in another engine): mixed")
+
+
+def test_a_report_of_the_serving_workload_alone_renders_with_its_section_and_claim(tmp_path):
+    """No concern of the weighted appendix has data in such a report (serving has none): it
+    renders, the section and claim 6's Summary sentence in it."""
+    df = reports.load(axis_folder(tmp_path / "runs", run(), 3))
+    reports.render(df, tmp_path / "out", pdf=False)
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## Serving: deployable artefacts against the development path (claim 6)" in md
+    assert "- Serving (claim 6, production inference best in another engine): mixed for torch" in md
+    assert "refused: tf2onnx of jax2tf's function: ValueError: Could not infer" in md
