@@ -28,18 +28,25 @@ from reports.analysis.verdicts import name, proc_est, procs
 from reports.sections.common import Lacking, Section
 
 DEVELOPMENT, ARTEFACT, OTHER_ENGINE = "development", "artefact", "other engine"
-SUPPORTED, NOT_SUPPORTED, MIXED, NOT_RUN = "supported", "not supported", "mixed", "not tested in this run"
+# the claims table's words (reports.analysis.claims)
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_RUN = "supported", "not supported", "inconclusive", "not tested in this run"
 INDICATIVE = " (indicative)"
 CLAIM_FRAMEWORK = "torch"
 # (field, words, higher is better): the two measures claim 6 is judged on, per task
 MEASURES = (("latency_p50_s", "latency p50 at batch 1", False), ("serve_throughput", "best offline throughput", True))
 PER_PROCESS = ("cold_start_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "serve_throughput",
                "serve_rss_bytes")
-RULE = ("supported where another engine (ONNX Runtime on the framework's ONNX export, or another framework's "
-        "deployable artefact of the same model) is faster than the framework's own best artefact by at least the "
-        "margin in most of the (task, measure) comparisons, the measures being latency p50 at batch 1 and the best "
-        "offline throughput; not supported where it is in none; mixed otherwise; indicative where a comparison rests "
-        "on fewer than 3 processes a side (then the point estimates decide)")
+RULE = ("per task and measure (latency p50 at batch 1; best offline throughput), the best other engine (ONNX "
+        "Runtime on the framework's ONNX export, or another framework's deployable artefact or ONNX path of the same "
+        "model) against the framework's own best artefact: the claim's way where the other engine is faster by at "
+        "least the margin, the other way where the framework's artefact is as fast or faster (its verdict "
+        "equivalent, or faster), undecided otherwise; point estimates where a side has fewer than 3 processes (the "
+        "claim's way beyond the margin, else the other way; indicative); supported where more than half the "
+        "comparisons go the claim's way, not supported where more than half go the other way, inconclusive "
+        "otherwise")
+# an own-against-other verdict from the other-against-own one (reports.analysis.claims' Side reads the former)
+FLIPPED = {stats.FASTER_M: stats.SLOWER_M, stats.FASTER: stats.SLOWER, stats.SLOWER: stats.FASTER,
+           stats.SLOWER_M: stats.FASTER_M}
 
 
 def kind(r: pd.Series) -> str:
@@ -86,16 +93,20 @@ def _speed(j: stats.Judgement) -> tuple[float, float, float]:
 
 @dataclass(frozen=True)
 class Claim6:
-    """Claim 6's answer (claim6): the verdict (supported, not supported, mixed, not tested in
-    this run; "(indicative)" after it where a comparison rests on fewer than 3 processes), what
-    was measured in words, a caveat, the device and sizes, and `table`: a row per framework
-    and task (see claim6)."""
+    """Claim 6's answer (claim6): the verdict (supported, not supported, inconclusive, not tested
+    in this run; "(indicative)" after it where a comparison rests on fewer than 3 processes),
+    what was measured in words, a caveat, the device and sizes, `table` (a row per framework and
+    task: see claim6) and `sides`: per comparison of the claim's framework, (label, x, verdict)
+    as reports.analysis.claims' Side takes them: x = its best artefact's time over the other
+    engine's (above 1 the claim's way), verdict that of its artefact against the other engine
+    (stats' verdict key; None for point estimates)."""
     verdict: str
     what: str
     caveat: str
     device: str = ""
     sizes: str = ""
     table: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sides: tuple[tuple[str, float, str | None], ...] = ()
 
     def answer(self) -> tuple[str, str, str]:
         """(verdict, what was measured, caveat): a row of reports.analysis.claims' table."""
@@ -162,12 +173,15 @@ def claim6(df: pd.DataFrame, fam: stats.Family, framework: str = CLAIM_FRAMEWORK
     margin in words: artefact/development, onnxruntime/artefact, other/artefact. Device,
     preset and shape are columns too.
 
-    Verdict, for `framework` (the claim's, torch), by RULE: per task and measure, the best other
-    engine against the framework's own best artefact; supported where it is faster by at least
-    the margin in most comparisons, not supported where in none, mixed otherwise ("(indicative)"
-    where one rests on fewer than 3 processes a side: the point estimate against the margin
-    decides it); "not tested in this run" without the framework's artefacts or another engine's
-    cases. `what` names every comparison with its speed and interval, the device and sizes."""
+    Verdict, for `framework` (the claim's, torch), by RULE (the claims table's "worse than" kind,
+    with the issue's margin): per task and measure, the best other engine against the framework's
+    own best artefact; the claim's way where the other engine is faster by at least the margin,
+    the other way where the artefact is as fast (equivalent) or faster, undecided otherwise
+    (point estimates where a side has fewer than 3 processes: the claim's way beyond the margin,
+    else the other way; "(indicative)"); supported where more than half go the claim's way, not
+    supported where more than half go the other way, inconclusive otherwise; "not tested in this
+    run" without the framework's artefacts or another engine's cases. `what` counts the sides and
+    names every comparison with its speed and interval, the device and sizes."""
     d = served(df[df["workload"] == "serving"]) if "workload" in df.columns else df.iloc[:0]
     if d.empty or framework not in set(d["framework"]):
         return Claim6(NOT_RUN, "", f"the serving workload did not serve {framework}'s model")
@@ -176,30 +190,34 @@ def claim6(df: pd.DataFrame, fam: stats.Family, framework: str = CLAIM_FRAMEWORK
     mine = d[d["framework"] == framework]
     device = ", ".join(sorted(set(mine["device"])))
     sizes = ", ".join(f"{t} {s} ({p})" for (t, s, p), _ in mine.groupby(["task", "shape", "preset"], sort=True))
-    wins = total = 0
+    n = {"claim": 0, "other": 0, "open": 0}
     indicative = False
-    parts = []
+    parts, sides = [], []
     for c in comps:
         if c.framework != framework or c.label != "other/artefact":
             continue
         s, lo, hi = _speed(c.j)
-        total += 1
         if c.j.verdict == stats.NOT_TESTED:
             indicative = True
-            wins += s > 1.0 + fam.margin
+            side = "claim" if s > 1.0 + fam.margin else "other"
         else:
-            wins += c.j.verdict == stats.FASTER_M
-        parts.append(f"{c.task} {c.words}: {name(c.first)} against {name(c.second)}, "
-                     + c.j.interval_text())
+            side = ("claim" if c.j.verdict == stats.FASTER_M else
+                    "other" if c.j.verdict in (stats.EQUIVALENT, stats.SLOWER, stats.SLOWER_M) else "open")
+        n[side] += 1
+        sides.append((f"{c.task} {c.words}", s, FLIPPED.get(c.j.verdict, c.j.verdict)
+                      if c.j.verdict != stats.NOT_TESTED else None))
+        parts.append(f"{c.task} {c.words}: {name(c.first)} against {name(c.second)}, " + c.j.interval_text())
+    total = sum(n.values())
     if not total:
         return Claim6(NOT_RUN, "", f"no artefact of {framework} and another engine's case served the same task",
                       device, sizes, table)
-    verdict = SUPPORTED if 2 * wins > total else NOT_SUPPORTED if wins == 0 else MIXED
+    verdict = SUPPORTED if 2 * n["claim"] > total else NOT_SUPPORTED if 2 * n["other"] > total else INCONCLUSIVE
     what = (f"another engine faster than {framework}'s best artefact by at least the {100 * fam.margin:.0f}% margin "
-            f"in {wins} of {total} comparisons on {device} ({sizes}): " + "; ".join(parts))
+            f"in {n['claim']} of {total} comparisons, {framework}'s artefact as fast or faster in {n['other']}"
+            + (f", {n['open']} undecided" if n["open"] else "") + f", on {device} ({sizes}): " + "; ".join(parts))
     caveat = ("one process per case: point estimates" if indicative else
               "CPU serving only; ONNX Runtime's CPU provider at the framework's thread count")
-    return Claim6(verdict + (INDICATIVE if indicative else ""), what, caveat, device, sizes, table)
+    return Claim6(verdict + (INDICATIVE if indicative else ""), what, caveat, device, sizes, table, tuple(sides))
 
 
 # ----------------------------------------------------------------------------- findings
