@@ -235,6 +235,19 @@ def test_a_serving_process_that_dies_or_gets_a_bad_command_is_one_line(exports):
             server.ask("m")
 
 
+def test_an_export_failure_is_recorded_with_the_exporters_message_not_raised(benchmark):
+    """Through the harness: the case is unsupported with the exporter's own line (pytest skips it,
+    as every unsupported case), nothing timed; the export matrix reads it from the record."""
+    needs("jax", W.path_of("jax", "compiled", "onnx"))
+    s = harness.Session(harness.Options(frameworks=("jax",), workloads=("serving",), preset="tiny", rounds=1,
+                                        busy_retries=0), gemm_samples=[{"numpy": 1e9}])
+    with pytest.raises(pytest.skip.Exception, match="^tf2onnx of jax2tf's function: ValueError: Could not infer"):
+        harness.run_case(benchmark, s, Case("jax", "serving", "generate", "compiled", "onnx"))
+    rec = s.records[-1]
+    assert rec["status"] == "unsupported" and rec["reason"].startswith(REFUSED[("jax", "compiled", "onnx", "generate")])
+    assert "\n" not in rec["reason"] and rec.get("latency_p50_s") is None and record_mod.problems(rec) == []
+
+
 def test_a_served_output_that_differs_from_eager_is_failed_and_never_timed(benchmark, monkeypatch):
     needs("jax")
     from frameworks.jax.serving import JaxServable
