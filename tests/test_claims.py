@@ -181,17 +181,13 @@ def test_claim_7_counts_the_same_models_lines_and_says_it_is_partly_measurable(t
     assert f"torch {th} lines" in row["what was measured"] and f"tensorflow {tf} lines" in row["what was measured"]
 
 
-def test_claim_6_reads_serving_records_where_a_run_has_them():
-    """The serving row is a small function a serving section feeds: records of the `serving`
-    workload whose `engine` names another engine are that engine's, the rest the framework's
-    own paths; no such records, no verdict."""
-    assert claims.serving_sides(pd.DataFrame()) == []
-    d = pd.DataFrame([{"task": "generate", "framework": "torch", "engine": None, "median_s": 0.020, "status": "ok"},
-                      {"task": "generate", "framework": "torch", "engine": "onnxruntime", "median_s": 0.010,
-                       "status": "ok"},
-                      {"task": "prefill", "framework": "torch", "engine": None, "median_s": 0.010, "status": "ok"},
-                      {"task": "prefill", "framework": "torch", "engine": "onnxruntime", "median_s": 0.012,
-                       "status": "ok"}])
-    sides = claims.serving_sides(d)
-    assert [(s.task, round(s.x, 3)) for s in sides] == [("generate torch", 2.0), ("prefill torch", 0.833)]
-    assert claims.worse_than(sides, 0.10)[0] == claims.INCONCLUSIVE
+def test_claim_6_is_the_serving_sections_answer():
+    """The serving row comes from the serving section's judging half (reports.sections.serving
+    .claim6, tested with served cases in tests/test_serving_report.py): without serving cases,
+    not tested in this run, saying why."""
+    from reports.sections import serving
+    fam = stats.Family()
+    d = pd.DataFrame({"workload": ["gpt"], "framework": ["torch"], "status": ["ok"]})
+    a = claims._serving(d, fam, d)
+    assert (a.verdict, a.caveat) == (claims.NOT_RUN, serving.claim6(d, fam).caveat)
+    assert "did not serve torch's model" in a.caveat

@@ -198,7 +198,7 @@ def test_every_section_has_its_drawing_half():
     from reports import sections
     from reports.rendering import sections as drawings
     assert [s.name for s in sections.SECTIONS] == list(drawings.DRAWINGS)
-    assert sections.WORKLOADS == ("dynamic", "interop", "derivatives")
+    assert sections.WORKLOADS == ("dynamic", "interop", "derivatives", "serving")
     assert [s.name for s in sections.CASE_AXES] == ["precision", "scaleout"]
 
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from workloads.base import FwbenchError, choose
 
-WORKLOADS = ("gpt", "diffusion", "interop", "dynamic", "derivatives")
+WORKLOADS = ("gpt", "diffusion", "interop", "dynamic", "derivatives", "serving")
 
 
 def get(name: str) -> ModuleType:

@@ -94,11 +94,12 @@ def split_names(text: str | Iterable[str] | None, kind: str, valid: Iterable[str
     return tuple(choose(kind, i, valid) for i in items)
 
 
-def error_line(e: BaseException) -> str:
-    """An exception as one line, in the framework's own words: "<Type>: <first line>".
-    TensorFlow wraps errors raised while tracing as "in user code: <frames> ... <Error>:
-    <message>": the last line is the message there."""
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+def error_line(e: BaseException, text: str | None = None) -> str:
+    """An exception as one line, in the framework's own words: "<Type>: <first line>" of its
+    message (or of `text`, the message cleaned by the caller). TensorFlow wraps errors raised
+    while tracing as "in user code: <frames> ... <Error>: <message>": the last line is the
+    message there."""
+    lines = [ln.strip() for ln in (str(e) if text is None else text).strip().splitlines() if ln.strip()]
     line = lines[-1] if lines and lines[0].startswith("in user code") else (lines[0] if lines else "")
     kind = type(e).__name__
     return (line if line.startswith(kind + ":") else f"{kind}: {line}")[:500]   # TF's last line names it
@@ -226,6 +227,24 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """A serving case (workloads/serving.py): the model's deployable form is exported, then
+    loaded and served by a process of its own that never imports the model code
+    (frameworks/serve.py), and timed there by frameworks/harness/serving.py: time_serving. The
+    requests are numpy arrays the serving process turns into its engine's own (outside any
+    timed region); `loop` names the request loop it runs (frameworks/serve.py: LOOPS)."""
+    loop: str                                          # "generate" (prefill + decode steps) | "sample"
+    stream: tuple[tuple[np.ndarray, ...], ...]         # the latency stream, batch 1, in arrival order
+    keys: tuple[str, ...]                              # each stream request's shape, e.g. "T=13"
+    check: tuple[tuple[np.ndarray, ...], ...]          # requests checked against eager before timing
+    batches: tuple[tuple[int, tuple[np.ndarray, ...]], ...]   # offline throughput: (batch, its request)
+    items: Callable[[tuple[np.ndarray, ...]], int]     # a request's work in the TaskSpec's unit
+    settings: Mapping[str, Any] = field(default_factory=dict)  # what the loop needs (n_new; t, a, b)
+    tolerance: float = 0.0                             # rel_err allowed against the eager model
+    min_requests: int = 0                              # fewest timed requests (whole passes over the stream)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What the benchmark harness needs to time one task, framework-free.
 
@@ -259,6 +278,9 @@ class TaskSpec:
     # which (`peak_memory_source`). On the CPU every case gets that call, by one instrument
     # for every framework (frameworks.harness.memory).
     call_memory: bool = False
+    # A serving case (Serve): exported, loaded by a process of its own and timed there
+    # (frameworks/harness/serving.py) instead of steady rounds in this process.
+    serve: Serve | None = None
 
 
 # How torch's compiled train step is put together (frameworks/torch: TRAIN_RECIPES has what

@@ -12,9 +12,11 @@ splits its plugin; the pytest hooks themselves are frameworks/pytest_plugin.py.
     machine.py   machine_info (pytest-benchmark's machine_info.fwbench), machine_fingerprint,
                  host_info (for a result file `fwbench run` rebuilds)
     scaleout.py  a data-parallel case's check against one device and its collectives
+    serving.py   time_serving: a serving case exported, then checked and timed in a serving
+                 process of its own (frameworks/serve.py)
 
-Imports run down that list's dependencies only (run -> timing -> host; machine -> gemm ->
-options), never back up. What a benchmark module needs is here:
+Imports run down that list's dependencies only (run -> serving -> timing -> host; machine ->
+gemm -> options), never back up. What a benchmark module needs is here:
 
     from frameworks.harness import run_case
 """

@@ -57,13 +57,16 @@ def host_state(before: str | None, after: str | None, own_cpu_s: float, wall_s: 
 
 
 @contextlib.contextmanager
-def host_window(read: Callable[[], str | None] = _proc_stat_line) -> Iterator[dict[str, Any]]:
+def host_window(read: Callable[[], str | None] = _proc_stat_line,
+                own_cpu: Callable[[], float] = time.process_time) -> Iterator[dict[str, Any]]:
     """A block over which the host's state is measured (host_state): yields a dict filled when
-    the block ends. `read` returns /proc/stat's first line (None where it cannot)."""
+    the block ends. `read` returns /proc/stat's first line (None where it cannot); `own_cpu`
+    the case's own CPU seconds so far (this process's; a serving case adds its serving
+    process's, frameworks.harness.serving)."""
     state: dict[str, Any] = {}
-    before, cpu0, t0 = read(), time.process_time(), time.perf_counter()
+    before, cpu0, t0 = read(), own_cpu(), time.perf_counter()
     yield state
-    after, cpu1, t1 = read(), time.process_time(), time.perf_counter()
+    after, cpu1, t1 = read(), own_cpu(), time.perf_counter()
     try:
         load: float | None = os.getloadavg()[0]
     except OSError:

@@ -17,6 +17,7 @@ from frameworks.harness.host import wait_quiet
 from frameworks.harness.memory import cpu_call_peak
 from frameworks.harness.options import Options, parse_presets, resolve_device
 from frameworks.harness.scaleout import collectives_record, parallel_check
+from frameworks.harness.serving import time_serving
 from frameworks.harness.session import Session
 from frameworks.harness.sidebyside import Kept
 from frameworks.harness.timing import bare_loop, compiler_startup, reset_benchmark, time_steady, time_stream
@@ -223,14 +224,19 @@ def case_work(opts: Options, case: Case) -> tuple[Any, Any]:
     return p, spec
 
 
+def case_model(adapter: frameworks.Adapter, case: Case, p: Any, opts: Options) -> tuple[Any, Any]:
+    """The case's model built from the workload's parameters, and those parameters (numpy)."""
+    params = workloads.get(case.workload).init_params(p.config, seed=opts.seed)
+    return adapter.build(case, p.config, params), params
+
+
 def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: Options
               ) -> tuple[Any, dict[str, Any], Any, list[tuple[Any, ...]], Any]:
     """The case's model built, its inputs as the framework's arrays, and the call the harness
     times: (model, its numpy parameters, the model's method, the input pool, call(*inputs)
     that waits for the result and, for a call that updates the model, its state)."""
     W = workloads.get(case.workload)
-    params = W.init_params(p.config, seed=opts.seed)
-    model = adapter.build(case, p.config, params)
+    model, params = case_model(adapter, case, p, opts)
     device = case.device
     # the inputs' rules run here, where they are made (a model's calls check no array), then the
     # arrays become the framework's; a Python scalar (prefill_int's length) is passed as it is
@@ -257,6 +263,10 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     `record` with what the framework's counters saw over the case: run_case's body, inside
     the adapter's case_caches. Returns a steady case's (call, input pool), None for a stream."""
     mode, device = case.mode, case.device
+    if spec.serve is not None:    # exported here, then loaded and timed in a serving process of its own
+        time_serving(benchmark, spec.serve, case_model(adapter, case, p, opts)[0], case, record, opts, adapter.threads)
+        record.update(first_call_validity("eager", None), gc_disabled=True)
+        return
     model, params, fn, pool, call = case_call(adapter, case, p, spec, opts)
     state = getattr(model, "state", None) if spec.mutates else None
     record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)

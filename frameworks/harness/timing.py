@@ -95,10 +95,12 @@ def gc_off() -> Iterator[None]:
         gc.enable()
 
 
-def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None) -> dict[str, Any]:
+def timed_rounds(benchmark: Any, fn: Callable[..., Any], rounds: int, setup: Any = None,
+                 own_cpu: Callable[[], float] = time.process_time) -> dict[str, Any]:
     """benchmark.pedantic over `rounds` rounds of one call each (callers run it, with the
-    warm-up before it, inside gc_off); returns the host's state over them (host_window)."""
-    with host_window() as host:
+    warm-up before it, inside gc_off); returns the host's state over them (host_window, with
+    `own_cpu` the case's own CPU seconds)."""
+    with host_window(own_cpu=own_cpu) as host:
         benchmark.pedantic(fn, setup=setup, rounds=rounds, warmup_rounds=0, iterations=1)
     return host
 

@@ -38,7 +38,7 @@ import pandas as pd
 
 from reports.analysis import findings, jobs, replicates, scaleout, stats, verdicts
 from reports.analysis.data import TIMED, finite, framework_order, lacking_modes, not_applicable
-from reports.sections import interop
+from reports.sections import interop, serving
 from workloads import code_size
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
@@ -531,35 +531,14 @@ def _float(x: object) -> bool:
 
 # ----------------------------------------------------------------------------- claim 6: serving
 
-SERVING = "serving"      # the workload a serving section's records carry
-
-
-def serving_sides(d: pd.DataFrame) -> list[Side]:
-    """Per serving task and framework: the framework's own best path (development or its
-    deployable artefact) against another engine's, from records of the `serving` workload:
-    a case whose `engine` field names another engine (onnxruntime) is that engine's, the others
-    the framework's own (x: own best over the other engine's best, above 1 the claim's way).
-    Empty until a run has serving records."""
-    if d.empty or "engine" not in d.columns:
-        return []
-    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
-    out = []
-    for (task, f), g in t.groupby(["task", "framework"], sort=True):
-        own = g[g["engine"].isna() | (g["engine"] == f)]["median_s"]
-        other = g[g["engine"].notna() & (g["engine"] != f)]["median_s"]
-        if len(own) and len(other):
-            out.append(Side(f"{task} {f}", float(own.min() / other.min())))
-    return out
+SERVING = "serving"      # the serving workload (reports.sections.serving)
 
 
 def _serving(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Answer:
-    sides = serving_sides(df[df["workload"] == SERVING])
-    if not sides:
-        return Answer(NOT_RUN, "", "fwbench times each framework's development path only: no exported artefact or "
-                                   "other engine is served yet")
-    verdict, n, _ = worse_than(sides, fam.margin)
-    return Answer(verdict + INDICATIVE, _count_text(n, "its own paths", "another engine", "task x framework pairs",
-                                                    fam.margin), "point estimates of the best paths")
+    """Claim 6 from the serving workload's section (reports.sections.serving.claim6): per task
+    and measure, the best other engine against torch's own best artefact, by the "worse than"
+    rule with the family's margin; not tested without serving records."""
+    return Answer(*serving.claim6(df, fam).answer())
 
 
 # ----------------------------------------------------------------------------- claim 7: code size

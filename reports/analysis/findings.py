@@ -493,6 +493,10 @@ def sensitivity(s: pd.DataFrame) -> pd.DataFrame:
     value of GRID_WEIGHTS, all-zero left out) under which it ranks first (ties share first
     place), and the concerns it leads on."""
     concerns = [c for c in CONCERNS if c in s.columns and s[c].notna().any()]
+    if not concerns:     # no concern has data (a report of a workload without one, such as serving alone)
+        out = pd.DataFrame({"ranks first under": np.nan, "leads on": "-"}, index=s.index).rename_axis("framework")
+        out.attrs["vectors"] = 0
+        return out
     grid = np.array(list(itertools.product(GRID_WEIGHTS, repeat=len(concerns))), dtype=float).reshape(-1, len(concerns))
     grid = grid[grid.sum(axis=1) > 0]
     sc = s[concerns].fillna(0.0).to_numpy(dtype=float)                  # (frameworks, concerns)

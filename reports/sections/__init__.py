@@ -8,6 +8,7 @@ SECTIONS; the document reads both halves.
     dynamic       workload axis: dynamic shapes, requests of varying shapes (workloads/dynamic.py)
     interop       workload axis: what could not be compiled, Python mixed with tensors (workloads/interop.py)
     derivatives   workload axis: higher-order derivatives and vmap (workloads/derivatives.py)
+    serving       workload axis: deployable artefacts against the development path, claim 6 (workloads/serving.py)
     precision     case axis: bf16 against fp32 (workloads/precision.py; reports.analysis.precision)
     scaleout      case axis: data parallel against one device (workloads/parallel.py; reports.analysis.scaleout)
 
@@ -26,11 +27,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reports.sections import derivatives, dynamic, interop, precision, scaleout
+from reports.sections import derivatives, dynamic, interop, precision, scaleout, serving
 from reports.sections.common import Section
 
-SECTIONS: tuple[Section, ...] = (dynamic.SECTION, interop.SECTION, derivatives.SECTION, precision.SECTION,
-                                 scaleout.SECTION)
+SECTIONS: tuple[Section, ...] = (dynamic.SECTION, interop.SECTION, derivatives.SECTION, serving.SECTION,
+                                 precision.SECTION, scaleout.SECTION)
 
 WORKLOADS = tuple(s.workload for s in SECTIONS if s.workload is not None)
 CASE_AXES = tuple(s for s in SECTIONS if s.workload is None)

@@ -2,7 +2,8 @@
 halves (reports.sections.SECTIONS, whose order is the report's): the document reads the
 blocks and figures of every section that has cases from here.
 
-    dynamic, interop, derivatives   workload axes: heading, tables, figures, findings list
+    dynamic, interop, derivatives, serving
+                                    workload axes: heading, tables, figures, findings list
     precision, scaleout             case axes: their own blocks (prose and tables)
 
 A new section's drawing half is one module here that ends in `DRAWING = Drawing(...)`
@@ -18,12 +19,12 @@ from reports import sections
 from reports.analysis import data as rdata
 from reports.analysis import stats
 from reports.rendering import escape, figures
-from reports.rendering.sections import derivatives, dynamic, interop, precision, scaleout
+from reports.rendering.sections import derivatives, dynamic, interop, precision, scaleout, serving
 from reports.rendering.sections.common import Block, Drawing, figure_block
 from reports.sections.common import Section, has, missing_note
 
 DRAWINGS: dict[str, Drawing] = {d.name: d for d in (dynamic.DRAWING, interop.DRAWING, derivatives.DRAWING,
-                                                     precision.DRAWING, scaleout.DRAWING)}
+                                                     serving.DRAWING, precision.DRAWING, scaleout.DRAWING)}
 
 
 def drawing(s: Section) -> Drawing:
