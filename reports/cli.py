@@ -188,7 +188,7 @@ def make_parser() -> Parser:
                         "time, in a random order; 0 runs each process alone, one after another, as before sets")
     r.add_argument("--block-s", type=_positive(float), help=f"seconds one block of calls lasts (default {RUN_BLOCK_S})")
     r.add_argument("--control", help="the framework whose process each set runs twice, an A/A control (default: "
-                                     "torch where it runs, else the first framework; none: no control)")
+                                     "jax where it runs, else torch, else the first framework; none: no control)")
     r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
                    help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
                         "process, a whole node each, through submitit); submitit-local (submitit's local executor, "

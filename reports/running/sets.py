@@ -346,9 +346,16 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
             runner.merge_cache(cache, opts.cache_dir / runner.SHARED_CACHE)
 
 
+# The framework whose process a set runs twice by default (the A/A control), the first of these
+# that runs: JAX, whose process is the cheapest to build twice (its compiles take seconds and a
+# warm set finds them in the cache), then torch (a cold torch process compiles every case with
+# Inductor's C++ toolchain: minutes at the small presets).
+CONTROL_ORDER = ("jax", "torch")
+
+
 def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | None:
-    """The unit whose process each set runs twice: --control's framework, else torch where it
-    runs, else the first; none with --control none or a single unit."""
+    """The unit whose process each set runs twice: --control's framework, else the first of
+    CONTROL_ORDER that runs, else the first unit; none with --control none."""
     if opts.control == "none":
         return None
     if opts.control is not None:
@@ -356,7 +363,7 @@ def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | N
             raise FwbenchError(f"--control {opts.control}: not a framework of this run (it runs "
                                f"{', '.join(run_units)}; or none)")
         return opts.control
-    return ("torch" if "torch" in run_units else run_units[0]) if run_units else None
+    return next((u for u in CONTROL_ORDER if u in run_units), run_units[0] if run_units else None)
 
 
 def run_sets(opts: runner.RunOptions, out: Path, progress: runner.Progress) -> list[Path]:
