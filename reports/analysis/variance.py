@@ -357,6 +357,8 @@ def allocation_report(folder: str, trials: int = 4000) -> list[str]:
     from reports.analysis.data import load
     from workloads.base import FwbenchError
     df = load([folder])
+    if "set" in df.columns and df["set"].notna().any():      # a run of sets: their own components
+        return side_allocation_report(df, folder, trials)
     pl = plan(df, Path(folder))
     if not pl.between_frameworks():
         raise FwbenchError(f"{folder} holds no comparison between two frameworks with {stats.MIN_TESTED} or more warm "
@@ -522,4 +524,40 @@ def simulate_side(sp: SidePlan, sets: int, cycles: int, effect: float = 1.05, tr
         else:
             wrong = rej & ((truth[None, :] == 0) | (np.sign(diff) != np.sign(truth[None, :])))
             out["false"] = float(np.mean(wrong.any(axis=1)))
+    return out
+
+
+# (sets, cycles) a side-by-side allocation table offers
+SIDE_ALLOCATIONS: tuple[tuple[int, int], ...] = ((4, 10), (6, 8), (6, 10), (8, 6), (8, 8), (8, 10), (10, 6), (12, 5))
+
+
+def side_allocation_report(df: pd.DataFrame, folder: str, trials: int = 4000) -> list[str]:
+    """What `--allocation FOLDER` prints for a run of sets: its components (per comparison between
+    frameworks, the SD of a cycle's log ratio and of a set's mean beyond its cycles'), then per
+    (sets, cycles) the simulated power at a true 5% and 10% difference, the median half-widths at
+    95% and at the Holm levels, coverage, the false-claim rate and the run time at the run's costs."""
+    from workloads.base import FwbenchError
+    sp = side_plan(df)
+    bf = sp.between_frameworks()
+    if not bf or sp.sets < 2:
+        raise FwbenchError(f"{folder} holds no comparison between two frameworks over 2 sets or more: the "
+                           "allocation is simulated from a run of sets (fwbench run --cold 1 --warm 2 or more)")
+    w = [sp.comparisons[i][5] for i in bf]
+    b = [sp.comparisons[i][6] for i in bf]
+    out = [f"Components of {folder} ({sp.sets} sets of {sp.cycles} cycles; {len(sp.comparisons)} comparisons, "
+           f"{len(bf)} between frameworks): a cycle's log ratio SD {100 * float(np.median(w)):.1f}% (median; "
+           f"{100 * min(w):.1f}-{100 * max(w):.1f}%), a set's mean beyond its cycles' {100 * float(np.median(b)):.1f}% "
+           f"({100 * min(b):.1f}-{100 * max(b):.1f}%); a set costs {sp.set_fixed_s / 60:.1f} min outside its "
+           f"cycles and {sp.cycle_s:.0f} s a cycle. {trials} simulated reports per option (seed 0).", "",
+           "| sets | cycles | true 5% called faster | true 10% called faster | half-width 95% | half-width at "
+           "Holm levels | coverage 95% | any false faster/slower | est. run time |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for sets, cycles in SIDE_ALLOCATIONS:
+        s5 = simulate_side(sp, sets, cycles, 1.05, trials)
+        s10 = simulate_side(sp, sets, cycles, 1.10, trials)
+        t = sp.run_time(sets, cycles)
+        mark = "**" if (sets, cycles) == (options.RUN_COLD + options.RUN_WARM, options.RUN_CYCLES) else ""
+        out.append(f"| {mark}{sets}{mark} | {cycles} | {100 * s5['power']:.1f}% | {100 * s10['power']:.1f}% | "
+                   f"+-{100 * s5['half95']:.1f}% | +-{100 * s5['half_holm']:.1f}% | {100 * s5['coverage']:.1f}% | "
+                   f"{100 * s5['false']:.1f}% | " + (f"{t / 60:.1f} min |" if math.isfinite(t) else "n/a |"))
     return out
