@@ -200,8 +200,11 @@ class Coordinator:
             if m.alive and m.proc.poll() is not None:
                 self.inbox[id(m)] += m.lines()
                 m.alive = False
-            if m.alive and time.monotonic() - m.started > self.opts.timeout_s:
-                m.ended = f"timed out after {self.opts.timeout_s:g} s (--timeout-s)"
+            # the processes take turns: a member's limit is --timeout-s for each process of the set
+            limit = self.opts.timeout_s * len(self.members)
+            if m.alive and time.monotonic() - m.started > limit:
+                m.ended = (f"timed out after {limit:g} s (--timeout-s {self.opts.timeout_s:g} for each of the set's "
+                           f"{len(self.members)} processes)")
                 runner._kill_group(m.proc)
                 m.alive = False
 
