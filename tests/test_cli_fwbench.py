@@ -152,7 +152,7 @@ LAYERS = (
     ("utilities", ("reports.running.signals", "reports.running.atomic", "reports.rendering.escape")),
     ("measures", ("reports.analysis", "reports.analysis.stats", "reports.analysis.validate", "reports.analysis.data",
                   "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout",
-                  "reports.analysis.bullets", "reports.analysis.peers")),
+                  "reports.analysis.bullets", "reports.analysis.peers", "reports.analysis.distributed")),
     ("judging halves", ("reports.sections", "reports.sections.*")),
     ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
                      "reports.analysis.compare", "reports.analysis.variance", "reports.analysis.jobs",

@@ -137,6 +137,7 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
     ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
     ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
+    ("processes_per_case", str | None, None),   # "1,2": a job step of N processes per case set (running.distributed)
 )
 # `fwbench run`'s options: the frameworks, every harness option a user may set (those of
 # workloads.options.HARNESS not set per process, --workload's comma list as `workloads`), each
