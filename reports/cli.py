@@ -194,6 +194,11 @@ def make_parser() -> Parser:
                         "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
                         "one job at a time); submitit (slurm where sbatch and srun are on the PATH, else "
                         "submitit-local)")
+    r.add_argument("--processes-per-case", metavar="N[,M]", help="data parallel across processes (one process "
+                   "per device, each framework's distributed idiom): per framework, a job step of N processes runs "
+                   "the train step's data-parallel cases (srun --ntasks=N with --launcher slurm, else N processes "
+                   "here), checked on every rank, communication measured apart; writes <out>/distributed/ and "
+                   "prints the processes x frameworks table, the alpha-beta fit and the model at scale")
     s = r.add_argument_group("Slurm jobs (--launcher slurm, or submitit on a cluster)",
                              "Each job asks for one whole node (--exclusive, one task) and these sbatch options; "
                              "the run folder and the compile-cache folder (FWBENCH_CACHE_DIR) must be on a filesystem "
@@ -330,9 +335,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                              slurm=_slurm_options(args), variants="default" if args.quick else None,
                              cycles=args.cycles if args.cycles is not None else (QUICK_CYCLES if args.quick
                                                                                  else RUN_CYCLES),
-                             block_s=args.block_s or RUN_BLOCK_S, control=args.control)
+                             block_s=args.block_s or RUN_BLOCK_S, control=args.control,
+                             processes_per_case=args.processes_per_case)
     t0 = time.monotonic()
     progress = runner.Progress()
+    if args.processes_per_case:     # one process per device, N per job step: documents of their own (issue 43)
+        from reports.running import distributed
+        distributed.run(opts, args.out, progress)
+        return distributed.finish(args.out, progress, time.monotonic() - t0)
     written = sets.run(opts, args.out, progress)
     nothing = runner.unrecorded(written, args.out)
     written += [runner.write_absent(f, opts, args.out) for f in absent]

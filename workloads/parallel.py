@@ -110,7 +110,11 @@ def take_devices(who: str, devices: list[Any], placement: Any) -> list[Any]:
 MUTATIONS = {"sum": "the gradients summed over the devices instead of averaged (torch: a DDP communication hook "
                     "without the division, FSDP2's reduce-scatter input times N; TensorFlow: "
                     "ReplicaContext.all_reduce(SUM); JAX: the gradients' psum under shard_map)",
-             "shard": "every device given device 0's rows of the global batch (workloads.parallel.shard)"}
+             "shard": "every device given device 0's rows of the global batch (workloads.parallel.shard)",
+             "skip": "the last device joins the gradient all-reduce but keeps its own rows' gradients (a rank that "
+                     "skips the reduction: device 0's gradients stay right, so only a check of every device sees "
+                     "it; torch: its DDP hook returns the bucket as it was; TensorFlow and JAX: the reduced value "
+                     "replaced on the last replica)"}
 
 
 def mutation() -> str | None:
@@ -174,18 +178,23 @@ def analytic_wire_bytes(params: Mapping[str, np.ndarray], n: int, strategy: str 
     return RING_FACTOR["all-reduce"](n) * g
 
 
+def hlo_collective_ops(text: str) -> list[tuple[str, list[int]]]:
+    """Every collective op of a compiled XLA program's HLO text, in program order (an async
+    pair once, at its -start): (op, the bytes of each of its results: a variadic all-reduce
+    has one per operand)."""
+    text = re.sub(r"/\*.*?\*/", "", text)          # /*index=5*/ markers inside long tuples
+    return [(m.group(2), [_BYTES[d] * math.prod(int(x) for x in dims.split(",") if x)
+                          for d, dims in _SHAPE.findall(m.group(1))]) for m in _OP.finditer(text)]
+
+
 def hlo_collectives(text: str) -> dict[str, dict[str, int]]:
     """{op: {"count", "bytes"}} of the collectives in a compiled XLA program's HLO text (an
     async pair counts once, at its -start); bytes are the op's result shapes."""
     out: dict[str, dict[str, int]] = {}
-    text = re.sub(r"/\*.*?\*/", "", text)          # /*index=5*/ markers inside long tuples
-    for m in _OP.finditer(text):
-        shapes, op = m.group(1), m.group(2)
-        size = sum(_BYTES[d] * math.prod(int(x) for x in dims.split(",") if x)
-                   for d, dims in _SHAPE.findall(shapes))
+    for op, sizes in hlo_collective_ops(text):
         entry = out.setdefault(op, {"count": 0, "bytes": 0})
         entry["count"] += 1
-        entry["bytes"] += size
+        entry["bytes"] += sum(sizes)
     return out
 
 

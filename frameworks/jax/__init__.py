@@ -102,8 +102,10 @@ class Adapter(base.Adapter):
         return ["cpu"] + (["gpu"] if has_gpu else [])
 
     def jax_device(self, device: str) -> jax.Device:
-        """The jax.Device for a device name ('cuda' is the same accelerator as 'gpu')."""
-        return jax.devices("gpu" if device == "cuda" else device)[0]
+        """This process's first jax.Device of a kind ('cuda' is the same accelerator as 'gpu'):
+        in a multi-controller run (frameworks/jax/distributed.py) jax.devices() lists every
+        process's devices, and a process builds its model on one of its own."""
+        return jax.local_devices(backend="gpu" if device == "cuda" else device)[0]
 
     def device_name(self, device: str) -> str:
         return "cpu" if device == "cpu" else self.jax_device(device).device_kind

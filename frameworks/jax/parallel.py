@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -32,6 +33,7 @@ from workloads.case import Case, Placement
 from workloads.parallel import (
     NO_SYNC,
     SHARDED,
+    hlo_collective_ops,
     hlo_collectives,
     mutation,
     one_device_strategy,
@@ -100,6 +102,37 @@ def fsdp_step(step: Any, sharded: Any, replicated: NamedSharding) -> Any:
     return run
 
 
+def put(tree: Any, sharding: Any) -> Any:
+    """jax.device_put of a pytree onto a sharding (or a pytree of them, one per leaf). In a
+    multi-controller run (frameworks/jax/distributed.py: a process per device) every process
+    holds the same host values and places its own devices' parts of each global array
+    (jax.make_array_from_callback): device_put cannot move a committed array onto another
+    process's devices."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    if isinstance(sharding, jax.sharding.Sharding):
+        sharding = jax.tree.map(lambda _: sharding, tree)
+    return jax.tree.map(lambda a, s: jax.make_array_from_callback(np.shape(a), s, lambda i, h=np.asarray(a): h[i]),
+                        tree, sharding)
+
+
+def whole(tree: Any) -> Any:
+    """Each array of a pytree readable on this process: as it is in one process; in a
+    multi-controller run an array sharded over other processes' devices is gathered whole
+    (multihost_utils.process_allgather: a collective every process calls in the same order),
+    and a replicated one is left as it is (reading it reads this process's copy: the "skip"
+    mutation's last rank reads its own gradients)."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+
+    def one(a: Any) -> Any:
+        if isinstance(a, jax.Array) and not a.is_fully_addressable and not a.is_fully_replicated:
+            return np.asarray(multihost_utils.process_allgather(a, tiled=True))
+        return a
+    return jax.tree.map(one, tree)
+
+
 class DataParallel:
     """A JAX model (frameworks/jax/<workload>.py) whose train_step runs on the case's devices."""
 
@@ -121,8 +154,8 @@ class DataParallel:
             def placed(tree: Any) -> Any:
                 return jax.tree.map(lambda a: NamedSharding(mesh, shard_spec(np.shape(a), self.n)), tree)
             ps, ss = placed(model.params), placed(model.opt_state)
-            model.params = jax.device_put(model.params, ps)
-            model.opt_state = jax.device_put(model.opt_state, ss)
+            model.params = put(model.params, ps)
+            model.opt_state = put(model.opt_state, ss)
             # In: the arguments' own shardings (committed arrays); out: the same placements, so
             # every step keeps them sharded.
             run = fsdp_step(step, ps, self._replicated)
@@ -131,10 +164,10 @@ class DataParallel:
             if mutation() == "sum":
                 self._grads = self._summed_grads(model, mesh)
             return
-        model.params = jax.device_put(model.params, self._replicated)
-        model.opt_state = jax.device_put(model.opt_state, self._replicated)
+        model.params = put(model.params, self._replicated)
+        model.opt_state = put(model.opt_state, self._replicated)
         # the model's gradient program over the placed arrays: GSPMD all-reduces as in the step
-        self._grads = self._summed_grads(model, mesh) if mutation() == "sum" else model._grads
+        self._grads = self._summed_grads(model, mesh) if mutation() in ("sum", "skip") else model._grads
         if case.strategy == NO_SYNC:
             def per_device(p: Any, s: Any, *batch: Any) -> Any:
                 return step(p, s, *batch)
@@ -148,12 +181,18 @@ class DataParallel:
 
     @staticmethod
     def _summed_grads(model: Any, mesh: Mesh) -> Any:
-        """The "sum" mutation (workloads.parallel.MUTATIONS): each device's gradient of its rows'
-        mean loss, psum'd over the mesh under shard_map, where GSPMD's program means them."""
+        """The "sum" and "skip" mutations (workloads.parallel.MUTATIONS): each device's gradient
+        of its rows' mean loss, psum'd over the mesh under shard_map, where GSPMD's program
+        means them ("sum"); or pmean'd, then the last device keeps its own ("skip")."""
         loss = getattr(model._loss, "__wrapped__", model._loss)
+        skip, last = mutation() == "skip", mesh.devices.size - 1
 
         def per_device(p: Any, *batch: Any) -> Any:
-            return jax.lax.psum(jax.grad(loss)(p, *batch), "data")
+            g = jax.grad(loss)(p, *batch)
+            if skip:
+                own = jax.lax.axis_index("data") == last
+                return jax.tree.map(lambda a, m: jnp.where(own, a, m), g, jax.lax.pmean(g, "data"))
+            return jax.lax.psum(g, "data")
 
         def summed(p: Any, *batch: Any) -> Any:
             return jax.shard_map(per_device, mesh=mesh, in_specs=(PartitionSpec(),) + (PartitionSpec("data"),)
@@ -161,11 +200,12 @@ class DataParallel:
         return jax.jit(summed)
 
     def place_inputs(self, *arrays: Any) -> tuple[Any, ...]:
-        return tuple(jax.device_put(placed_rows(a, self.n), self._batch) for a in arrays)
+        return tuple(put(placed_rows(a, self.n), self._batch) for a in arrays)
 
     def grads(self, *inputs: Any) -> dict[str, Any]:
-        """The step's gradients of the global batch after GSPMD's reduction, before clipping."""
-        return self._grads(self.model.params, *inputs)
+        """The step's gradients of the global batch after GSPMD's reduction, before clipping
+        (whole: a sharded gradient spanning other processes is gathered, `whole`)."""
+        return whole(self._grads(self.model.params, *inputs))
 
     def train_step(self, *inputs: Any) -> Any:
         return self.model.train_step(*inputs)
@@ -175,7 +215,7 @@ class DataParallel:
 
     def device_state(self) -> tuple[int, str]:
         """(bytes, how counted) of the parameters and optimizer state on the mesh's first device."""
-        dev = self._batch.mesh.devices.flat[0]
+        dev = next(d for d in self._batch.mesh.devices.flat if d.process_index == jax.process_index())
         n = sum(s.data.nbytes for leaf in jax.tree.leaves((self.model.params, self.model.opt_state))
                 if hasattr(leaf, "addressable_shards") for s in leaf.addressable_shards if s.device == dev)
         return n, ("the parameters' and optax state's shards on device 0 (jax.Array.addressable_shards), summed: "
@@ -183,12 +223,21 @@ class DataParallel:
                    "simulated device)")
 
     def export_params(self) -> dict[str, np.ndarray]:
-        return self.model.export_params()   # np.array of a sharded jax.Array gathers it whole
+        if jax.process_count() == 1:
+            return self.model.export_params()   # np.array of a sharded jax.Array gathers it whole
+        own = self.model.params
+        self.model.params = whole(own)          # across processes: gathered first
+        try:
+            return self.model.export_params()
+        finally:
+            self.model.params = own
 
     def collectives(self, *inputs: Any) -> dict[str, Any]:
         m = self.model
         text = m._train_step.lower(m.params, m.opt_state, *inputs).compile().as_text()
         ops = hlo_collectives(text)
+        # the bytes of every tensor the step all-reduces (a variadic all-reduce: one per operand)
+        self.allreduce_sizes = [b for op, sizes in hlo_collective_ops(text) if op == "all-reduce" for b in sizes]
         source = "the compiled step's HLO (jax.jit(...).lower(...).compile().as_text())"
         if self.strategy == SHARDED and "reduce-scatter" in ops:
             # hlo_collectives counts result bytes; a reduce-scatter's result is one shard:

@@ -76,14 +76,18 @@ class DataParallel:
 
     pinning = "one process; the logical devices share its intra-op thread pool (not pinned per device)"
 
-    def __init__(self, adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> None:
+    def __init__(self, adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case,
+                 strategy: Any = None) -> None:
         if case.mode == "compiled":
             raise Unsupported(XLA_REFUSED)
         if case.strategy == SHARDED:
             raise Unsupported(SHARDED_REFUSED)
         self.sync = case.strategy != NO_SYNC
-        self.n = case.placement.devices
-        self.distribution = distribution(case)
+        # `strategy`: a tf.distribute strategy made by the caller (frameworks/tensorflow/distributed.py:
+        # MultiWorkerMirroredStrategy, one device per process); by default this process's MirroredStrategy
+        self.distribution = strategy if strategy is not None else distribution(case)
+        self.n = self.distribution.num_replicas_in_sync
+        self.local_replicas = len(self.distribution.extended.worker_devices)
         with self.distribution.scope():
             self.model = build(adapter, config, params, case.but(placement=Placement(case.placement.kind),
                                                                  strategy=one_device_strategy(case.strategy)))
@@ -91,6 +95,7 @@ class DataParallel:
         ops = getattr(self.distribution.extended, "_cross_device_ops", None)   # what MirroredStrategy chose
         self.reduction = type(ops).__name__ if ops is not None else "its default cross-device ops"
         self._reduce_op = tf.distribute.ReduceOp.SUM if mutation() == "sum" else tf.distribute.ReduceOp.MEAN
+        self._skips = mutation() == "skip"
         wrap = (lambda f: f) if case.mode == "eager" else adapter.function
         self._step, self._grads = wrap(self._step_fn), wrap(self._grads_step)
         self._counted: dict[str, Any] | None = None
@@ -101,7 +106,12 @@ class DataParallel:
         loss, grads = self.model._grads_fn(*inputs)
         grads = [tf.convert_to_tensor(g) for g in grads]
         if self.sync:
-            grads = tf.distribute.get_replica_context().all_reduce(self._reduce_op, grads)
+            ctx = tf.distribute.get_replica_context()
+            reduced = ctx.all_reduce(self._reduce_op, grads)
+            if self._skips:    # the mutation: the last replica joins the all-reduce, keeps its own gradients
+                last = tf.equal(ctx.replica_id_in_sync_group, self.n - 1)
+                reduced = [tf.where(last, g, r) for g, r in zip(grads, reduced)]
+            grads = reduced
         return loss, grads
 
     def _replica_step(self, *inputs: tf.Tensor) -> tf.Tensor:
@@ -152,7 +162,11 @@ class DataParallel:
     def collectives(self, *inputs: Any) -> dict[str, Any]:
         if self._counted is None:   # graph mode: the timed step's own trace; eager: the same step traced
             traced = self._step if hasattr(self._step, "get_concrete_function") else tf.function(self._step_fn)
-            self._counted = graph_collectives(traced.get_concrete_function(*inputs).graph, self.n)
+            graph = traced.get_concrete_function(*inputs).graph
+            self._counted = graph_collectives(graph, self.local_replicas)
+            # the bytes of every tensor the step all-reduces, per device (each op's input)
+            ops = [b for kind, b in graph_collective_ops(graph) if kind == "all-reduce"]
+            self.allreduce_sizes = ops[::self.local_replicas]
         source = (f"the collective ops in the traced step's graph (tf.function(step).get_concrete_function(): "
                   f"{self.reduction}'s ops, one per device, counted once; bytes of their input tensors)")
         if self.mode == "eager":
@@ -171,11 +185,11 @@ _COLLECTIVE_OPS = {"CollectiveReduce": "all-reduce", "CollectiveReduceV2": "all-
                    "NcclBroadcast": "broadcast", "NcclReduce": "reduce"}
 
 
-def graph_collectives(graph: Any, n: int) -> dict[str, dict[str, int]]:
-    """{op: {"count", "bytes"}} per device of the collective ops in a traced graph and the
-    functions it calls: every op of a _COLLECTIVE_OPS type, its first input's bytes, divided
-    by the n devices that each issue it (a collective runs as one op per participant)."""
-    out: dict[str, dict[str, int]] = {}
+def graph_collective_ops(graph: Any) -> list[tuple[str, int]]:
+    """Every op of a _COLLECTIVE_OPS type in a traced graph and the functions it calls, as
+    (fwbench's op name, its first input's bytes); a collective is one op per participating
+    device of this process."""
+    out: list[tuple[str, int]] = []
     graphs, seen = [graph], set()
     while graphs:
         g = graphs.pop()
@@ -189,12 +203,23 @@ def graph_collectives(graph: Any, n: int) -> dict[str, dict[str, int]]:
             if kind is None:
                 continue
             t = op.inputs[0]
-            size = int(np.prod(t.shape.as_list())) * t.dtype.size if t.shape.is_fully_defined() else 0
-            e = out.setdefault(kind, {"count": 0, "bytes": 0})
-            e["count"] += 1
-            e["bytes"] += size
+            out.append((kind, int(np.prod(t.shape.as_list())) * t.dtype.size if t.shape.is_fully_defined() else 0))
+    return out
+
+
+def graph_collectives(graph: Any, n: int) -> dict[str, dict[str, int]]:
+    """{op: {"count", "bytes"}} per device of the collective ops in a traced graph and the
+    functions it calls (graph_collective_ops), divided by the n devices of this process that
+    each issue it in this graph (a collective runs as one op per participant; a worker of a
+    multi-worker strategy traces its own devices' ops)."""
+    out: dict[str, dict[str, int]] = {}
+    for kind, size in graph_collective_ops(graph):
+        e = out.setdefault(kind, {"count": 0, "bytes": 0})
+        e["count"] += 1
+        e["bytes"] += size
     return {k: {"count": v["count"] // n, "bytes": v["bytes"] // n} for k, v in out.items()}
 
 
-def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> DataParallel:
-    return DataParallel(adapter, build, config, params, case)
+def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case,
+                  strategy: Any = None) -> DataParallel:
+    return DataParallel(adapter, build, config, params, case, strategy)

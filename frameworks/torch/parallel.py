@@ -78,15 +78,21 @@ class _Count:
     def __init__(self) -> None:
         self.calls = 0
         self.bytes = 0
+        self.sizes: list[int] = []      # each bucket's bytes, in the order DDP reduced them
         self.summed = mutation() == "sum"
+        self.skips = mutation() == "skip" and dist.get_rank() == dist.get_world_size() - 1
 
 
 def _counting_allreduce(state, bucket):   # no annotations: DDP checks them against its own types
     buf = bucket.buffer()
     state.calls += 1
     state.bytes += buf.numel() * buf.element_size()
+    state.sizes.append(buf.numel() * buf.element_size())
     if state.summed:    # the mutation: all-reduce without default_hooks' division by the world size
         return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+    if state.skips:     # the mutation: this rank joins the all-reduce, then keeps its own gradients
+        own = buf.clone()
+        return default_hooks.allreduce_hook(None, bucket).then(lambda f: own)
     return default_hooks.allreduce_hook(None, bucket)   # None: the default group; averages
 
 
@@ -400,25 +406,32 @@ class DataParallel:
         return out
 
     def collectives(self, *inputs: torch.Tensor) -> dict[str, Any]:
-        if self.local.sharded:
-            before = {k: dict(v) for k, v in self._count.ops.items()}
-            self.train_step(*inputs)
-            ops = {k: {"count": v["count"] - before.get(k, {}).get("count", 0),
-                       "bytes": v["bytes"] - before.get(k, {}).get("bytes", 0)} for k, v in self._count.ops.items()}
-            return {"source": "torch.distributed.all_gather_single / reduce_scatter_single (FSDP2's default "
-                              "collectives) and all_reduce, and DTensor's functional all_reduce (the clipping "
-                              "norm), wrapped with counters on rank 0; bytes of the full tensors: an all-gather's "
-                              "output, a reduce-scatter's input, an all-reduce's tensor",
-                    **{k: v for k, v in ops.items() if v["count"]}}
-        c0, b0 = self._count.calls, self._count.bytes
-        self.train_step(*inputs)
-        source = "a DDP communication hook (register_comm_hook) around the default all-reduce"
-        if self.strategy == NO_SYNC:
-            source += "; the step runs under DDP.no_sync(), so the hook sees no bucket"
-        out: dict[str, Any] = {"source": source}
-        if self._count.calls > c0:
-            out["all-reduce"] = {"count": self._count.calls - c0, "bytes": self._count.bytes - b0}
-        return out
+        return counted(self.local, self.strategy, lambda: self.train_step(*inputs))
+
+
+def counted(local: _Local, strategy: str | None, step: Any) -> dict[str, Any]:
+    """What one more step (`step()`) communicates, by the counters of this rank's model:
+    FSDP2's wrapped torch.distributed calls when sharded, else the DDP communication hook's
+    buckets ({op: {"count", "bytes"}} and "source")."""
+    if local.sharded:
+        before = {k: dict(v) for k, v in local.count.ops.items()}
+        step()
+        ops = {k: {"count": v["count"] - before.get(k, {}).get("count", 0),
+                   "bytes": v["bytes"] - before.get(k, {}).get("bytes", 0)} for k, v in local.count.ops.items()}
+        return {"source": "torch.distributed.all_gather_single / reduce_scatter_single (FSDP2's default "
+                          "collectives) and all_reduce, and DTensor's functional all_reduce (the clipping "
+                          "norm), wrapped with counters on this rank; bytes of the full tensors: an all-gather's "
+                          "output, a reduce-scatter's input, an all-reduce's tensor",
+                **{k: v for k, v in ops.items() if v["count"]}}
+    c0, b0 = local.count.calls, local.count.bytes
+    step()
+    source = "a DDP communication hook (register_comm_hook) around the default all-reduce"
+    if strategy == NO_SYNC:
+        source += "; the step runs under DDP.no_sync(), so the hook sees no bucket"
+    out: dict[str, Any] = {"source": source}
+    if local.count.calls > c0:
+        out["all-reduce"] = {"count": local.count.calls - c0, "bytes": local.count.bytes - b0}
+    return out
 
 
 def data_parallel(adapter: Any, build: Any, config: Any, params: dict[str, np.ndarray], case: Case) -> DataParallel:

@@ -36,7 +36,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.analysis import findings, jobs, replicates, scaleout, stats, verdicts
+from reports.analysis import distributed, findings, jobs, replicates, scaleout, stats, verdicts
 from reports.analysis.data import TIMED, finite, framework_order, lacking_modes, not_applicable
 from reports.sections import interop, serving
 from workloads import code_size
@@ -62,7 +62,9 @@ RULES = {
                   "and how many beyond the margin: supported where more than half go the claim's way, not "
                   "supported where more than half go the other way, inconclusive otherwise",
     "scale": "from the scale-out section where it ran: the data-parallel mechanism measured (weak-scaling "
-             "efficiency, exposed communication) and the model it rests on stated; not testable on CPUs",
+             "efficiency, exposed communication; across processes: every rank's check, communication apart, the "
+             "alpha-beta fit of the link) and the alpha-beta model's prediction at thousands of GPUs stated as a "
+             "model; not testable on CPUs",
     "serving": "a framework's deployable artefacts and another engine against its development path, per task: "
                "supported where another engine is faster beyond the margin on more than half the tasks; not tested "
                "until a run has serving records",
@@ -502,10 +504,13 @@ def _written(table: dict, framework: str, o: pd.Series) -> str:
 
 def _scale(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Answer:
     cpu = not on_gpu(every)
+    across = distributed.claim5(every)       # across processes: what was measured, what is modelled (issue 43)
     if not scaleout.has(every):
+        if across is not None:
+            return Answer(NOT_TESTABLE if cpu else "not tested at this scale", across.measured, across.modelled)
         return Answer(NOT_TESTABLE if cpu else NOT_RUN, "no data-parallel case in this run",
                       "thousands of GPUs are not within one machine's reach; fwbench's scale-out measures the "
-                      "mechanism (fwbench run --devices)")
+                      "mechanism (fwbench run --devices, --processes-per-case)")
     t = scaleout.judged(every, fam.margin)
     eff = [float(x) for x in t["weak-scaling efficiency"] if _float(x)]
     devices = sorted({int(x) for x in t["devices"]})
@@ -517,6 +522,9 @@ def _scale(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Answer:
     what += (f"; exposed communication share {', '.join(shares[:3])}" if shares else "")
     model = ("model: a ring all-reduce moves 2(N-1)/N of the gradient bytes per device per step, nearly flat in N, so "
              "scaling rests on overlapping it with the backward pass and on the interconnect, neither measured here")
+    if across is not None:
+        what += "; " + across.measured
+        model = across.modelled
     if cpu:
         return Answer(NOT_TESTABLE, what, model + "; " + scaleout.CAVEAT.split(":")[0])
     return Answer(f"not tested at this scale (up to {max(devices)} devices)", what, model)

@@ -49,7 +49,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.analysis import stats, validate
+from reports.analysis import distributed, stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
 from workloads.framework_facts import FACTS
@@ -437,7 +437,10 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
     naming the file and what is wrong); `strict=True` raises FwbenchError on the first one
     instead. `df.attrs["runs"]` holds each file's machine information and missing frameworks.
     Rows are sorted by workload, task, framework, mode, so the same files give the same frame.
+    `df.attrs["distributed"]`: the multi-process documents in each folder's distributed/
+    (reports.analysis.distributed).
     """
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     files, probs = find_files(paths)
     runs, rows = [], []
     for f in files:
@@ -456,8 +459,10 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
     df = df.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device",
                          "status", "run_file"], key=_sort_key, kind="stable").reset_index(drop=True)
     df = df[columns(extra)]
-    df.attrs["problems"] = Shared(probs)
+    docs, dprobs = distributed.read(paths)
+    df.attrs["problems"] = Shared(probs + dprobs)
     df.attrs["runs"] = Shared(runs)
+    df.attrs["distributed"] = Shared(docs)
     return df
 
 

@@ -144,6 +144,7 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("cycles", int, 0),
     ("block_s", float, 0.25),          # seconds a block of calls lasts (sized from each case's own rounds)
     ("control", str | None, None),     # the framework whose process a set runs twice (the A/A control)
+    ("processes_per_case", str | None, None),   # "1,2": a job step of N processes per case set (running.distributed)
 )
 # `fwbench run`'s options: the frameworks, every harness option a user may set (those of
 # workloads.options.HARNESS not set per process, --workload's comma list as `workloads`), each

@@ -52,8 +52,10 @@ def blocks(df: pd.DataFrame, every: pd.DataFrame, figs: dict[str, tuple[Path | N
         d, dr = _frame(s, df, every), drawing(s)
         if d.empty:
             continue
-        if dr.blocks is not None:
+        if dr.blocks is not None:          # a case axis: its blocks, then its figures that were drawn
             b += dr.blocks(d, fam)
+            b += [x for plot in dr.figures if figs.get(plot.name, (None,))[0] is not None
+                  for x in figure_block(figs, plot.name)]
             continue
         b.append(("h", 2, dr.title))
         for t in dr.tables:

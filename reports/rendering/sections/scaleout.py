@@ -1,19 +1,31 @@
 """The scale-out section's drawing half (its judging half: reports.sections.scaleout): each
 framework's data parallel in words, weak scaling, exposed communication, the slowdown split
 into its non-communication and communication factors, per-device state memory, what a step
-communicates, the equivalence checks and placement, and published results for orientation."""
+communicates, the equivalence checks and placement, and published results for orientation;
+then data parallel across processes (issue 43: reports.analysis.distributed), the alpha-beta
+fit and the model's predictions, with the model's curves as one figure (model_figure)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from reports.analysis import scaleout, stats
-from reports.rendering.sections.common import Block, Drawing
+from reports.analysis import distributed, scaleout, stats
+from reports.analysis.data import framework_order
+from reports.rendering import figures as F
+from reports.rendering.sections.common import Block, Drawing, Plot
+from workloads import commmodel
+
+MODEL_FIGURE = "scaleout-model"
 
 
 def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """Data-parallel train steps against one device (reports.analysis.scaleout)."""
+    """Data-parallel train steps against one device (reports.analysis.scaleout), then across
+    processes (reports.analysis.distributed)."""
+    docs = distributed.documents(df)
     if not scaleout.has(df):
-        return []
+        return [("h", 2, "Scale-out: data parallel"), *process_blocks(docs)] if docs else []
     weak = scaleout.judged(df, fam.margin)     # its own family, at the report's margin
     b: list[Block] = [
         ("h", 2, "Scale-out: data parallel"),
@@ -71,7 +83,93 @@ def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
                                       "placed on CPUs.", "scaleout-checks"),
         ("table", scaleout.ANCHORS, "Published scale-out results, cited, not measured: orientation for what "
                                     "the same frameworks reach on accelerator clusters.", "scaleout-anchors")]
+    return b + process_blocks(docs)
+
+
+CANNOT = ("What this measurement cannot show: the processes' collectives run over the kernel's loopback TCP "
+          "and share the CPUs with their compute, so neither the communication's speed nor its overlap with the "
+          "backward says anything about NVLink or InfiniBand, about NCCL (its algorithms, its hierarchy across "
+          "nodes, its copy engines), about many nodes (stragglers, a congested network, a shared filesystem) or "
+          "about the GPUs' own speed. It shows the mechanism: that each framework's own distributed idiom joins "
+          "processes started by the cluster, reduces the right gradients on every rank (the check), and what it "
+          "sends and how often (the framework's own count against the analytic).")
+
+
+def process_blocks(docs: list[dict]) -> list[Block]:
+    """Data parallel across processes (one process per device, each framework's distributed
+    runtime), its alpha-beta fit and the model's predictions; [] without documents."""
+    if not docs:
+        return []
+    fits = distributed.fit_table(docs)
+    b: list[Block] = [
+        ("h", 3, "Across processes: one process per device"),
+        ("p", "Each framework's own multi-process data parallel, one CPU device per process, the processes started "
+              "by Slurm (srun --ntasks=N) or by fwbench's local launcher and joined by the framework's runtime: torch "
+              "DistributedDataParallel over torch.distributed (gloo) from the launcher's environment; multi-controller "
+              "JAX (jax.distributed.initialize, gloo CPU collectives) with the model's own jitted step over a global "
+              "mesh; TensorFlow's MultiWorkerMirroredStrategy (TF_CONFIG, or SlurmClusterResolver under srun). "
+              "Before anything is timed every rank checks its data-parallel step against a one-device model on the "
+              "global batch (the reduced gradients before clipping, then the parameters after 3 AdamW steps); a "
+              "rank that fails fails the case. The step is rank 0's median over the timed rounds; the no-sync step "
+              "is the same step without its synchronisation (the compute-only reference); the collectives alone "
+              "are the step's all-reduces replayed with the framework's own collective (the same tensors); the "
+              "communication share is 1 - t(no-sync) / t(step), the overlap 1 - (t(step) - t(no-sync)) / "
+              "t(collectives alone) within [0, 1]. Weak scaling: every process keeps the preset's batch, so "
+              "t(1) / t(N) is the efficiency. " + CANNOT),
+        ("table", distributed.table(docs), "Processes x frameworks: one step on N processes (medians over the job "
+                                           "steps), communication measured apart, all-reduce bytes by the framework's "
+                                           "own account against the analytic (every gradient once), efficiency "
+                                           "against the 1-process step of the same repeat, and the check's worst error "
+                                           "over every rank.", "scaleout-processes")]
+    if len(fits):
+        b.append(("table", fits, "The alpha-beta fit: t = 2(N-1) alpha + 2(N-1)/N S beta (a ring all-reduce of S "
+                                 "bytes) fitted to all-reduces of 4 B to 4 MiB measured with each framework's own "
+                                 "collective between its processes (least squares on relative error; the worst "
+                                 "point's relative residual says how well a line describes this link). Functional: "
+                                 "a loopback link on a shared CPU, not an interconnect.", "scaleout-alpha-beta"))
+    b += [("p", "A model, stated as one: the alpha-beta cost of a ring (2(N-1) alpha + 2(N-1)/N S beta) and of a "
+                "double binary tree (2 ceil(log2 N) alpha + 2 S beta) all-reduce of the gradients, added to the "
+                "step's compute, less what the backward hides: t(N) = t_compute + max(0, c t_latency + t_bandwidth - "
+                "o 2/3 t_compute), efficiency t_compute / t(N). Its assumptions: " + " ".join(distributed.assumptions())
+                + " Nothing of it is measured on accelerators; the rows below are the model's, not results."),
+          ("table", distributed.predictions(docs), "The model's weak-scaling efficiency at 64, 1,024 and 4,096 GPUs "
+                                                   "(from no overlap to the whole backward overlapped), per framework "
+                                                   "with its all-reduces per step and bytes: a prediction from stated "
+                                                   "assumptions, not a measurement.", "scaleout-model")]
     return b
 
 
-DRAWING = Drawing(name="scaleout", blocks=blocks)
+def model_figure(df: pd.DataFrame) -> Figure | None:
+    """The model's efficiency against devices (8 ... 4,096), one panel per GPT size: per
+    framework (colour) and algorithm (ring solid, tree dashed), the line with no overlap and
+    the band up to a fully overlapped backward; None without distributed documents."""
+    curves = distributed.curves(distributed.documents(df))
+    if not curves:
+        return None
+    fws = framework_order({fw for c in curves.values() for fw, _ in c})
+    col = F.colours(fws)
+    n = np.array(commmodel.DEVICES)
+    with F._style():
+        fig, axes = F.panel_grid(len(curves), 2, w=3.8, h=3.0)
+        for ax, (name, c) in zip(axes, curves.items()):
+            for (fw, alg), (lo, hi) in c.items():
+                ls = "-" if alg == "ring" else "--"
+                ax.plot(n, lo, ls, color=col[fw], lw=1.4)
+                ax.fill_between(n, lo, hi, color=col[fw], alpha=0.12, lw=0)
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(0, 1.05)
+            ax.set_title(f"{name} (model)")
+            ax.set_xlabel("GPUs")
+            ax.set_ylabel("weak-scaling efficiency (model)")
+        extra = [Line2D([], [], color="black", ls="-", label="ring"), Line2D([], [], color="black", ls="--",
+                                                                              label="tree")]
+        F._framework_legend(fig, fws, col, extra)
+    return fig
+
+
+DRAWING = Drawing(name="scaleout", blocks=blocks, figures=(Plot(
+    MODEL_FIGURE, model_figure, (), "The alpha-beta model's weak-scaling efficiency of data parallel for GPT-2 124M "
+    "and "
+    "1.5B on H100s (NVLink inside a node, 400 Gb/s InfiniBand between nodes; vendor figures, latencies and utilisation "
+    "assumed), per framework (its all-reduces per step and bytes as measured in this run), ring (solid) and tree "
+    "(dashed): the line with no overlap, the band up to the whole backward overlapped. A model, not a measurement."),))
