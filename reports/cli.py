@@ -30,6 +30,7 @@ QUICK_TIMEOUT_S = 600.0
 # chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
 RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
 RUN_CYCLES, RUN_BLOCK_S = options.RUN_CYCLES, options.RUN_BLOCK_S
+SETS_COLD, SETS_WARM = options.SETS_COLD, options.RUN_WARM
 QUICK_COLD, QUICK_WARM, QUICK_CYCLES = 1, 0, 3
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
@@ -84,7 +85,7 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 # Harness options whose run default --quick changes (cmd_run sets them).
-QUICK_SETS = ("workload", "preset", "budget_s", "rounds")
+QUICK_SETS = ("workload", "preset", "budget_s", "rounds", "variants")
 # What `fwbench run` does with a harness option beyond what the option says (its own defaults).
 RUN_NOTES = {
     "workload": f"; with --quick: {QUICK_WORKLOADS}",
@@ -92,6 +93,7 @@ RUN_NOTES = {
     "budget_s": f"; without it and --rounds a full run times {RUN_ROUNDS} rounds per case",
     "rounds": f"; a full run's default on the CPU is {RUN_ROUNDS}, after 2 warm-up rounds; --quick and a GPU "
               "run size them by the budget",
+    "variants": "; fwbench run: default with sets and --quick, all with --cycles 0",
 }
 
 
@@ -174,14 +176,14 @@ def make_parser() -> Parser:
                         "--workload names others: its numbers are indicative (one set: no interval over sets)")
     r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
-    r.add_argument("--cold", type=_positive(int), help=f"cold sets (default {RUN_COLD}; {QUICK_COLD} with --quick): "
+    r.add_argument("--cold", type=_positive(int), help=f"cold sets (default {SETS_COLD}; {QUICK_COLD} with --quick): "
                    "each set's processes start from empty compile-cache folders of their own and each of their cases "
                    "compiles from empty caches; they measure cold first calls (compile latency). With --cycles 0: "
-                   "cold processes per framework")
-    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm sets (default {RUN_WARM}; {QUICK_WARM} with "
+                   f"cold processes per framework (default {RUN_COLD})")
+    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm sets (default {SETS_WARM}; {QUICK_WARM} with "
                    "--quick): their processes find the run's cache filled by the cold ones. Every set, cold or warm, "
                    "gives steady times; the first set is cold, the others follow in a seeded random order. With "
-                   "--cycles 0: warm processes per framework, in rounds of one per framework")
+                   f"--cycles 0: warm processes per framework (default {RUN_WARM}), in rounds of one per framework")
     r.add_argument("--cycles", type=_positive(int, zero=True),
                    help=f"side by side: cycles per task in each set (default {RUN_CYCLES}; {QUICK_CYCLES} with "
                         "--quick); a cycle times one block of every configuration of the task, one block at a "
@@ -320,6 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = {o.name: getattr(args, o.name) for o in options.HARNESS
              if o.cli and o.name not in QUICK_SETS and getattr(args, o.name) is not None}
     by_device = options.device_defaults(args.device or "cpu", args.quick)   # a GPU: its presets, rounds by budget
+    lone = args.cycles == 0             # --cycles 0: lone processes, their own default counts
     opts = runner.RunOptions(frameworks=tuple(wanted), **given,
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
                              preset=args.preset or by_device["preset"],
@@ -329,10 +332,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
                              warmup_rounds=1 if args.quick else None,
                              timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0),
-                             cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
-                             warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
+                             cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD if lone else SETS_COLD),
+                             warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM
+                                                                           if lone else SETS_WARM),
                              seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
-                             slurm=_slurm_options(args), variants="default" if args.quick else None,
+                             # sets: each case's default strategy unless --variants all (torch's train-step
+                             # recipes cost minutes of compiling in every cold process: docs/design/statistics.md)
+                             slurm=_slurm_options(args),
+                             variants=args.variants or ("default" if args.quick or not lone else None),
                              cycles=args.cycles if args.cycles is not None else (QUICK_CYCLES if args.quick
                                                                                  else RUN_CYCLES),
                              block_s=args.block_s or RUN_BLOCK_S, control=args.control,
