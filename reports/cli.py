@@ -365,7 +365,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             escape.csv_frame(t).to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
     slower = compare.slower(t)
     if args.fail_on_slower and slower:
-        print(f"fwbench compare: {slower} case(s) slower (--fail-on-slower, exit {EXIT_SLOWER})", file=sys.stderr)
+        print(f"fwbench compare: {stats.plural(slower, 'case')} slower (--fail-on-slower, exit {EXIT_SLOWER})",
+              file=sys.stderr)
         return EXIT_SLOWER
     return 0
 

@@ -46,6 +46,7 @@ from reports.rendering.parts import (
     stability_blocks,
     summary_blocks,
     threats,
+    without_empty_columns,
 )
 from reports.rendering.sections.common import Block
 from reports.running import atomic
@@ -222,7 +223,7 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
         rows.append({"workload": r["workload"], "preset": r["preset"],
                      "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
                      "framework": r["framework"], "mode": r["mode"], "precision": r["precision"] or "fp32",
-                     "step": f"{1e3 * r['median_s']:.3g} ms",
+                     "step": stats.fmt_seconds(r["median_s"]),
                      "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s",
                      "MFU (measured peak)": _pct(r.get("mfu")),
                      "MFU (vendor peak)": _pct(r.get("mfu_vendor")),
@@ -376,7 +377,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
     b += peer_blocks(df)
-    return b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights)
+    return without_empty_columns(b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights))
 
 
 def peer_blocks(df: pd.DataFrame) -> list[Block]:
@@ -472,9 +473,10 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
         "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
         "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
-        "the log process medians (df = processes - 1); ratios between processes use Welch's t on the two log "
-        "means, contrasts within the same processes (a mode against eager, a transform against its loop, a new- "
-        "against a seen-shape request) a t interval on the per-process log ratios. Coverage was checked by "
+        "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
+        "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
+        "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
+        "interval on the per-process log ratios. Coverage was checked by "
         "simulation at the default allocation with the variance components measured on the development machine "
         "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
         "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
@@ -624,7 +626,7 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
     figs.update(drawings.draw(one, out_dir / "figures"))
-    figs.update(choice.draw(one, out_dir / "figures"))
+    figs.update(choice.draw(one, out_dir / "figures", jobs))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}

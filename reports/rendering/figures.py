@@ -54,6 +54,12 @@ MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # gains "as high as 40%" with the PyTorch 2 compiler (claim 1 of ../shared/CLAIMS.md)
 PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
+# A main-text figure of the paper is drawn at the width it prints at, the paper's \\linewidth (letter paper,
+# 2 cm margins: 498 pt, reports.rendering.latex.PAPER_LINE_PT), so its font sizes are its printed sizes
+# (issue 41: figures 12 inches wide printed at 2 pt); PRINT_FONTS: its text in points, none below 6.5.
+PRINT_WIDTH_IN = 6.9
+PRINT_FONTS = {"font.size": 7.5, "axes.titlesize": 8.0, "axes.labelsize": 7.5, "xtick.labelsize": 7.0,
+               "ytick.labelsize": 7.0, "legend.fontsize": 7.0, "figure.titlesize": 8.0}
 
 
 def colours(names: Any) -> dict[str, str]:
@@ -69,6 +75,13 @@ def colours(names: Any) -> dict[str, str]:
 def _style() -> Iterator[None]:
     """Seaborn's look for the duration of one figure, without changing global settings."""
     with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.05):
+        yield
+
+
+@contextlib.contextmanager
+def print_style() -> Iterator[None]:
+    """The same look at print size: a figure drawn PRINT_WIDTH_IN wide in it prints at PRINT_FONTS."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper", rc=PRINT_FONTS):
         yield
 
 
@@ -129,10 +142,14 @@ def _headroom(ax: Any, values: Any) -> None:
         ax.set_ylim(top=max(v) * (2.0 if ax.get_yscale() == "log" else 1.12))
 
 
-def _plain_ticks(axis: Any, span: float) -> None:
+def _plain_ticks(axis: Any, span: float, few: bool = False) -> None:
     """Log-axis ticks as 0.01, 1, 100 rather than powers of ten; 1-2-5 steps where the axis
-    spans only a few decades, so it carries more than one or two labels."""
-    if span < 300:
+    spans only a few decades, so it carries more than one or two labels (few: a narrow panel
+    at print size, 1-3 steps below 2 decades, decades beyond)."""
+    if few:
+        subs = (1.0, 2.0, 5.0) if span < 12 else (1.0, 3.0) if span < 100 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+    elif span < 300:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_locator(NullLocator())     # unlabelled minor ticks only cost layout time
@@ -242,9 +259,9 @@ def throughput(df: pd.DataFrame) -> Figure | None:
             xs = _mode_labels(sub)
             vals = _bars(ax, sub, _mode_label, xs, fws, "throughput", "throughput_lo", "throughput_hi", col)
             _log_if_wide(ax, vals)
-            ax.set_title(f"{wl}: {task}  ({_shape(sub)})")
+            ax.set_title(f"{wl} {task} ({_shape(sub)})")
             ax.set_xlabel("mode")
-            ax.set_ylabel(f"throughput ({_unit(sub)}/s)")
+            ax.set_ylabel(f"{_unit(sub)}/s")
         _framework_legend(fig, fws, col, _fallback_note(d))
     return fig
 
@@ -268,10 +285,10 @@ def speedup(df: pd.DataFrame) -> Figure | None:
             ax.axhline(CLAIM, color="black", linewidth=1.0, linestyle="--")
             _line_label(ax, CLAIM, '"as high as 40%" torch.compile claim (1.4x)')
             _headroom(ax, vals + [CLAIM])
-            ax.set_title(f"{wl}: speedup over eager")
-            ax.set_ylabel("speedup over eager (x, median ratio)\n" + ", ".join(
-                f for f in fws if f in OP_BY_OP_EAGER) + ": over op-by-op eager" if set(fws) & set(OP_BY_OP_EAGER)
-                else "speedup over eager (x, median ratio)")
+            ax.set_title(f"{wl}: speedup over the same framework's eager mode"
+                         + (f" ({', '.join(f for f in fws if f in OP_BY_OP_EAGER)}: op by op)"
+                            if set(fws) & set(OP_BY_OP_EAGER) else ""))
+            ax.set_ylabel("speedup (x)")
             ax.set_xlabel("task" + ("  /  mode" if several else f" ({sub['mode'].iloc[0]})"))
         _framework_legend(fig, fws, col, _fallback_note(d))
     return fig
@@ -503,8 +520,22 @@ def label_problems(fig: Figure) -> list[str]:
     for t in fig.texts + [x for ax in fig.axes if ax.get_visible() for x in (ax.xaxis.label, ax.yaxis.label, ax.title)]:
         if t.get_visible() and t.get_text().strip():
             bx = t.get_window_extent(r)
-            if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1:
+            if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1 or bx.y0 < fb.y0 - 1 or bx.y1 > fb.y1 + 1:
                 out.append(f"{t.get_text()[:40]!r} runs out of the figure")
+    # an axis label or title over another panel's text (issue 41: a two-line y label ran into the
+    # panel above's tick labels)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    for i, ax in enumerate(shown):
+        own = [t for t in (ax.xaxis.label, ax.yaxis.label, ax.title) if t.get_visible() and t.get_text().strip()]
+        for other in shown[:i] + shown[i + 1:]:
+            theirs = [t for _, t in _visible_texts(other)] + [t for t in (other.xaxis.label, other.yaxis.label,
+                                                                          other.title) if t.get_text().strip()]
+            for t in own:
+                bt = t.get_window_extent(r)
+                for u in theirs:
+                    bu = u.get_window_extent(r)
+                    if min(bt.x1, bu.x1) - max(bt.x0, bu.x0) > tol and min(bt.y1, bu.y1) - max(bt.y0, bu.y0) > tol:
+                        out.append(f"{t.get_text()[:40]!r} overlaps {u.get_text()[:40]!r} of another panel")
     return out
 
 

@@ -79,10 +79,13 @@ def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
     if not keys and not busy:
         return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
                 "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
-    return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
-            "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
-            "as provisional" + (f"; {busy} case(s) lost processes timed on a busy machine (left out)" if busy else "")
-            + ".")
+    changed = len(keys & stated)
+    head = (f"{changed} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under a check: they "
+            "are marked [flagged] where stated and by a dashed outline in the bar figures; read them as provisional"
+            if changed else "No stated verdict (faster, slower or equivalent) changes under a check" if stated else
+            "No verdict is stated, so no check could change one")
+    return head + (f"; {stats.plural(busy, 'case')} lost processes timed on a busy machine (left out)"
+                   if busy else "") + "."
 
 
 def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
@@ -122,6 +125,25 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
         lines.append(f"n/a (another framework's API: a strategy this framework does not have, recorded so the "
                      f"matrix is complete): {len(other)} cases; " + "; ".join(f"{f}: {v}" for f, v in per.items()))
     return lines, appendix
+
+
+EMPTY_CELLS = ("", "n/a", "not measured")     # a column of only these says nothing (issue 41: an all-n/a MFU column)
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() in EMPTY_CELLS)
+
+
+def without_empty_columns(blocks: list[Block]) -> list[Block]:
+    """Every table block without its columns whose every cell is empty, n/a or not measured (the
+    caption may still name them: what a column would hold is said once, where it could)."""
+    out = []
+    for b in blocks:
+        if b[0] == "table" and len(b[1]) and len(b[1].columns) > 1:
+            keep = [c for c in b[1].columns if not all(_empty(v) for v in b[1][c])]
+            b = (b[0], b[1][keep], *b[2:]) if keep and len(keep) < len(b[1].columns) else b
+        out.append(b)
+    return out
 
 
 def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float,
@@ -263,8 +285,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
     if not ft.empty:
         b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
-                  "(geometric means), cases that ran of those the mode has, and the peak memory (median over the "
-                  f"tasks) by {summary.memory_instrument(df)}.", "summary"))
+                  "(geometric means), cases that ran of those the mode has, and the memory of one call (median over "
+                  f"the tasks) by {summary.memory_instrument(df)}.", "summary"))
     b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.resolution_line(df, fam),
                                           *summary.section_scopes(every)])))
     return b
@@ -277,8 +299,8 @@ def threats(df: pd.DataFrame) -> list[str]:
         out.append("CPU only: nothing here is evidence about GPUs, where kernels, fusion and memory behave "
                    "differently.")
     th = sorted({int(x) for x in df["threads"].dropna()})
-    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread(s): per-step overheads (dispatch, Python "
-               "loops) weigh more than at training scale.")
+    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread{'s' if th != [1] else ''}: per-step "
+               "overheads (dispatch, Python loops) weigh more than at training scale.")
     sd = df.attrs.get("warm_sd", math.nan)
     if finite(sd):
         out.append(f"Processes of the same code differ by {100 * sd:.1f}% (SD of warm process medians): "

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -24,7 +25,7 @@ from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.analysis.verdicts import procs
 from reports.rendering import figures as F
-from reports.rendering.sections.common import Drawing, Plot, Table, strategy_styles
+from reports.rendering.sections.common import MARKS, Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, missing_note, strategy_label
 from reports.sections.dynamic import _stream, costs, hit_limit
 
@@ -143,33 +144,38 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
                                  "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
 
 
-MARKS = "osD^v<>PXh*pH8d"      # one marker per strategy label in a scatter; hollow ones past the list
+# the mode of a point by its fill (compiled filled, TensorFlow graph hollow, eager pale), its strategy by its
+# shape (issue 41: three strategies drew the same circle): one shape per strategy name, in every panel
+MODE_FILL = {"compiled": "solid", "graph": "hollow", "eager": "pale"}
 
 
-def _fill(colour: str, hollow: bool) -> dict[str, Any]:
-    return ({"facecolors": "none", "edgecolors": colour, "linewidths": 1.0} if hollow else
-            {"color": colour, "edgecolor": "black", "linewidth": 0.4})
+def _fill(colour: str, mode: str) -> dict[str, Any]:
+    kind = MODE_FILL.get(mode, "solid")
+    if kind == "hollow":
+        return {"facecolors": "white", "edgecolors": colour, "linewidths": 1.3}
+    if kind == "pale":
+        return {"facecolors": to_rgba(colour, 0.3), "edgecolors": colour, "linewidths": 0.9}
+    return {"color": colour, "edgecolor": "black", "linewidth": 0.4}
 
 
 def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool) -> Figure | None:
-    """One panel per stream: a point per case, colour = framework, marker = mode and
-    strategy (one legend for the figure): no text on the points, which overlapped."""
+    """One panel per stream: a point per case, colour = framework, shape = strategy, fill = mode
+    (one legend for the figure): no text on the points, which overlapped."""
     d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
     if d.empty:
         return None
-    d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
+    d = d.assign(_s=d.apply(_stream, axis=1), _k=[r["strategy"] if isinstance(r["strategy"], str) else "default"
+                                                   for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])
-    labels = sorted(d["_l"].unique())
-    mk = {lab: MARKS[i % len(MARKS)] for i, lab in enumerate(labels)}
-    hollow = {lab: i >= len(MARKS) for i, lab in enumerate(labels)}
+    kinds = sorted(d["_k"].unique())
+    mk = {k: MARKS[i % len(MARKS)] for i, k in enumerate(kinds)}
     with F._style():
         fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
         for i, ax in enumerate(panels):
             g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
-                ax.scatter(r[x], r[y], marker=mk[r["_l"]], s=34, zorder=3,
-                           **_fill(col[r["framework"]], hollow[r["_l"]]))
+                ax.scatter(r[x], r[y], marker=mk[r["_k"]], s=34, zorder=3, **_fill(col[r["framework"]], r["mode"]))
             if logx:
                 ax.set_xscale("log")
                 ax.set_yscale("log")
@@ -177,19 +183,23 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
                 lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
                 ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
             ax.set_title(streams[i])
-            scale = " (log scale)" if logx else ""
-            ax.set_xlabel(xlabel + scale)
-            ax.set_ylabel(ylabel + scale)
-        handles = [Line2D([], [], marker=mk[lab], linestyle="", label=lab,
-                          **({"markerfacecolor": "none", "markeredgecolor": "grey"} if hollow[lab] else
-                             {"color": "grey", "markeredgecolor": "black"})) for lab in labels]
-        F._framework_legend(fig, fws, col, handles)
+            ax.set_xlabel(xlabel[:-1] + ", log scale)" if logx else xlabel)
+            ax.set_ylabel(ylabel[:-1] + ", log scale)" if logx else ylabel)
+        shapes = [Line2D([], [], marker=mk[k], linestyle="", color="grey", markeredgecolor="black", label=k)
+                  for k in kinds]
+        grey = "#7f7f7f"
+        fills = [Line2D([], [], marker="o", linestyle="", label=f"{m} (fill)",
+                        **({"markerfacecolor": grey, "markeredgecolor": "black"} if k == "solid" else
+                           {"markerfacecolor": "white", "markeredgecolor": grey} if k == "hollow" else
+                           {"markerfacecolor": to_rgba(grey, 0.3), "markeredgecolor": grey}))
+                 for m, k in MODE_FILL.items() if m in set(d["mode"])]
+        F._framework_legend(fig, fws, col, fills + shapes)
     return fig
 
 
 def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
-    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
-                    "new-shape request (s, median)", True, True)
+    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request, median (s)",
+                    "new-shape request, median (s)", True, True)
 
 
 def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
