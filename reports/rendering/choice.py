@@ -156,13 +156,16 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
     for wl, w in conf.groupby("workload", sort=True):
         tasks = sorted(set(w["task"]))
         with F._style():
-            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, 3.0, 2.5)
+            rows = math.ceil(len(tasks) / PANELS_PER_ROW)
+            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, F.PRINT_WIDTH_IN / PANELS_PER_ROW,
+                                     1.6 if rows <= 4 else 1.4)
             for ax, task in zip(axes, tasks):
                 f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
-                _pareto_panel(ax, w[w["task"] == task], f, colours, 30)
-                ax.set_title(task)
-                ax.set_xlabel("steady step (s)")
-                ax.set_ylabel("start-up + first call (s)")
+                _pareto_panel(ax, w[w["task"] == task], f, colours, 16)
+                ax.set_title(task, fontsize=6.8)
+            fig.set_figheight(max(fig.get_figheight(), 3.2))
+            fig.supxlabel("steady step (s, log scale)")
+            fig.supylabel("start-up + first call, cold cache (s, log scale)")
             _legend(fig, axes, 4)
         name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
         png, _ = F.save(fig, out_dir, name)

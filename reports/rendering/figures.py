@@ -53,7 +53,7 @@ SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # gains "as high as 40%" with the PyTorch 2 compiler (claim 1 of ../shared/CLAIMS.md)
-PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
+PANEL_W, PANEL_H = 2.3, 2.0    # inches per panel: three to a row fill PRINT_WIDTH_IN
 # A main-text figure of the paper is drawn at the width it prints at, the paper's \\linewidth (letter paper,
 # 2 cm margins: 498 pt, reports.rendering.latex.PAPER_LINE_PT), so its font sizes are its printed sizes
 # (issue 41: figures 12 inches wide printed at 2 pt); PRINT_FONTS: its text in points, none below 6.5.
@@ -73,8 +73,10 @@ def colours(names: Any) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _style() -> Iterator[None]:
-    """Seaborn's look for the duration of one figure, without changing global settings."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.05):
+    """Seaborn's look for the duration of one figure, without changing global settings, with the
+    print sizes of PRINT_FONTS: a figure three panels (PANEL_W) wide prints at its own sizes in the
+    paper, the appendix's figures too (issue 41: they printed at 1.3 to 5 pt)."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper", rc=PRINT_FONTS):
         yield
 
 
@@ -206,7 +208,8 @@ def _framework_legend(fig: Figure, fws: list[str], col: dict[str, str], extra: l
                       ncols: int = 6) -> None:
     handles = [Patch(facecolor=col[f], edgecolor="black", linewidth=0.4, label=f) for f in fws]
     n = len(handles) + len(extra)
-    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=min(n, ncols), frameon=False)
+    fit = max(1, int(fig.get_figwidth() / 1.3))         # columns of about 1.3 inches fit the figure's width
+    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=min(n, ncols, fit), frameon=False)
 
 
 def _unit(sub: pd.DataFrame) -> str:
@@ -260,7 +263,7 @@ def throughput(df: pd.DataFrame) -> Figure | None:
             xs = _mode_labels(sub)
             vals = _bars(ax, sub, _mode_label, xs, fws, "throughput", "throughput_lo", "throughput_hi", col)
             _log_if_wide(ax, vals)
-            ax.set_title(f"{wl} {task} ({_shape(sub)})")
+            ax.set_title(f"{wl} {task}\n({_shape(sub)})")
             ax.set_xlabel("mode")
             ax.set_ylabel(f"{_unit(sub)}/s")
         _framework_legend(fig, fws, col, _fallback_note(d))
@@ -315,29 +318,43 @@ def first_call(df: pd.DataFrame) -> Figure | None:
         return None
     col, fws = colours(d["framework"]), framework_order(d["framework"])
     with _style():
-        fig, panels = _each_panel(d, "task", w=PANEL_W + 0.4, h=PANEL_H + 0.3)
+        fig, panels = _each_panel(d, "task", h=PANEL_H + 0.2)
         for ax, wl, task, sub in panels:
+            notes = []
             for _, r in sub.iterrows():
-                ax.scatter(r["median_s"], r["first_call_s"], color=col[r["framework"]], s=42,
+                ax.scatter(r["median_s"], r["first_call_s"], color=col[r["framework"]], s=30,
                            marker=MODE_MARKERS.get(r["mode"], "D"), edgecolor="black", linewidth=0.4, zorder=3)
                 if r["mode"] != "eager" and not pd.isna(r["break_even_steps"]):
                     n = r["break_even_steps"]
-                    txt = "never" if math.isinf(n) else f"{n:,.0f}"
-                    ax.annotate(txt, (r["median_s"], r["first_call_s"]), xytext=(4, 3),
-                                textcoords="offset points", fontsize=7, color=col[r["framework"]])
+                    notes.append(("never" if math.isinf(n) else f"{n:,.0f}", r["median_s"], r["first_call_s"],
+                                  col[r["framework"]]))
             ax.set_xscale("log")
             ax.set_yscale("log")
             x0, x1, y0, y1 = _ratio_guides(ax, sub)
             _plain_ticks(ax.xaxis, x1 / x0)
             _plain_ticks(ax.yaxis, y1 / y0)
-            ax.set_title(f"{wl}: {task}")
-            ax.set_xlabel("steady-state step (s, warm processes)")
+            _annotate_apart(ax, notes)
+            ax.set_title(f"{wl} {task}")
+            ax.set_xlabel("step (s, warm processes)")
             ax.set_ylabel("first call (s)")
         modes = mode_order(d["mode"])
         marks = [Line2D([], [], marker=MODE_MARKERS.get(m, "D"), color="grey", linestyle="", label=m) for m in modes]
         marks.append(Line2D([], [], color="none", label="numbers: break-even steps vs eager"))
         _framework_legend(fig, fws, col, marks)
     return fig
+
+
+def _annotate_apart(ax: Any, notes: list[tuple[str, float, float, str]]) -> None:
+    """Each (text, x, y, colour) beside its point, moved down a line where it would sit on an earlier
+    one (issue 41: break-even counts of neighbouring points printed over each other)."""
+    placed: list[tuple[float, float]] = []
+    for text, x, y, colour in sorted(notes, key=lambda n: -n[2]):
+        px, py = ax.transData.transform((x, y))
+        dy = 3.0
+        while any(abs(px - qx) < 40 and abs(py + dy - qy) < 9 for qx, qy in placed):
+            dy -= 9.0
+        placed.append((px, py + dy))
+        ax.annotate(text, (x, y), xytext=(4, dy), textcoords="offset points", fontsize=6.5, color=colour)
 
 
 def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, float]:
@@ -353,7 +370,7 @@ def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, floa
             ax.plot([x0, x1], [k * x0, k * x1], color="grey", linewidth=0.5, linestyle=":", zorder=1)
             xt = min(x1, y1 / k) / 1.15
             if xt > x0 * 1.5:
-                ax.text(xt, k * xt, f"{k}x", fontsize=6, color="grey", ha="right", va="bottom")
+                ax.text(xt, k * xt, f"{k}x", fontsize=6.5, color="grey", ha="right", va="bottom")
     return x0, x1, y0, y1
 
 
@@ -376,12 +393,13 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
             vals = _bars(ax, sub, _mode_label, xs, fws, "utilisation", "util_lo", "util_hi", col, scale=100)
             _log_if_wide(ax, vals + [100.0])
             ax.axhline(100, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, 100, f"100% = {gemm}")
+            _line_label(ax, 100, "100%")
             _headroom(ax, vals + [100.0])
-            ax.set_title(f"{wl}: {task}")
+            ax.set_title(f"{wl} {task}")
             ax.set_xlabel("mode")
-            ax.set_ylabel("% of fp32 GEMM rate")
-        _framework_legend(fig, fws, col, _fallback_note(d))
+            ax.set_ylabel("% of the GEMM rate")
+        full = Line2D([], [], color="black", linewidth=1.0, linestyle="--", label=f"100% = the {gemm}")
+        _framework_legend(fig, fws, col, _fallback_note(d) + [full], ncols=4)
     return fig
 
 
@@ -450,7 +468,7 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
                 for tick in ax.get_xticklabels():
                     tick.set_rotation(35)
                     tick.set_horizontalalignment("right")
-                    tick.set_fontsize("small")
+                    tick.set_fontsize(6.5)
             ax.set_title(f"{wl}: {task}")
             ax.set_ylabel("first call (s)")
         _framework_legend(fig, fws, col, _fallback_note(long))
@@ -530,6 +548,13 @@ def label_problems(fig: Figure) -> list[str]:
                 if ka == kb and _clash(ta, tb, ba, bb, tol):
                     out.append(f"panel {i}: {ka} {ta.get_text()!r} overlaps {kb} {tb.get_text()!r}")
     legends = [t for lg in fig.legends for t in lg.get_texts()]
+    for t in fig.texts:          # a figure's title over its legend (issue 41)
+        if t.get_visible() and t.get_text().strip():
+            bt = t.get_window_extent(r)
+            for u in legends:
+                bu = u.get_window_extent(r)
+                if min(bt.x1, bu.x1) - max(bt.x0, bu.x0) > tol and min(bt.y1, bu.y1) - max(bt.y0, bu.y0) > tol:
+                    out.append(f"{t.get_text()[:40]!r} overlaps the legend's {u.get_text()[:40]!r}")
     for t in fig.texts + legends + [x for ax in fig.axes if ax.get_visible()
                                     for x in (ax.xaxis.label, ax.yaxis.label, ax.title)]:
         if t.get_visible() and t.get_text().strip():

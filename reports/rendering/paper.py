@@ -135,9 +135,8 @@ def _refs(tex: str, labels: dict[str, str]) -> str:
             tex = tex.replace(f"(see {title})", rf"(Appendix~\ref{{{lab}}})")
             tex = tex.replace(f": {title}.", rf": Appendix~\ref{{{lab}}}.")
     details = rf"Table~\ref{{tab:fwbench-{DETAILS_LABEL}}}"
-    for words, ref in (("(table)", f"({details})"), ("in the table)", f"in {details})"), (": table)", f": {details})")):
-        tex = tex.replace(words, ref)
-    return tex
+    tex = tex.replace("(table)", f"({details})").replace(": table)", f": {details})")
+    return re.sub(r"\bin the table\b", lambda m: f"in {details}", tex)
 
 
 def _para(text: str, labels: dict[str, str] | None = None) -> str:
@@ -222,7 +221,7 @@ def _blocks(blocks: list[tuple], fig_dir: str, labels: dict[str, str]) -> list[s
         elif b[0] == "table":
             out.append(_refs(latex.table(b[1], b[2], b[3]), labels))
         elif b[0] == "fig":
-            out += _figure(b, fig_dir, "0.45", labels)
+            out += _figure(b, fig_dir, "0.86", labels)
     return out
 
 
@@ -405,9 +404,11 @@ COMMANDS = ("Measure", "Re-render")       # reproducibility items whose text hol
 
 
 def _command(text: str) -> str:
-    """A command line in typewriter type, breakable at spaces and slashes, '--' as typed."""
-    s = latex.prose(text)
-    return r"\texttt{" + s.replace("/", r"/\allowbreak{}") + "}"
+    """Command lines in typewriter type, '--' as typed: a line breaks only between words and after a
+    '/' of a path, never inside an option (a copied 'fwbench run -' + '-workload' fails)."""
+    def word(w: str) -> str:
+        return r"\allowbreak{}".join(rf"\mbox{{{escape.latex(p)}}}" for p in re.split(r"(?<=/)", w) if p)
+    return r"\texttt{" + " ".join(word(w) for w in text.split(" ") if w) + "}"
 
 
 def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
@@ -424,10 +425,13 @@ def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
             "processes (df = processes - 1); a ratio of two cases uses Welch's standard error with Hsu's "
             "conservative df, min(processes a, processes b) - 1, or a paired t interval where both ran in the same "
             f"processes. A comparison needs {stats.MIN_TESTED} processes a side; below that the processes' range is "
-            f"shown and it is not tested. Verdicts are stated against a {m} margin, and the report's "
-            f"{stats.plural(fam.m, 'tested comparison')} share one 5% chance of any false 'faster' or 'slower' "
-            "(Holm's step-down procedure in two groups, those against op-by-op eager modes apart), each interval "
-            "shown at its Holm level; equivalence is two one-sided tests at the same level. A job's cost in a fresh "
+            f"shown and it is not tested. Verdicts are stated against a {m} margin, "
+            + (f"and the report's {stats.plural(fam.m, 'tested comparison')} share one 5% chance of any false "
+               "'faster' or 'slower' (Holm's step-down procedure in two groups, those against op-by-op eager modes "
+               "apart), each interval shown at its Holm level; equivalence is two one-sided tests at the same level."
+               if fam.m else "but no comparison of this run has 3 processes a side, so none is tested and no "
+               "difference is stated.")
+            + " A job's cost in a fresh "
             "process is the compiled mode's compiler start-up + first call (cold cache) + N x steady step, its "
             "95% interval from draws of each term's t distribution; every pair of frameworks' cheapest "
             "configurations is tested on the ratio of their costs (Bonferroni over the job's pairs). The full "

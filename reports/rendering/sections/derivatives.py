@@ -76,7 +76,7 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
     style = ({m: ("grey", F.MODE_MARKERS.get(m, "D")) for m in mode_order(d["mode"])} if by_mode else
              strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default" for _, r in d.iterrows()]))
     with F._style():
-        fig, panels = F.panel_grid(len(ps), 3, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(ps), 3)
         for i, ax in enumerate(panels):
             g = d[d["problem"] == ps[i]]
             xname, size = _size_axis(g)
@@ -177,14 +177,14 @@ def fig_der_memory(d: pd.DataFrame) -> Figure | None:
     keys = sorted({(k, i) for k, i in zip(t["task"], t["_i"])})
     col, fws = F.colours(t["framework"]), framework_order(t["framework"])
     with F._style():
-        fig, panels = F.panel_grid(len(keys), 2, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(keys), 2, 1.5 * F.PANEL_W)
         for n, ax in enumerate(panels):
             task, inst = keys[n]
             g = t[(t["task"] == task) & (t["_i"] == inst)]
             labels = sorted({strategy_label(r) for _, r in g.iterrows()})
             F._bars(ax, g, strategy_label, labels, framework_order(g["framework"]), "mb", "z", "z", col)
-            ax.set_title(task)
-            ax.set_ylabel(f"MiB: {inst}", fontsize=7)
+            ax.set_title(f"{task}\n{inst}")
+            ax.set_ylabel("MiB")
         F._framework_legend(fig, fws, col)
     return fig
 

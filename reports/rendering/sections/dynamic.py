@@ -100,7 +100,8 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
     style = strategy_styles([strategy_label(r) for _, r in d.iterrows()])
     seen: dict[str, Any] = {}
     with F._style():
-        fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        cols = 3 if len(keys) <= 12 else 4          # at most five rows: the figure prints on one page
+        fig, panels = F.panel_grid(len(keys), cols, F.PRINT_WIDTH_IN / cols, F.PANEL_H - 0.45)
         for i, ax in enumerate(panels):
             s, f, e = keys[i]
             panel = d[(d["_s"] == s) & (d["framework"] == f) & (d["_e"] == e)]
@@ -108,18 +109,17 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
                 y = _series(r[col])
                 if y is not None:
                     draw(ax, r, style[strategy_label(r)], y)
-            ax.set_title(f"{s}: {f}" + (" (eager)" if e else ""))
-            ax.set_xlabel("requests seen")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel(ylabel)
+            ax.set_title(f"{s}\n{f}" + (" (eager)" if e else ""), fontsize=7, linespacing=1.0)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 seen.setdefault(lab, h)
         extra = ([Line2D([], [], color="grey", linestyle="--", label="recompile limit hit")]
                  if any(ln.get_linestyle() == "--" for ax in panels for ln in ax.get_lines()) else [])
         handles = [seen[k] for k in sorted(seen)] + extra
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False,
+        fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 4), frameon=False,
                    fontsize=7)
-        fig.suptitle(title)
+        fig.supxlabel("requests seen")
+        fig.supylabel(ylabel)
     return fig
 
 
@@ -129,8 +129,8 @@ def fig_compilations(d: pd.DataFrame) -> Figure | None:
         ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
                 linestyle="--" if hit_limit(r) else "-", label=strategy_label(r))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative, linear)",
-                                 "compilations vs requests seen (cold pass)", eager_apart=True)
+    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations, cumulative (linear scale)",
+                                 "", eager_apart=True)
 
 
 def fig_stream_time(d: pd.DataFrame) -> Figure | None:
@@ -140,8 +140,7 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
         if finite(r.get("median_s")):
             ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
         ax.set_yscale("log")
-    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s, log scale)",
-                                 "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
+    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s, log scale)", "")
 
 
 # the mode of a point by its fill (compiled filled, TensorFlow graph hollow, eager pale), its strategy by its
@@ -171,7 +170,7 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
     kinds = sorted(d["_k"].unique())
     mk = {k: MARKS[i % len(MARKS)] for i, k in enumerate(kinds)}
     with F._style():
-        fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(streams), 3)
         for i, ax in enumerate(panels):
             g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
@@ -198,8 +197,7 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
 
 
 def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
-    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request, median (s)",
-                    "new-shape request, median (s)", True, True)
+    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen shape (s)", "new shape (s)", True, True)
 
 
 def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
