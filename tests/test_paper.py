@@ -50,7 +50,7 @@ def check_paper(tex: str, bib: str, problems: list[str], pages: dict[str, int],
     assert len(abstract.split()) <= 200 and RATIO_WITH_INTERVAL.search(abstract), abstract
     assert not BAD_UNITS.search(tex), BAD_UNITS.search(tex).group(0)
     assert set(bibliography.cited(tex)) == set(bibliography.entries_text(bib))
-    assert "Appendix A:" not in tex and not PLURALS.search(tex)
+    assert "Appendix A:" not in tex and not PLURALS.search(tex.split(r"\appendix")[0])   # the appendix quotes records
 
 
 def test_a_small_runs_paper_compiles_with_bibtex_and_reads_as_a_paper(tmp_path):
@@ -113,7 +113,8 @@ def test_each_examples_paper_compiles_and_reads_as_a_paper(example, tmp_path):
     check_paper(paths["paper"].read_text(), paths["bib"].read_text(), paths["paper_problems"],
                 paths["paper_pages"], paths["paper_fonts"])
     md = (tmp_path / "out" / "report.md").read_text()
-    assert not BAD_UNITS.search(md) and not PLURALS.search(md), (BAD_UNITS.search(md), PLURALS.search(md))
+    prose = "\n".join(ln for ln in md.splitlines() if not ln.startswith("|"))   # tables quote the records' text
+    assert not BAD_UNITS.search(md) and not PLURALS.search(prose), (BAD_UNITS.search(md), PLURALS.search(prose))
 
 
 @pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes",

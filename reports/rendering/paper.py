@@ -192,6 +192,14 @@ def _figure(b: tuple, fig_dir: str, height: str, labels: dict[str, str], where: 
             rf"\caption{{{_para(b[3], labels)}}}\label{{fig:fwbench-{escape.latex_label(b[1])}}}", r"\end{figure}"]
 
 
+def _inline_figure(b: tuple, fig_dir: str, height: str, labels: dict[str, str]) -> list[str]:
+    """An appendix figure where the report has it, not floated: a float waiting beside a longtable
+    overfilled a page (LaTeX's longtable does not see pending floats)."""
+    return [r"\begin{center}", rf"\fwbenchfigure{{{fig_dir}/{b[1]}.pdf}}{{{height}}}{{appendix}}\par\nopagebreak",
+            rf"\captionof{{figure}}{{{_para(b[3], labels)}}}\label{{fig:fwbench-{escape.latex_label(b[1])}}}",
+            r"\end{center}"]
+
+
 def _main_figures(blocks: list[tuple]) -> list[tuple]:
     figs = {b[1]: b for b in blocks if b[0] == "fig"}
     return [figs[n] for n in MAIN_FIGURES if n in figs]
@@ -221,7 +229,7 @@ def _blocks(blocks: list[tuple], fig_dir: str, labels: dict[str, str]) -> list[s
         elif b[0] == "table":
             out.append(_refs(latex.table(b[1], b[2], b[3]), labels))
         elif b[0] == "fig":
-            out += _figure(b, fig_dir, "0.86", labels)
+            out += _inline_figure(b, fig_dir, "0.84", labels)
     return out
 
 
@@ -408,7 +416,7 @@ def _command(text: str) -> str:
     '/' of a path, never inside an option (a copied 'fwbench run -' + '-workload' fails)."""
     def word(w: str) -> str:
         return r"\allowbreak{}".join(rf"\mbox{{{escape.latex(p)}}}" for p in re.split(r"(?<=/)", w) if p)
-    return r"\texttt{" + " ".join(word(w) for w in text.split(" ") if w) + "}"
+    return r"{\raggedright\texttt{" + " ".join(word(w) for w in text.split(" ") if w) + r"}\par}"
 
 
 def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
