@@ -235,6 +235,10 @@ def make_parser() -> Parser:
                      help="a job of your own for the choice per job, TASK:N or WORKLOAD/TASK:N (train_step:5000: "
                           "5,000 train steps; dynamic/prefill:1000: 1,000 requests; derivatives tasks count "
                           "examples); repeat for several; default: 100 and 100,000 per task, 1,000 per stream")
+    rep.add_argument("--title", help="paper.tex's title (default: one naming the frameworks and the device)")
+    rep.add_argument("--author", action="append", metavar="NAME",
+                     help="an author of paper.tex; repeat for several (default: pyproject.toml's [project] authors)")
+    rep.add_argument("--date", help="paper.tex's date (default: the day the runs' last process started)")
 
     c = sub.add_parser("compare", help="per case, what got faster or slower between two runs",
                        description="Match cases of OLD and NEW on workload, task, framework, mode, strategy, "
@@ -280,7 +284,7 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
-            margin: float | None = None, job_texts: list[str] | None = None) -> int:
+            margin: float | None = None, job_texts: list[str] | None = None, meta: Any = None) -> int:
     from reports.analysis import data, findings, jobs, replicates
     from reports.rendering import document
     from reports.running.atomic import safe_write
@@ -294,7 +298,7 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     if job_list:
         jobs.check_jobs(replicates.cases(df), job_list)
     with safe_write(out, "the report into"):
-        paths = document.render(df, out, weights, margin, jobs=job_list)
+        paths = document.render(df, out, weights, margin, jobs=job_list, meta=meta)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
     pages = paths.get("paper_pages") or {}
     paper = f"{paths.get('pdf', paths['paper'])}" + (f" ({pages['total']} pages, {pages['main']} of main text)"
@@ -305,7 +309,9 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _render(args.results, args.out, args.weights, "report", args.margin, args.job)
+    from reports.rendering.paper import Meta
+    return _render(args.results, args.out, args.weights, "report", args.margin, args.job,
+                   Meta(args.title, args.author, args.date))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -396,7 +402,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             escape.csv_frame(t).to_csv(args.csv, index=False, float_format="%.9g", lineterminator="\n")
     slower = compare.slower(t)
     if args.fail_on_slower and slower:
-        print(f"fwbench compare: {slower} case(s) slower (--fail-on-slower, exit {EXIT_SLOWER})", file=sys.stderr)
+        print(f"fwbench compare: {stats.plural(slower, 'case')} slower (--fail-on-slower, exit {EXIT_SLOWER})",
+              file=sys.stderr)
         return EXIT_SLOWER
     return 0
 

@@ -71,3 +71,15 @@ def test_the_examples_prose_has_no_token_wider_than_a_line(example):
     prose = [ln for ln in md.read_text().splitlines() if not ln.startswith("|") and not ln.startswith("![")]
     longest = max((t for ln in prose for t in re.findall(r"\S+", ln)), key=len)
     assert len(longest) <= 60, longest[:120]
+
+
+def test_the_readmes_first_screen_quotes_the_committed_examples_recommendation():
+    """The README's first screen states the committed example's recommendation (issue 41): every ratio
+    with its interval it quotes, and the resolution, is the committed report's."""
+    import re
+    readme = "\n".join((EXAMPLE.parents[2] / "README.md").read_text().splitlines()[:30])
+    page_one = (EXAMPLE / "report.md").read_text().split("## Summary")[0]
+    quoted = re.findall(r"\d+\.\d+x \[\d+\.\d+, \d+\.\d+\]", readme)
+    assert len(quoted) >= 2 and all(q in page_one for q in quoted), quoted
+    resolution = re.search(r"a (\d+)% difference between two frameworks", readme)
+    assert resolution and f"finds a difference of {resolution.group(1)}% with 80% power" in page_one

@@ -17,8 +17,9 @@ from reports.analysis import replicates, stats
 from reports.rendering import document
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
-INTERVAL = re.compile(r"^[0-9.]+ (us|ms|s) \[([0-9.]+), ([0-9.]+)\] \(n=(\d+); spread pooled over \d+ cases, df \d+\)$")
-VALUES = re.compile(r"^([0-9.]+ (us|ms|s)(, )?)+ \(n=(\d+), not tested\)$")
+INTERVAL = re.compile(r"^[0-9.]+ (\u00b5s|ms|s|min|h) \[([0-9.]+), ([0-9.]+)\] "
+                      r"\(n=(\d+); spread pooled over \d+ cases, df \d+\)$")
+VALUES = re.compile(r"^([0-9.]+ (\u00b5s|ms|s|min|h)(, )?)+ \(n=(\d+), not tested\)$")
 
 
 @pytest.fixture(scope="module")

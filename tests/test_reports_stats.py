@@ -213,6 +213,24 @@ def test_bounds_far_from_one_print_short():
     assert len(j.interval_text()) < 60
 
 
+def test_times_print_in_a_unit_chosen_by_size():
+    """Issue 41: '1.41e+03 ms', '495 us', '19416 s' for 5.4 h. One formatter for every report and the
+    paper: \u00b5s, ms, s, minutes, hours by size, chosen after rounding, never an exponent; a bound takes
+    its point's unit; counts and their nouns agree."""
+    import re
+    assert [stats.fmt_seconds(s) for s in (4.95e-4, 0.0034, 0.9996, 74.3, 1914.0, 19416.0)] == \
+        ["495 \u00b5s", "3.4 ms", "1 s", "74.3 s", "31.9 min", "5.39 h"]
+    assert stats.fmt_seconds(1409.7e-3) == "1.41 s" and stats.fmt_seconds(119.96) == "2 min"
+    assert stats.fmt_time_ci(1914.0, 1760.0, 2078.0) == "31.9 min [29.3, 34.6]"
+    assert stats.fmt_time_range(0.137, 0.130, 0.144) == "137 ms (range 130-144)"
+    for s in np.geomspace(1e-7, 1e7, 400):
+        text = stats.fmt_seconds(s) + stats.fmt_time_ci(s, s / 2, s * 2)
+        assert not re.search(r"e[+-]\d\d|\bus\b", text), text
+    assert stats.fmt_x(472.47) == "472" and stats.fmt_x(32.21) == "32.2" and stats.fmt_x(1.314) == "1.31"
+    assert (stats.plural(1, "process"), stats.plural(7, "process"), stats.plural(0, "case")) == \
+        ("1 process", "7 processes", "0 cases")
+
+
 def test_no_report_text_says_no_significant_difference():
     src = "\n".join(p.read_text() for p in Path(reports.__file__).parent.glob("*.py"))
     assert "no significant" not in src.lower()
@@ -362,7 +380,7 @@ def test_a_process_that_timed_a_case_on_a_busy_machine_is_left_out_and_flagged(t
     assert bool(r["busy"]) is False and r["busy_left_out"] == 1 and r["n_processes"] == 2
     assert r["median_s"] == pytest.approx(0.01, rel=0.03)           # the busy process's 0.1 s left out
     assert "1.40 CPUs" in r["busy_note"] and findings.BUSY in r["flags"]
-    assert any("Machine state: 1 measurement(s) of 1 case(s) were timed while other processes" in ln
+    assert any("Machine state: 1 measurement of 1 case was timed while other processes" in ln
                for ln in parts.stability_lines(c))
 
 

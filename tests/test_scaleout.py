@@ -363,11 +363,11 @@ def test_slowdown_splits_into_non_communication_and_communication_factors() -> N
     for c in ("slowdown t(N) / t(1)", "non-communication t(no-sync) / t(1)", "communication t(N) / t(no-sync)"):
         lo, hi = (float(x) for x in sp[c].split("[")[1].rstrip("]").split(","))
         assert lo <= float(sp[c].split(" ")[0]) <= hi and hi - lo < 0.1, sp[c]   # paired: the drift cancels
-    assert sp["cores"].startswith("devices share one process's thread pool") and "2 devices x 1 thread(s) on 2 CPUs" \
+    assert sp["cores"].startswith("devices share one process's thread pool") and "2 devices x 1 thread on 2 CPUs" \
         in sp["cores"]
     said = " ".join(b + " " + " ".join(" ".join(r) for r in b.rows) for b in scaleout.sentence(df, 0.1))  # + rows
     assert "splits into" in said and f"{noncomm:.2f} x {comm:.2f}" in said
     over = pd.Series({"n_devices": 4, "threads_per_device": 1, "cpus_available": 2, "pinning": "pinned"})
-    assert scaleout.cores(over).startswith("devices share cores: 4 devices x 1 thread(s) on 2 CPUs")
+    assert scaleout.cores(over).startswith("devices share cores: 4 devices x 1 thread on 2 CPUs")
     mem = scaleout.memory(df).iloc[0]
     assert mem["sharded / data parallel"] == "0.53" and mem["instrument"] == "shards on device 0"

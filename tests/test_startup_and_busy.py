@@ -275,8 +275,8 @@ def test_a_case_that_stays_busy_is_left_out_and_counted_on_page_one(benchmark, m
     md = (tmp_path / "out" / "report.md").read_text()
     page_one = md.split("\n## ", 2)[:2]
     scope = next(line for part in page_one for line in part.splitlines() if "Scope:" in line)
-    assert "Machine state: 5 measurement(s) of 2 case(s) were timed while other processes used the CPU" in scope
-    assert "1 case(s) have no measurement left" in scope
+    assert "Machine state: 5 measurements of 2 cases were timed while other processes used the CPU" in scope
+    assert "1 case has no measurement left" in scope
     # no comparison of the report's family involves torch eager; torch compiled's remaining processes still judge
     fam = findings.prepare(replicates.cases(df))
     judged = [k for k in fam.judged if "|" in k]

@@ -272,9 +272,11 @@ def _torch_python(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> A
             f"{sum(torch_o[p] == 'compiled' for p in programs)} compiled whole, {len(breaks)} with graph breaks "
             + (f"torch itself reports ({_span(counted)} per program, its own counter)" if counted else
                "(no graph-break count recorded)")
-            + f"; of the {len(refused_else)} programs another compiler refuses, torch runs "
-            f"{sum(p in ok for p in refused_else)}; of the {len(wrong_else)} another runs silently wrong, torch runs "
-            f"{sum(p in ok for p in wrong_else)} correctly; the others' best non-eager mode: {others}")
+            + (f"; of the {len(refused_else)} programs another compiler refuses, torch runs "
+               f"{sum(p in ok for p in refused_else)}" if refused_else else "; no other compiler refuses a program")
+            + (f"; of the {len(wrong_else)} another runs silently wrong, torch runs "
+               f"{sum(p in ok for p in wrong_else)} correctly" if wrong_else else "; none runs silently wrong")
+            + f"; the others' best non-eager mode: {others}")
     return Answer(verdict, what, _interop_speed(df, programs))
 
 

@@ -117,6 +117,25 @@ def _cpu_name(machine_info: dict[str, Any], fw: dict[str, Any]) -> str | None:
     return fw.get("cpu") or machine_info.get("processor") or machine_info.get("machine")
 
 
+def _cpu_detail(machine_info: dict[str, Any]) -> str | None:
+    """What the CPU reports beyond its name (py-cpuinfo's fields in machine_info.cpu): 'CPUID family
+    25, model 17, stepping 1; 2.60 GHz; L2 2 MiB, L3 1 MiB'; only whole numbers are read, so a file
+    can put no text here."""
+    cpu = machine_info.get("cpu")
+    if not isinstance(cpu, dict):
+        return None
+    num = {k: cpu.get(k) for k in ("family", "model", "stepping", "l2_cache_size", "l3_cache_size")}
+    num = {k: v for k, v in num.items() if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 40}
+    hz = cpu.get("hz_advertised")
+    hz = hz[0] if isinstance(hz, list) and hz and isinstance(hz[0], int) and 0 < hz[0] < 10 ** 11 else None
+    parts = [", ".join(f"{k} {num[k]}" for k in ("family", "model", "stepping") if k in num)]
+    parts[0] = f"CPUID {parts[0]}" if parts[0] else ""
+    parts.append(f"{hz / 1e9:.2f} GHz" if hz else "")
+    parts.append(", ".join(f"{k[:2].upper()} {num[k] / 2 ** 20:g} MiB" for k in ("l2_cache_size", "l3_cache_size")
+                           if k in num))
+    return "; ".join(p for p in parts if p) or None
+
+
 def read_run(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
     """One result file -> (run info, rows, problems). A bad file gives (None, [], [why]).
     Never raises for what a file holds: whatever is unexpected is one problem line."""
@@ -175,7 +194,9 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         "path": str(path), "run_file": path.name, "gemm_flops": fw.get("gemm_flops"),
         "gemm_note": fw.get("gemm_note"), "machine_threads": fw.get("threads"),
         "cpus_available": fw.get("cpus_available"), "allocator": fw.get("allocator"),
-        "cpu": _cpu_name(machine_info, fw),
+        "cpu": _cpu_name(machine_info, fw), "cpu_detail": _cpu_detail(machine_info),
+        "kernel": machine_info.get("release") if isinstance(machine_info.get("release"), str)
+        and len(machine_info["release"]) < 100 else None,
         "accelerator": fw.get("accelerator"), "fwbench_commit": fw.get("fwbench_commit"),
         "date": fw.get("date") or (doc.get("datetime") if isinstance(doc.get("datetime"), str) else None),
         "preset": fw.get("preset"),
@@ -186,8 +207,8 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
-                                  "driver", "gpu_model", "job", "compiler_startup", "set", "set_role",
-                                  "start_position", "control", "control_reference", "set_wall_s")},
+                                  "driver", "gpu_model", "job", "compiler_startup", "numpy", "workloads", "set",
+                                  "set_role", "start_position", "control", "control_reference", "set_wall_s")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None

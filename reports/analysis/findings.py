@@ -256,8 +256,9 @@ def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> l
                      f"{_vs_eager(r)}.")
     undecided = [i for i, v in be.items() if math.isnan(v[0])]
     if undecided:
-        lines.append(f"{len(undecided)} non-eager case(s) have no break-even: their steps are not faster or slower "
-                     "than eager's by the verdicts (equivalent, inconclusive, or not tested).")
+        lines.append(f"{stats.plural(len(undecided), 'non-eager case')} {'has' if len(undecided) == 1 else 'have'} "
+                     "no break-even: their steps are not faster or slower than eager's by the verdicts "
+                     "(equivalent, inconclusive, or not tested).")
     return lines
 
 

@@ -300,7 +300,8 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     row["busy_note"] = "; ".join(
         f"{r['run_file']}: other processes {_fmt(r.get('other_cpu'))} CPUs, steal "
         f"{100 * (r.get('steal_frac') or 0):.1f}%, load {_fmt(r.get('load_avg'))}"
-        + (f", after {r['busy_retries']} re-measurement(s) and {r.get('busy_wait_s') or 0:.0f} s waiting"
+        + (f", after {stats.plural(int(r['busy_retries']), 're-measurement')} and "
+           f"{stats.fmt_seconds(r.get('busy_wait_s') or 0)} waiting"
            if finite(r.get("busy_retries")) and r["busy_retries"] else "") for r in busy) or None
     row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
                date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
@@ -318,8 +319,8 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
         row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan,
                    busy=True if busy else None)
         if busy:     # timed, but only on a busy machine: no number, verdict, first call or choice from it
-            row.update(status=busy[-1]["status"], reason=f"{BUSY_LEFT_OUT} in all {len(busy)} process(es) that "
-                                                         "timed it")
+            row.update(status=busy[-1]["status"],
+                       reason=f"{BUSY_LEFT_OUT} in all {stats.plural(len(busy), 'process')} that timed it")
         return row
     row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
     row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)

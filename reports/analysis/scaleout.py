@@ -211,7 +211,8 @@ def cores(r: pd.Series) -> str:
     n, t = int(r["n_devices"]), int(r.get("threads_per_device") or 1)
     cpus = next((int(v) for v in (_value(r, "cpus_available"), _value(r, "cores")) if _finite(v)), None)
     pool = "share" in str(_value(r, "pinning") or "")
-    have = f"{n} devices x {t} thread(s) on {cpus} CPUs" if cpus else f"{n} devices x {t} thread(s), CPUs unknown"
+    have = (f"{n} devices x {stats.plural(t, 'thread')} on {cpus} CPUs" if cpus else
+            f"{n} devices x {stats.plural(t, 'thread')}, CPUs unknown")
     if cpus and n * t > cpus:
         return f"devices share cores: {have}"
     if pool:
@@ -354,7 +355,7 @@ def scope(df: pd.DataFrame) -> str:
         "simulated").any() else ""
     per = sorted({int(x) for x in pd.to_numeric(many.get("threads_per_device"), errors="coerce").dropna()})
     return (f"Data parallel: train steps also on {', '.join(map(str, counts))} {sim}devices"
-            + (f", {', '.join(map(str, per))} thread(s) per device" if per else "")
+            + (f", {', '.join(map(str, per))} thread{'s' if per != [1] else ''} per device" if per else "")
             + " (Scale-out section; the other sections read one-device cases).")
 
 

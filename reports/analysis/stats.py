@@ -617,14 +617,15 @@ def geomean(values: Iterable[float]) -> float:
 # ----------------------------------------------------------------------------- formatting
 
 def fmt_x(v: float) -> str:
-    """A ratio or interval bound in two decimals, '1.31'; far from 1 in two significant digits
-    with an exponent, '3.3e+95' or '2.1e-05' (an interval at df = 1 and a Holm level can span
-    a hundred decades, which fixed decimals print as a hundred digits); 'inf' past the float range."""
+    """A ratio or interval bound: two decimals below 10 ('1.31'), one below 100 ('32.2'), none
+    below 10,000 ('472'); far from 1 in two significant digits with an exponent, '3.3e+95' or
+    '2.1e-05' (an interval at df = 1 and a Holm level can span a hundred decades, which fixed
+    decimals print as a hundred digits); 'inf' past the float range."""
     if not np.isfinite(v):
         return "inf" if v > 0 else "-inf" if v < 0 else "n/a"
     if v != 0 and (abs(v) >= 1e4 or abs(v) < 5e-3):
         return f"{v:.1e}"
-    return f"{v:.2f}"
+    return f"{v:.2f}" if abs(v) < 9.995 else f"{v:.1f}" if abs(v) < 99.95 else f"{v:.0f}"
 
 
 def fmt_ratio(r: float, lo: float, hi: float) -> str:
@@ -636,17 +637,37 @@ def fmt_ratio(r: float, lo: float, hi: float) -> str:
     return f"{fmt_x(r)}x [{fmt_x(lo)}, {fmt_x(hi)}]"
 
 
+# A time's unit by its size, the one formatter of every report and paper (issue 41): no exponent,
+# no "us"; a bound of an interval takes its point's unit. (name, seconds per unit, up to): a value
+# whose 3 significant digits reach the next unit's threshold takes the next unit.
+TIME_UNITS = (("\u00b5s", 1e-6, 1e-3), ("ms", 1e-3, 1.0), ("s", 1.0, 120.0), ("min", 60.0, 7200.0),
+              ("h", 3600.0, math.inf))
+
+
+def time_unit(s: float) -> tuple[str, float]:
+    """(unit, seconds per unit) for a time of `s` seconds: \u00b5s below 1 ms, ms below 1 s, s below
+    2 minutes, minutes below 2 hours, hours beyond; chosen after rounding to 3 significant digits,
+    so 999.96 ms reads 1 s, not 1000 ms."""
+    a = abs(s)
+    for name, per, upto in TIME_UNITS:
+        if a < upto and float(_num(a / per)) * per < upto:
+            return name, per
+    return TIME_UNITS[-1][0], TIME_UNITS[-1][1]
+
+
 def fmt_seconds(s: float | None) -> str:
-    """A time with a unit a reader takes in at a glance: 812 us, 3.41 ms, 2.07 s."""
+    """A time with a unit a reader takes in at a glance: 812 \u00b5s, 3.41 ms, 2.07 s, 31.9 min, 5.4 h."""
     if s is None or not np.isfinite(s):
         return "n/a"
     if s < 0:
         return "-" + fmt_seconds(-s)
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} us"
-    if s < 1.0:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s:.3g} s"
+    unit, per = time_unit(s)
+    return f"{_num(s / per)} {unit}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 process', '2 processes', '0 cases': a count and its noun, never 'process(es)'."""
+    return f"{n:,} {word if n == 1 else many or (word + 'es' if word.endswith(('s', 'x', 'ch', 'sh')) else word + 's')}"
 
 
 def fmt_count(x: float) -> str:
@@ -660,18 +681,20 @@ def fmt_count(x: float) -> str:
 
 
 def _num(x: float) -> str:
-    """3 significant digits without exponents: 0.451, 45.1, 451, 1900."""
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+    """3 significant digits without exponents: 0.451, 45.1, 451, 1900 (0 as 0)."""
+    if abs(x) >= 99.95:
+        return f"{x:.0f}"
+    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2g}" if abs(x) >= 1e-4 else "0"
 
 
 def fmt_time_range(m: float, lo: float, hi: float) -> str:
     """Two processes: the value and the processes' min-max, '137 ms (range 130-144)', never an interval."""
     if m is None or not np.isfinite(m):
         return "n/a"
-    scale, unit = (1e6, "us") if abs(m) < 1e-3 else (1e3, "ms") if abs(m) < 1.0 else (1.0, "s")
+    unit, per = time_unit(m)
     if not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{_num(m * scale)} {unit}"
-    return f"{_num(m * scale)} {unit} (range {_num(lo * scale)}-{_num(hi * scale)})"
+        return f"{_num(m / per)} {unit}"
+    return f"{_num(m / per)} {unit} (range {_num(lo / per)}-{_num(hi / per)})"
 
 
 def fmt_values(e: "Est") -> str:
@@ -694,7 +717,7 @@ def fmt_time_ci(m: float, lo: float | None, hi: float | None) -> str:
     """A time with its interval in the time's unit: '3.97 ms [3.92, 4.02]'."""
     if m is None or not np.isfinite(m):
         return "n/a"
-    scale, unit = (1e6, "us") if abs(m) < 1e-3 else (1e3, "ms") if abs(m) < 1.0 else (1.0, "s")
+    unit, per = time_unit(m)
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
-        return f"{_num(m * scale)} {unit}"
-    return f"{_num(m * scale)} {unit} [{_num(lo * scale)}, {_num(hi * scale)}]"
+        return f"{_num(m / per)} {unit}"
+    return f"{_num(m / per)} {unit} [{_num(lo / per)}, {_num(hi / per)}]"

@@ -75,7 +75,7 @@ def framework_table(df: pd.DataFrame) -> pd.DataFrame:
                      "first call, cold (geo. mean)": _geo_seconds(g["first_call_cold_s"]),
                      "first call, warm (geo. mean)": _geo_seconds(g["first_call_warm_s"]),
                      "pass rate": _pass_rate(cases),
-                     "peak memory": _mib(np.median(mem)) if len(mem) else "not measured"})
+                     memory_label(df): _mib(np.median(mem)) if len(mem) else "not measured"})
     out = pd.DataFrame(rows)
     order = framework_order(out["framework"])
     out["_k"] = [order.index(f) for f in out["framework"]]
@@ -86,6 +86,20 @@ def _mib(b: float) -> str:
     """Bytes in MiB: one decimal below 10 MiB (a tiny preset's 0.3 MiB is not 0)."""
     m = b / 2 ** 20
     return f"{m:.1f} MiB" if m < 10 else f"{m:.0f} MiB"
+
+
+RSS_GROWTH = "peak RSS growth of one call"      # frameworks.harness.memory's instrument on the CPU
+
+
+def memory_label(df: pd.DataFrame) -> str:
+    """framework_table's memory column, named as measured (issue 41: the RSS growth of one call
+    was labelled 'peak memory', a footprint it is not): 'per-call RSS growth' where every figure
+    comes from that instrument, else 'peak memory (see caption)'."""
+    t = _model(df, every_precision=True)
+    if "peak_memory_source" not in t.columns or not t["peak_memory_bytes"].notna().any():
+        return "peak memory"
+    src = t.loc[t["peak_memory_bytes"].notna(), "peak_memory_source"].fillna("")
+    return "per-call RSS growth" if src.str.startswith(RSS_GROWTH).all() else "peak memory (see caption)"
 
 
 def memory_instrument(df: pd.DataFrame) -> str:
@@ -260,9 +274,9 @@ def _first_call_sentences(t: pd.DataFrame) -> list[str]:
     order = framework_order(f for f, _ in su)
     start = [(f"{f} {m}", f"{stats.fmt_seconds(e.value)} (geometric mean of {e.n} processes)")
              for (f, m), e in sorted(su.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))]
-    out = [Finding(f"First call of the fastest compiled mode, cold (every cache empty; {n} cold process(es) each), "
-                   f"over the tasks: " + ", ".join(parts) + (" (plus each process's compiler start-up: table)"
-                                                            if start else "") + ".",
+    out = [Finding("First call of the fastest compiled mode, cold (every cache empty; "
+                   f"{stats.plural(n, 'cold process')} each), over the tasks: " + ", ".join(parts)
+                   + (" (plus each process's compiler start-up: table)" if start else "") + ".",
                    "compiler start-up, once per process", start)]
     if warm:
         tf = [("tensorflow", "its XLA cache keys entries by the tf.function's process-unique name, so a new process "
@@ -447,7 +461,8 @@ def scope(df: pd.DataFrame) -> list[str]:
     warm = sorted({int(x) for x in df["n_warm"].dropna()}) if "n_warm" in df.columns else []
     lines = [f"Machine: {', '.join(cpu) or 'not recorded'}" + (f"; accelerator {', '.join(acc)}" if acc else
                                                                   "; CPU only: not evidence about GPUs")
-             + f"; {', '.join(map(str, threads)) or '?'} intra-op thread(s) for every framework; dtype "
+             + f"; {', '.join(map(str, threads)) or '?'} intra-op thread{'' if threads == [1] else 's'} for every "
+             "framework; dtype "
              f"{', '.join(sorted(set(df['param_dtype'].dropna())))}"
              + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} (bf16: workloads/precision.py's "
                 "policy; " + (precision.why_silent(df) if precision.native(df) is not True else
@@ -472,9 +487,11 @@ def busy_scope(df: pd.DataFrame) -> list[str]:
     n, cases, none = int(left.sum()), int((left > 0).sum()), int((df["busy"] == True).sum())   # noqa: E712
     if not n:
         return ["Machine state: no case was timed on a busy machine (after re-measurement)."]
-    return [f"Machine state: {n} measurement(s) of {cases} case(s) were timed while other processes used the CPU, "
-            "also when measured again, and are left out of every number, verdict, first call and the choice"
-            + (f"; {none} case(s) have no measurement left." if none else ".")]
+    return [f"Machine state: {stats.plural(n, 'measurement')} of {stats.plural(cases, 'case')} "
+            f"{'was' if n == 1 else 'were'} timed while other processes used the CPU, also when measured again, and "
+            f"{'is' if n == 1 else 'are'} left out of every number, verdict, first call and the choice"
+            + (f"; {stats.plural(none, 'case')} {'has' if none == 1 else 'have'} no measurement left." if none
+               else ".")]
 
 
 # ----------------------------------------------------------------------------- the recommendation (issue 40)

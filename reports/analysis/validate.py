@@ -60,7 +60,7 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "run_id": (str,), "repeat": (int,), "repeats": (int,), "case_order": (str,), "compile_cache": (str,),
     "gc": (str,), "compile_cache_dirs": (dict,), "gemm_rates": (dict,), "settings": (dict,),
     "cache_role": (str,), "cold": (int,), "warm": (int,), "env_pad_bytes": (int,), "env_bytes": (int,),
-    "cpu_flags": (list,),
+    "cpu_flags": (list,), "numpy": (str,), "workloads": (list,),
     # the machine's fingerprint (frameworks.harness.machine.machine_fingerprint) and placement
     "machine_id": (str,), "host": (str,), "cores": (int,), "isa_flags": (list,), "driver": (str,),
     "gpu_model": (str,), "devices": (int,),

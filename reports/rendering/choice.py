@@ -10,8 +10,8 @@ import math
 import re
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from reports.analysis import claims, jobs, stats
 from reports.analysis.data import framework_order
@@ -19,7 +19,6 @@ from reports.rendering import escape
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Block, figure_block
 
-MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 PANELS_PER_ROW = 4
 
 
@@ -72,7 +71,7 @@ def section(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]],
                             "end; the cheapest configuration changes at the N given in the job table.")]
     b.append(("table", pt, "Pareto front per task: configuration (steady step, first call with the compiler's "
               "start-up), fastest first call first.", "pareto"))
-    for name in sorted(k for k in figs if k.startswith("pareto_")):
+    for name in sorted((k for k in figs if k.startswith("pareto_")), key=lambda k: (k != JOBS_FIGURE, k)):
         b += figure_block(figs, name)
     warm = jobs.job_table(df, job_list, role="warm")
     if not warm.empty:
@@ -81,14 +80,74 @@ def section(df: pd.DataFrame, figs: dict[str, tuple[Path | None, str]],
     return b
 
 
-def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
-    """pareto_<workload>: a panel per task, steady step against cold first call, every
-    configuration (colour: framework; marker: mode), the cold front as a line."""
-    df = escape.mpl_frame(df)           # names from result files are text to matplotlib, never markup
+def _n_words(n: int) -> str:
+    """A job's count in a panel's label: 100, 1k, 100k, 2.5M."""
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:g}{suffix}"
+    return f"{n:,}"
+
+
+def _pareto_panel(ax: object, g: pd.DataFrame, front: pd.DataFrame, colours: dict[str, str], size: float,
+                  labels: dict[str, list[int]] | None = None) -> None:
+    """One task's configurations: x the steady step, y what a fresh process waits for before its
+    first result (the compiler's start-up + the first call, cold cache), as the first_call figure
+    orients them; colour framework, marker mode (figures.MODE_MARKERS), the cold front dashed;
+    `labels`: configuration -> the job counts it is cheapest for, written beside its point."""
+    for (fw, mode), h in g.groupby(["framework", "mode"], sort=False):
+        ax.scatter(h["median_s"], h["first_call_cold_s"], color=colours.get(fw, "grey"), s=size,
+                   marker=F.MODE_MARKERS.get(mode, "D"), edgecolor="black", linewidth=0.4, zorder=3,
+                   label=f"{fw} {mode}")
+    if len(front):
+        f = front.sort_values("step", kind="stable")
+        ax.step(f["step"], f["first call"], where="post", color="black", lw=0.8, ls="--", zorder=2)
+    for conf, ns in (labels or {}).items():
+        h = g[g["configuration"] == conf]
+        if len(h):
+            ax.annotate("N=" + ", ".join(_n_words(n) for n in sorted(ns)), (h["median_s"].iloc[0],
+                        h["first_call_cold_s"].iloc[0]), xytext=(4, 3), textcoords="offset points",
+                        fontsize=6.5, zorder=4, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.55,
+                                                      "pad": 0.5})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs, ys = g["median_s"].astype(float), g["first_call_cold_s"].astype(float)
+    x0, x1, y0, y1 = xs.min() / 1.6, xs.max() * (3.5 if labels else 1.6), ys.min() / 1.6, ys.max() * 2.2
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    F._plain_ticks(ax.xaxis, x1 / x0, few=labels is not None)
+    F._plain_ticks(ax.yaxis, y1 / y0, few=labels is not None)
+
+
+def _legend(fig: object, axes: list, ncol: int) -> None:
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    handles["Pareto front (cold cache)"] = Line2D([], [], color="black", lw=0.8, ls="--")
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncols=min(ncol, len(handles)),
+               frameon=False)
+
+
+def _conf(df: pd.DataFrame) -> pd.DataFrame:
     conf = jobs.configurations(df)
     if len(conf):       # what a fresh process waits for: the mode's compiler start-up, then the first call
         conf = conf.assign(first_call_cold_s=conf["first_call_cold_s"] + conf["startup_s"])
         conf = conf[conf["first_call_cold_s"].notna()]
+    return conf
+
+
+JOBS_FIGURE = "pareto_jobs"       # the main text's job view: the recommendation's tasks at print size
+
+
+def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
+         ) -> dict[str, tuple[Path | None, str]]:
+    """pareto_<workload>: a panel per task, every configuration (colour: framework; marker: mode)
+    placed by its steady step and what a fresh process waits for (start-up + first call, cold
+    cache), the cold front dashed; and pareto_jobs, the same for the tasks of the job table only,
+    drawn at the paper's line width (figures.print_style), each configuration that is cheapest for
+    one of the jobs labelled with the jobs' counts."""
+    df = escape.mpl_frame(df)           # names from result files are text to matplotlib, never markup
+    conf = _conf(df)
     out: dict[str, tuple[Path | None, str]] = {}
     if conf.empty:
         return out
@@ -96,43 +155,59 @@ def draw(df: pd.DataFrame, out_dir: Path) -> dict[str, tuple[Path | None, str]]:
     colours = F.colours(framework_order(conf["framework"]))
     for wl, w in conf.groupby("workload", sort=True):
         tasks = sorted(set(w["task"]))
-        cols = min(PANELS_PER_ROW, len(tasks))
-        rows = math.ceil(len(tasks) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
-        for ax, task in zip(axes.flat, tasks):
-            g = w[w["task"] == task]
-            for (fw, mode), h in g.groupby(["framework", "mode"], sort=False):
-                ax.scatter(h["first_call_cold_s"], h["median_s"], c=colours.get(fw, "grey"),
-                           marker=MODE_MARKERS.get(mode, "x"), s=22, label=f"{fw} {mode}")
-            f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
-            if len(f):
-                ax.step(f["first call"], f["step"], where="post", color="black", lw=0.8, ls="--")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_title(task, fontsize=8)
-            ax.tick_params(which="both", labelsize=7)
-        for ax in list(axes.flat)[len(tasks):]:
-            ax.axis("off")
-        fig.supxlabel("start-up + first call, cold cache (s, log scale)", fontsize=8)
-        fig.supylabel("steady step (s, log scale)", fontsize=8)
-        handles = {}
-        for ax in axes.flat:
-            for h, lab in zip(*ax.get_legend_handles_labels()):
-                handles.setdefault(lab, h)
-        top = 1 - 0.35 / fig.get_figheight()
-        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=min(7, len(handles)), fontsize=7,
-                   frameon=False, bbox_to_anchor=(0.5, 1.0))
-        fig.tight_layout(rect=(0, 0, 1, top))
+        with F._style():
+            rows = math.ceil(len(tasks) / PANELS_PER_ROW)
+            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, F.PRINT_WIDTH_IN / PANELS_PER_ROW,
+                                     1.6 if rows <= 4 else 1.4)
+            for ax, task in zip(axes, tasks):
+                f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
+                _pareto_panel(ax, w[w["task"] == task], f, colours, 16)
+                ax.set_title(task, fontsize=6.8)
+            fig.set_figheight(max(fig.get_figheight(), 3.2))
+            fig.supxlabel("steady step (s, log scale)")
+            fig.supylabel("start-up + first call, cold cache (s, log scale)")
+            _legend(fig, axes, 4)
         name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
         png, _ = F.save(fig, out_dir, name)
-        plt.close(fig)
         out[name] = (png, caption(name))
+    outs = jobs.outcomes(df, job_list, "cold")
+    keys = list(dict.fromkeys((o.job.workload, o.job.task) for o in outs))
+    if keys:
+        cheapest: dict[tuple[str, str], dict[str, list[int]]] = {}
+        for o in outs:
+            cheapest.setdefault((o.job.workload, o.job.task), {}).setdefault(
+                str(o.best.iloc[0]["configuration"]), []).append(o.job.n)
+        ncols = 3 if len(keys) <= 9 else 4
+        rows = math.ceil(len(keys) / ncols)
+        # a title that would run into its neighbour's takes two lines: the workload, then the task
+        two = max(len(f"{wl} {task}") for wl, task in keys) > 78 / ncols
+        per = 1.62 + (0.12 if two else 0.0)
+        with F.print_style():
+            fig, axes = F.panel_grid(len(keys), ncols, F.PRINT_WIDTH_IN / ncols, per)
+            fig.set_figheight(per * rows + 0.55)
+            for ax, (wl, task) in zip(axes, keys):
+                g = conf[(conf["workload"] == wl) & (conf["task"] == task)]
+                f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
+                _pareto_panel(ax, g, f, colours, 16, cheapest.get((wl, task), {}))
+                ax.set_title(f"{wl}\n{task}" if two else f"{wl} {task}", fontsize=6.8, linespacing=1.0)
+            fig.supxlabel("steady step (s, log scale)")
+            fig.supylabel("start-up + first call, cold cache (s, log scale)")
+            _legend(fig, axes, 4)
+        png, _ = F.save(fig, out_dir, JOBS_FIGURE)
+        out[JOBS_FIGURE] = (png, caption(JOBS_FIGURE))
     return out
 
 
 def caption(name: str) -> str:
-    """The caption of a figure drawn here (pareto_<workload>)."""
-    return (f"{name.removeprefix('pareto_')}: steady step against cold first call (the mode's compiler start-up "
-            "included, where the runs measured it) per configuration (colour: "
-            "framework; marker: mode, circle eager, square TF graph, triangle compiled; both axes log); dashed: the "
-            "Pareto front. Strategies of a mode share its marker.")
+    """The caption of a figure drawn here (pareto_<workload>, pareto_jobs)."""
+    what = ("per configuration (colour: framework; marker: mode, circle eager, square TensorFlow graph, triangle "
+            "compiled; both axes log): its steady step (warm processes; a stream's warm pass) against what a "
+            "fresh process waits for before its first result, the compiled mode's compiler start-up (where the "
+            "runs measured it) + the first call with every compile cache empty; dashed: the Pareto front. A job "
+            "of N calls costs about the first + N x the step, so short jobs favour the front's upper left end "
+            "and long jobs its lower right")
+    if name == JOBS_FIGURE:
+        return ("The choice per job, for the tasks of the job table: " + what + ". N = ...: the configuration "
+                "cheapest for a job of that count (point estimates; the job table has each cost's interval and "
+                "which differences are resolved).")
+    return f"{name.removeprefix('pareto_')}: " + what + ". Strategies of a mode share its marker."

@@ -25,11 +25,11 @@ from typing import Any
 import pandas as pd
 
 from reports import sections
-from reports.analysis import claims, controls, findings, peers, replicates, stats, summary
+from reports.analysis import claims, controls, findings, narrative, peers, replicates, stats, summary
 from reports.analysis import data as rdata
 from reports.analysis.data import TIMED, finite
 from reports.analysis.jobs import Job
-from reports.rendering import choice, figures, latex
+from reports.rendering import bibliography, choice, figures, latex
 from reports.rendering import paper as paper_
 from reports.rendering import sections as drawings
 from reports.rendering.formats import html_doc, latex_tables, markdown, write_csv
@@ -45,7 +45,7 @@ from reports.rendering.parts import (
     short_reasons,
     stability_blocks,
     summary_blocks,
-    threats,
+    without_empty_columns,
 )
 from reports.rendering.sections.common import Block
 from reports.running import atomic
@@ -222,7 +222,7 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
         rows.append({"workload": r["workload"], "preset": r["preset"],
                      "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
                      "framework": r["framework"], "mode": r["mode"], "precision": r["precision"] or "fp32",
-                     "step": f"{1e3 * r['median_s']:.3g} ms",
+                     "step": stats.fmt_seconds(r["median_s"]),
                      "throughput": f"{stats.fmt_count(r['throughput'])} {r['unit']}/s",
                      "MFU (measured peak)": _pct(r.get("mfu")),
                      "MFU (vendor peak)": _pct(r.get("mfu_vendor")),
@@ -369,7 +369,8 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     missing = rdata.missing_frameworks(df)
     # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
     model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
-    b = intro_blocks(df, fam, missing, margin, summary.recommendation(df, fam, jobs))
+    b = intro_blocks(df, fam, missing, margin, summary.recommendation(df, fam, jobs),
+                     narrative.provenance(df, rendered_by()))
     b += control_alarm(ctrl)
     b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs, every))
     b += drawings.blocks(df, every, figs, fam)
@@ -384,7 +385,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
     b += side_blocks(records, ctrl, margin)
     b += peer_blocks(df)
-    return b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights)
+    return without_empty_columns(b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights))
 
 
 def control_alarm(ctrl: pd.DataFrame) -> list[Block]:
@@ -554,9 +555,10 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
         "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
         "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
-        "the log process medians (df = processes - 1); ratios between processes use Welch's t on the two log "
-        "means, contrasts within the same processes (a mode against eager, a transform against its loop, a new- "
-        "against a seen-shape request) a t interval on the per-process log ratios. Coverage was checked by "
+        "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
+        "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
+        "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
+        "interval on the per-process log ratios. Coverage was checked by "
         "simulation at the default allocation with the variance components measured on the development machine "
         "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
         "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
@@ -619,7 +621,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
-           margin: float | None = None, pdf: bool | None = None, jobs: list[Job] | None = None) -> dict[str, Path]:
+           margin: float | None = None, pdf: bool | None = None, jobs: list[Job] | None = None,
+           meta: paper_.Meta | None = None) -> dict[str, Path]:
     """Write figures, report.md, report.html, tables.tex, data.csv and cases.csv into out_dir:
     first into a hidden staging folder there, then moved into place together (running.atomic),
     so an interrupted render leaves the previous report whole."""
@@ -630,7 +633,7 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
         if len(groups) > 1:
             paths = _render_machines(df, groups, staging, weights, margin, pdf, jobs)
         else:
-            paths = _render(df, staging, weights, margin, pdf, jobs)
+            paths = _render(df, staging, weights, margin, pdf, jobs, meta)
         return {k: final / p.relative_to(staging) if isinstance(p, Path) else p for k, p in paths.items()}
 
 
@@ -676,44 +679,78 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
     return paths
 
 
-def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | None) -> dict[str, Any]:
-    """paper.tex and references.bib, and paper.pdf where a LaTeX engine is on the PATH
-    (pdf None: unless FWBENCH_PDF=0). Returns the paths written and `paper_problems`."""
-    import os
+def paper_text(cases: pd.DataFrame, blocks: list[Block], jobs: list[Job] | None = None) -> paper_.Text:
+    """What paper.tex says beyond the report's blocks (reports.analysis.narrative), for this run."""
+    df = sections.judged_in_report(cases)
     fam = findings.family_of(cases)
+    ct = next((b[1] for b in blocks if b[0] == "table" and b[3] == "claims"), None)
+    key = next((b[1] for b in blocks if b[0] == "ul"), [])          # the Summary's sentences (its first list)
+    wls = [w for w in ("gpt", "diffusion", "dynamic", "interop", "derivatives") if w in set(cases["workload"])]
+    device = "an accelerator" if claims.on_gpu(cases) else (
+        f"a {narrative.cores(cases)}-core CPU" if narrative.cores(cases) else "a CPU")
+    return paper_.Text(
+        abstract=narrative.abstract(df, fam, jobs, ct), provenance=narrative.provenance(cases, rendered_by()),
+        work=narrative.work(cases), workloads=wls, workloads_table=narrative.workloads_table(cases),
+        machine=narrative.machine(cases), versions=narrative.versions(cases),
+        method=paper_.method_paragraph(df, fam), results=narrative.results(df, fam, key, jobs),
+        job_why=narrative.job_why(df, jobs), discussion=narrative.discussion(df, fam, jobs),
+        limitations=narrative.limitations(df, fam), reproducibility=narrative.reproducibility(cases, rendered_by()),
+        conclusion=narrative.conclusion(df, fam, jobs, ct),
+        title=f"Which framework for which job? PyTorch, JAX and TensorFlow on equal work on {device}",
+        date=narrative.run_date(cases), authors=narrative.authors())
+
+
+def rendered_by() -> str | None:
+    """The commit of the code rendering the report ('-dirty' with uncommitted changes to tracked files)."""
+    from workloads.base import git_commit
+    return git_commit()
+
+
+def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | None,
+          jobs: list[Job] | None = None, meta: paper_.Meta | None = None) -> dict[str, Any]:
+    """paper.tex and references.bib (the works it cites), and paper.pdf where a LaTeX engine is on
+    the PATH (pdf None: unless FWBENCH_PDF=0). Returns the paths written, `paper_problems`, and where
+    compiled `paper_pages` and `paper_fonts` (each figure's place, main or appendix, and smallest
+    printed font in points: latex.printed_figures)."""
+    import os
     tex, bib = out_dir / "paper.tex", out_dir / "references.bib"
-    workloads = set(cases["workload"].dropna()) if "workload" in cases.columns else set()
-    tex.write_text(paper_.article(blocks, paper_.abstract(cases, blocks), paper_.limitations(cases, threats(cases)),
-                                  workloads, paper_.method_paragraph(cases, fam)), encoding="utf-8")
-    bib.write_text(latex.bibtex(), encoding="utf-8")
+    text = paper_text(cases, blocks, jobs)
+    body = paper_.article(blocks, text, meta)
+    tex.write_text(body, encoding="utf-8")
+    years = [d.year for d in narrative.dates(cases)]
+    commit = ", ".join(narrative.commits(cases))
+    bib.write_text(bibliography.bibtex(bibliography.cited(body), max(years) if years else None,
+                                       f"commit {commit}" if commit else ""), encoding="utf-8")
     out: dict[str, Any] = {"paper": tex, "bib": bib, "paper_problems": []}
     if pdf is None:
         pdf = os.environ.get("FWBENCH_PDF", "1") != "0"
     if pdf:
         pages: dict[str, int] = {}
-        made, problems = latex.compile_pdf(tex, pages=pages)
-        out["paper_problems"], out["paper_pages"] = problems, pages
+        fonts: dict[str, tuple[str, float]] = {}
+        made, problems = latex.compile_pdf(tex, pages=pages, fonts=fonts)
+        out["paper_problems"], out["paper_pages"], out["paper_fonts"] = problems, pages, fonts
         if made is not None:
             out["pdf"] = made
     return out
 
 
 def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, margin: float,
-            pdf: bool | None = None, jobs: list[Job] | None = None) -> dict[str, Path]:
+            pdf: bool | None = None, jobs: list[Job] | None = None, meta: paper_.Meta | None = None
+            ) -> dict[str, Path]:
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     one = sections.judged_in_report(cases)       # the figures draw one-device cases
     findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
     figs.update(drawings.draw(one, out_dir / "figures"))
-    figs.update(choice.draw(one, out_dir / "figures"))
+    figs.update(choice.draw(one, out_dir / "figures", jobs))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs, records=df)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex_tables(blocks), encoding="utf-8")
-    paths.update(paper(cases, blocks, out_dir, pdf))
+    paths.update(paper(cases, blocks, out_dir, pdf, jobs, meta))
     write_csv(df, paths["csv"])
     write_csv(cases.drop(columns=replicates.process_columns(cases)).assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})

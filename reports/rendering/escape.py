@@ -32,7 +32,7 @@ _MD_BLOCK_START = ("#", "-", "+", "=", "~", ":")      # would open a heading, li
 _MD_RE = re.compile("[" + re.escape("".join(_MD)) + "]|\\](?=[(\\[:])")
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
         "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-        "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+        "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", "\u00b5": r"$\mu$", "\u03bc": r"$\mu$"}
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -53,7 +53,10 @@ def html(s: Any) -> str:
 
 
 def latex(s: Any) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in one_line(s))
+    """TeX's special characters as text, µ as a math mu, and '--' kept as two hyphens ('-{}-'), so
+    a command such as `fwbench report --job` prints, and copies, as typed (TeX joins '--' into an en
+    dash)."""
+    return re.sub(r"-(?=-)", "-{}", "".join(_TEX.get(ch, ch) for ch in one_line(s)))
 
 
 def latex_label(s: Any) -> str:

@@ -53,7 +53,13 @@ SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 CLAIM = 1.4                    # gains "as high as 40%" with the PyTorch 2 compiler (claim 1 of ../shared/CLAIMS.md)
-PANEL_W, PANEL_H = 3.4, 2.8    # inches per panel
+PANEL_W, PANEL_H = 2.3, 2.0    # inches per panel: three to a row fill PRINT_WIDTH_IN
+# A main-text figure of the paper is drawn at the width it prints at, the paper's \\linewidth (letter paper,
+# 2 cm margins: 498 pt, reports.rendering.latex.PAPER_LINE_PT), so its font sizes are its printed sizes
+# (issue 41: figures 12 inches wide printed at 2 pt); PRINT_FONTS: its text in points, none below 6.5.
+PRINT_WIDTH_IN = 6.9
+PRINT_FONTS = {"font.size": 7.5, "axes.titlesize": 8.0, "axes.labelsize": 7.5, "xtick.labelsize": 7.0,
+               "ytick.labelsize": 7.0, "legend.fontsize": 7.0, "figure.titlesize": 8.0}
 
 
 def colours(names: Any) -> dict[str, str]:
@@ -67,8 +73,17 @@ def colours(names: Any) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _style() -> Iterator[None]:
-    """Seaborn's look for the duration of one figure, without changing global settings."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("paper", font_scale=1.05):
+    """Seaborn's look for the duration of one figure, without changing global settings, with the
+    print sizes of PRINT_FONTS: a figure three panels (PANEL_W) wide prints at its own sizes in the
+    paper, the appendix's figures too (issue 41: they printed at 1.3 to 5 pt)."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper", rc=PRINT_FONTS):
+        yield
+
+
+@contextlib.contextmanager
+def print_style() -> Iterator[None]:
+    """The same look at print size: a figure drawn PRINT_WIDTH_IN wide in it prints at PRINT_FONTS."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper", rc=PRINT_FONTS):
         yield
 
 
@@ -129,10 +144,14 @@ def _headroom(ax: Any, values: Any) -> None:
         ax.set_ylim(top=max(v) * (2.0 if ax.get_yscale() == "log" else 1.12))
 
 
-def _plain_ticks(axis: Any, span: float) -> None:
+def _plain_ticks(axis: Any, span: float, few: bool = False) -> None:
     """Log-axis ticks as 0.01, 1, 100 rather than powers of ten; 1-2-5 steps where the axis
-    spans only a few decades, so it carries more than one or two labels."""
-    if span < 300:
+    spans only a few decades, so it carries more than one or two labels (few: a narrow panel
+    at print size, 1-3 steps below 2 decades, decades beyond)."""
+    if few:
+        subs = (1.0, 2.0, 5.0) if span < 12 else (1.0, 3.0) if span < 100 else (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+    elif span < 300:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_locator(NullLocator())     # unlabelled minor ticks only cost layout time
@@ -185,10 +204,12 @@ def _mode_labels(sub: pd.DataFrame) -> list[str]:
     return [label for _, label in rows]
 
 
-def _framework_legend(fig: Figure, fws: list[str], col: dict[str, str], extra: list[Any] = ()) -> None:
+def _framework_legend(fig: Figure, fws: list[str], col: dict[str, str], extra: list[Any] = (),
+                      ncols: int = 6) -> None:
     handles = [Patch(facecolor=col[f], edgecolor="black", linewidth=0.4, label=f) for f in fws]
     n = len(handles) + len(extra)
-    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=min(n, 6), frameon=False)
+    fit = max(1, int(fig.get_figwidth() / 1.3))         # columns of about 1.3 inches fit the figure's width
+    fig.legend(handles=handles + list(extra), loc="outside upper center", ncols=min(n, ncols, fit), frameon=False)
 
 
 def _unit(sub: pd.DataFrame) -> str:
@@ -242,39 +263,50 @@ def throughput(df: pd.DataFrame) -> Figure | None:
             xs = _mode_labels(sub)
             vals = _bars(ax, sub, _mode_label, xs, fws, "throughput", "throughput_lo", "throughput_hi", col)
             _log_if_wide(ax, vals)
-            ax.set_title(f"{wl}: {task}  ({_shape(sub)})")
+            ax.set_title(f"{wl} {task}\n({_shape(sub)})")
             ax.set_xlabel("mode")
-            ax.set_ylabel(f"throughput ({_unit(sub)}/s)")
+            ax.set_ylabel(f"{_unit(sub)}/s")
         _framework_legend(fig, fws, col, _fallback_note(d))
     return fig
 
 
 def speedup(df: pd.DataFrame) -> Figure | None:
-    """Speedup of each non-eager mode over the same framework's eager, per task."""
+    """Speedup of each non-eager mode over the same framework's eager, per task; drawn at the paper's
+    printed width (print_style), one panel per workload, as the main text shows it for claim 1."""
     d = _timed(df)
     d = d[(d["mode"] != "eager") & d["speedup_vs_eager"].notna()]
     if d.empty:
         return None
     col, fws = colours(d["framework"]), framework_order(d["framework"])
-    with _style():
-        fig, panels = _each_panel(d, "workload", w=max(PANEL_W, 1.3 * d["task"].nunique() * d["mode"].nunique()))
+    with print_style():
+        fig, panels = _each_panel(d, "workload", w=PRINT_WIDTH_IN, h=2.1)
         for ax, wl, _, sub in panels:
             several = sub["mode"].nunique() > 1 or sub["strategy"].notna().any()
-            label = (lambda r: f"{r['task']}\n{_mode_label(r)}") if several else (lambda r: r["task"])
+            label = (lambda r: f"{r['task']}\n{_short_mode_label(r)}") if several else (lambda r: r["task"])
             xs = sorted({label(r) for _, r in sub.iterrows()})
             vals = _bars(ax, sub, label, xs, fws, "speedup_vs_eager", "speedup_lo", "speedup_hi", col)
             _log_if_wide(ax, vals + [1.0, CLAIM])
             ax.axhline(1.0, color="black", linewidth=0.8)
             ax.axhline(CLAIM, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, CLAIM, '"as high as 40%" torch.compile claim (1.4x)')
             _headroom(ax, vals + [CLAIM])
-            ax.set_title(f"{wl}: speedup over eager")
-            ax.set_ylabel("speedup over eager (x, median ratio)\n" + ", ".join(
-                f for f in fws if f in OP_BY_OP_EAGER) + ": over op-by-op eager" if set(fws) & set(OP_BY_OP_EAGER)
-                else "speedup over eager (x, median ratio)")
-            ax.set_xlabel("task" + ("  /  mode" if several else f" ({sub['mode'].iloc[0]})"))
-        _framework_legend(fig, fws, col, _fallback_note(d))
+            ax.set_title(f"{wl}: speedup over the same framework's eager mode"
+                         + (f" ({', '.join(f for f in fws if f in OP_BY_OP_EAGER)}: op by op)"
+                            if set(fws) & set(OP_BY_OP_EAGER) else ""))
+            ax.set_ylabel("speedup (x)")
+            ax.set_xlabel("task" + ("  /  mode (strategy)" if several else f" ({sub['mode'].iloc[0]})"))
+        claim = Line2D([], [], color="black", linewidth=1.0, linestyle="--",
+                       label='"as high as 40%" claim for torch.compile (1.4x)')
+        _framework_legend(fig, fws, col, _fallback_note(d) + [claim], ncols=4)
     return fig
+
+
+def _short_mode_label(r: pd.Series) -> str:
+    """The mode, and a strategy below it in parentheses without the mode's own name ('compiled-adamw'
+    under compiled reads '(adamw)'), so a bar group's label stays as narrow as its task's name."""
+    s = r["strategy"]
+    if not isinstance(s, str):
+        return r["mode"]
+    return f"{r['mode']}\n({s.removeprefix(r['mode'] + '-')})"
 
 
 def first_call(df: pd.DataFrame) -> Figure | None:
@@ -286,29 +318,43 @@ def first_call(df: pd.DataFrame) -> Figure | None:
         return None
     col, fws = colours(d["framework"]), framework_order(d["framework"])
     with _style():
-        fig, panels = _each_panel(d, "task", w=PANEL_W + 0.4, h=PANEL_H + 0.3)
+        fig, panels = _each_panel(d, "task", h=PANEL_H + 0.2)
         for ax, wl, task, sub in panels:
+            notes = []
             for _, r in sub.iterrows():
-                ax.scatter(r["median_s"], r["first_call_s"], color=col[r["framework"]], s=42,
+                ax.scatter(r["median_s"], r["first_call_s"], color=col[r["framework"]], s=30,
                            marker=MODE_MARKERS.get(r["mode"], "D"), edgecolor="black", linewidth=0.4, zorder=3)
                 if r["mode"] != "eager" and not pd.isna(r["break_even_steps"]):
                     n = r["break_even_steps"]
-                    txt = "never" if math.isinf(n) else f"{n:,.0f}"
-                    ax.annotate(txt, (r["median_s"], r["first_call_s"]), xytext=(4, 3),
-                                textcoords="offset points", fontsize=7, color=col[r["framework"]])
+                    notes.append(("never" if math.isinf(n) else f"{n:,.0f}", r["median_s"], r["first_call_s"],
+                                  col[r["framework"]]))
             ax.set_xscale("log")
             ax.set_yscale("log")
             x0, x1, y0, y1 = _ratio_guides(ax, sub)
             _plain_ticks(ax.xaxis, x1 / x0)
             _plain_ticks(ax.yaxis, y1 / y0)
-            ax.set_title(f"{wl}: {task}")
-            ax.set_xlabel("steady-state step (s, warm processes)")
+            _annotate_apart(ax, notes)
+            ax.set_title(f"{wl} {task}")
+            ax.set_xlabel("step (s, warm processes)")
             ax.set_ylabel("first call (s)")
         modes = mode_order(d["mode"])
         marks = [Line2D([], [], marker=MODE_MARKERS.get(m, "D"), color="grey", linestyle="", label=m) for m in modes]
         marks.append(Line2D([], [], color="none", label="numbers: break-even steps vs eager"))
         _framework_legend(fig, fws, col, marks)
     return fig
+
+
+def _annotate_apart(ax: Any, notes: list[tuple[str, float, float, str]]) -> None:
+    """Each (text, x, y, colour) beside its point, moved down a line where it would sit on an earlier
+    one (issue 41: break-even counts of neighbouring points printed over each other)."""
+    placed: list[tuple[float, float]] = []
+    for text, x, y, colour in sorted(notes, key=lambda n: -n[2]):
+        px, py = ax.transData.transform((x, y))
+        dy = 3.0
+        while any(abs(px - qx) < 40 and abs(py + dy - qy) < 9 for qx, qy in placed):
+            dy -= 9.0
+        placed.append((px, py + dy))
+        ax.annotate(text, (x, y), xytext=(4, dy), textcoords="offset points", fontsize=6.5, color=colour)
 
 
 def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, float]:
@@ -324,7 +370,7 @@ def _ratio_guides(ax: Any, sub: pd.DataFrame) -> tuple[float, float, float, floa
             ax.plot([x0, x1], [k * x0, k * x1], color="grey", linewidth=0.5, linestyle=":", zorder=1)
             xt = min(x1, y1 / k) / 1.15
             if xt > x0 * 1.5:
-                ax.text(xt, k * xt, f"{k}x", fontsize=6, color="grey", ha="right", va="bottom")
+                ax.text(xt, k * xt, f"{k}x", fontsize=6.5, color="grey", ha="right", va="bottom")
     return x0, x1, y0, y1
 
 
@@ -347,12 +393,13 @@ def utilisation(df: pd.DataFrame) -> Figure | None:
             vals = _bars(ax, sub, _mode_label, xs, fws, "utilisation", "util_lo", "util_hi", col, scale=100)
             _log_if_wide(ax, vals + [100.0])
             ax.axhline(100, color="black", linewidth=1.0, linestyle="--")
-            _line_label(ax, 100, f"100% = {gemm}")
+            _line_label(ax, 100, "100%")
             _headroom(ax, vals + [100.0])
-            ax.set_title(f"{wl}: {task}")
+            ax.set_title(f"{wl} {task}")
             ax.set_xlabel("mode")
-            ax.set_ylabel("% of fp32 GEMM rate")
-        _framework_legend(fig, fws, col, _fallback_note(d))
+            ax.set_ylabel("% of the GEMM rate")
+        full = Line2D([], [], color="black", linewidth=1.0, linestyle="--", label=f"100% = the {gemm}")
+        _framework_legend(fig, fws, col, _fallback_note(d) + [full], ncols=4)
     return fig
 
 
@@ -421,7 +468,7 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
                 for tick in ax.get_xticklabels():
                     tick.set_rotation(35)
                     tick.set_horizontalalignment("right")
-                    tick.set_fontsize("small")
+                    tick.set_fontsize(6.5)
             ax.set_title(f"{wl}: {task}")
             ax.set_ylabel("first call (s)")
         _framework_legend(fig, fws, col, _fallback_note(long))
@@ -500,11 +547,34 @@ def label_problems(fig: Figure) -> list[str]:
             for kb, tb, bb in texts[a + 1:]:
                 if ka == kb and _clash(ta, tb, ba, bb, tol):
                     out.append(f"panel {i}: {ka} {ta.get_text()!r} overlaps {kb} {tb.get_text()!r}")
-    for t in fig.texts + [x for ax in fig.axes if ax.get_visible() for x in (ax.xaxis.label, ax.yaxis.label, ax.title)]:
+    legends = [t for lg in fig.legends for t in lg.get_texts()]
+    for t in fig.texts:          # a figure's title over its legend (issue 41)
+        if t.get_visible() and t.get_text().strip():
+            bt = t.get_window_extent(r)
+            for u in legends:
+                bu = u.get_window_extent(r)
+                if min(bt.x1, bu.x1) - max(bt.x0, bu.x0) > tol and min(bt.y1, bu.y1) - max(bt.y0, bu.y0) > tol:
+                    out.append(f"{t.get_text()[:40]!r} overlaps the legend's {u.get_text()[:40]!r}")
+    for t in fig.texts + legends + [x for ax in fig.axes if ax.get_visible()
+                                    for x in (ax.xaxis.label, ax.yaxis.label, ax.title)]:
         if t.get_visible() and t.get_text().strip():
             bx = t.get_window_extent(r)
-            if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1:
+            if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1 or bx.y0 < fb.y0 - 1 or bx.y1 > fb.y1 + 1:
                 out.append(f"{t.get_text()[:40]!r} runs out of the figure")
+    # an axis label or title over another panel's text (issue 41: a two-line y label ran into the
+    # panel above's tick labels)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    for i, ax in enumerate(shown):
+        own = [t for t in (ax.xaxis.label, ax.yaxis.label, ax.title) if t.get_visible() and t.get_text().strip()]
+        for other in shown[:i] + shown[i + 1:]:
+            theirs = [t for _, t in _visible_texts(other)] + [t for t in (other.xaxis.label, other.yaxis.label,
+                                                                          other.title) if t.get_text().strip()]
+            for t in own:
+                bt = t.get_window_extent(r)
+                for u in theirs:
+                    bu = u.get_window_extent(r)
+                    if min(bt.x1, bu.x1) - max(bt.x0, bu.x0) > tol and min(bt.y1, bu.y1) - max(bt.y0, bu.y0) > tol:
+                        out.append(f"{t.get_text()[:40]!r} overlaps {u.get_text()[:40]!r} of another panel")
     return out
 
 
@@ -518,7 +588,7 @@ def declutter(fig: Figure) -> None:
     write them on one line, slanted and smaller; steeper and smaller still if they overlap."""
     r = _renderer(fig)
     for ax in fig.axes:
-        for angle, size in ((30, 7), (60, 6), (90, 5)):
+        for angle, size in ((30, 7), (60, 6.5), (90, 6.5)):      # never below 6.5 pt (issue 41)
             if not _x_overlaps(ax, r):
                 break
             ax.set_xticks(ax.get_xticks(), [" ".join(t.get_text().split()) for t in ax.get_xticklabels()],
@@ -527,10 +597,22 @@ def declutter(fig: Figure) -> None:
             r = _renderer(fig)
 
 
+def plain_log_labels(fig: Figure) -> None:
+    """Log axes labelled 0.01, 10, 1e-05 in the tick labels' own size, never as mathtext's 10^-2,
+    whose exponent prints at 0.7 of it (issue 41: 4.9 pt in the appendix's figures)."""
+    from matplotlib.ticker import LogFormatterSciNotation
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log" and isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                lo, hi = sorted(axis.get_view_interval())
+                _plain_ticks(axis, hi / lo if lo > 0 else 1e6)
+
+
 def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     """PNG (150 dpi, for screens and HTML) and PDF (vector, for papers), without timestamps;
     overlapping x tick labels are slanted first (declutter); each y axis states its scale
     (state_scales)."""
+    plain_log_labels(fig)
     declutter(fig)
     state_scales(fig)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,12 @@ Tables are `longtable`s (they break across pages, the header repeated) whose col
 `p{}` boxes sized as shares of the line width from their contents, set ragged-right, in a
 font that shrinks with the column count; every cell may break after `/ _ - . , = :` so no
 long name (a strategy, a path, a reason) pushes a line over. A test compiles both files and
-fails on a LaTeX error or an overfull box wider than 1 pt.
+fails on a LaTeX error, an overfull box wider than 1 pt, an undefined reference or citation, or a
+BibTeX warning; and on a main-text figure whose smallest font prints below 6 pt
+(printed_figures: the figure's own font sizes scaled by its printed width over its width).
 
 Packages: booktabs, longtable, array (texlive-latex-base and -recommended on Debian), and for
-the article graphicx, geometry, caption, hyperref.
+the article graphicx, geometry, caption, natbib, hyperref; bibtex (texlive-binaries).
 """
 from __future__ import annotations
 
@@ -132,47 +134,8 @@ def tables_file(blocks: list[tuple]) -> str:
 
 # ----------------------------------------------------------------------------- the article
 
-REFERENCES = {
-    "ansel2024pytorch2": ("J. Ansel et al.", "PyTorch 2: Faster Machine Learning Through Dynamic Python Bytecode "
-                          "Transformation and Graph Compilation", "ASPLOS 2024"),
-    "bradbury2018jax": ("J. Bradbury et al.", "JAX: composable transformations of Python+NumPy programs",
-                        "software, http://github.com/jax-ml/jax, 2018"),
-    "abadi2016tensorflow": ("M. Abadi et al.", "TensorFlow: A System for Large-Scale Machine Learning",
-                            "OSDI 2016"),
-    "kalibera2013rigorous": ("T. Kalibera and R. Jones", "Rigorous Benchmarking in Reasonable Time", "ISMM 2013"),
-    "mytkowicz2009producing": ("T. Mytkowicz, A. Diwan, M. Hauswirth and P. F. Sweeney",
-                               "Producing Wrong Data Without Doing Anything Obviously Wrong!", "ASPLOS 2009"),
-    "holm1979simple": ("S. Holm", "A Simple Sequentially Rejective Multiple Test Procedure",
-                       "Scandinavian Journal of Statistics 6(2), 1979"),
-    "industry2023claims": ("An industry article", "On why PyTorch leads generative AI, quoting Luca Antiga (Lightning "
-                           "AI), Dan Shiebler (Abnormal Security) and Pieter Luitjens (Private AI)", "web, 2023"),
-    "hao2023torchbench": ("Y. Hao et al.", "TorchBench: Benchmarking PyTorch with High API Surface Coverage",
-                          "web, arXiv:2304.14226, 2023"),
-    "keras3benchmarks": ("The Keras team", "Keras 3 benchmarks", "web, keras.io/getting_started/benchmarks, 2023"),
-    "dahl2023algoperf": ("G. E. Dahl et al.", "Benchmarking Neural Network Training Algorithms",
-                         "web, arXiv:2306.07179, 2023"),
-    "mattson2020mlperf": ("P. Mattson et al.", "MLPerf Training Benchmark", "MLSys 2020"),
-    "fwbench": ("The fwbench authors", "fwbench: equal-work benchmarks of PyTorch, JAX and TensorFlow",
-                "software, this repository"),
-}
-
-
-def bibtex() -> str:
-    """references.bib with the entries the article cites."""
-    out = []
-    for key, (who, title, where) in REFERENCES.items():
-        kind = "misc" if where.startswith(("software", "web")) else "inproceedings" if re.search(r"\d{4}$", where) and \
-            not where.startswith("Scandinavian") else "article"
-        field = "howpublished" if kind == "misc" else "booktitle" if kind == "inproceedings" else "journal"
-        out.append(f"@{kind}{{{key},\n  author = {{{who}}},\n  title = {{{{{title}}}}},\n"
-                   f"  {field} = {{{where}}},\n}}\n")
-    return "\n".join(out)
-
-
-def thebibliography() -> str:
-    items = [rf"\bibitem{{{k}}} {escape.latex(who)}. \emph{{{escape.latex(t)}}}. {escape.latex(w)}."
-             for k, (who, t, w) in REFERENCES.items()]
-    return "\n".join([r"\begin{thebibliography}{9}", *items, r"\end{thebibliography}"])
+# paper.tex's page: letter paper, 2 cm margins (paper.article's geometry): its \linewidth, in TeX points
+PAPER_LINE_PT = (8.5 * 72.27) - 2 * (2 / 2.54 * 72.27)
 
 
 def engine() -> str | None:
@@ -181,51 +144,116 @@ def engine() -> str | None:
 
 
 INSTALL_HINT = ("no LaTeX engine on the PATH: paper.tex was written but not compiled; install one "
-                "(Debian/Ubuntu: apt-get install texlive-latex-recommended; or tectonic) and run "
-                "`pdflatex paper.tex` twice in the report folder")
+                "(Debian/Ubuntu: apt-get install texlive-latex-recommended, which brings bibtex; or tectonic) and run "
+                "pdflatex paper, bibtex paper, then pdflatex paper twice in the report folder")
 
 
 APPENDIX_LABEL = "fwbench-appendix"        # paper.tex's \\label where the appendix starts, on a page of its own
+MAIN_END_LABEL = "fwbench-main-end"        # its \\label at the end of the main text (the references follow)
 
 
 def pages_of(log: str, aux: str) -> dict[str, int]:
-    """{'total': the PDF's pages, 'main': those before the appendix} from a LaTeX log and .aux
-    (what is found)."""
+    """{'total': the PDF's pages, 'main': the main text's (to the page where MAIN_END_LABEL stands, the
+    references not counted; else those before the appendix), 'appendix': the appendix's} from a LaTeX
+    log and .aux (what is found)."""
     out = {}
     m = re.search(r"Output written on .*?\((\d+) pages?", log.replace("\n", ""))
     if m:
         out["total"] = int(m.group(1))
-    m = re.search(r"\\newlabel\{" + APPENDIX_LABEL + r"\}\{\{[^}]*\}\{(\d+)\}", aux)
-    if m:
-        out["main"] = int(m.group(1)) - 1
+    page = {k: int(v) for k, v in re.findall(r"\\newlabel\{([\w-]+)\}\{\{[^}]*\}\{(\d+)\}", aux)}
+    if APPENDIX_LABEL in page:
+        out["main"] = page.get(MAIN_END_LABEL, page[APPENDIX_LABEL] - 1)
+        if "total" in out:
+            out["appendix"] = out["total"] - page[APPENDIX_LABEL] + 1
     return out
 
 
-def compile_pdf(tex: Path, timeout: float = 300.0,
-                pages: dict[str, int] | None = None) -> tuple[Path | None, list[str]]:
-    """Compile `tex` into a PDF beside it (two passes, for references). Returns the PDF (None
-    if it could not) and the problems: LaTeX errors, overfull boxes wider than 1 pt; `pages`
-    (if given) gets pages_of the result."""
+UNDEFINED = re.compile(r"(?:LaTeX|natbib|Package natbib) Warning: (?:Reference|Citation) `([^']*)' "
+                       r"(?:on page \d+ )?undefined|There were undefined (?:references|citations)")
+
+
+def undefined(log: str) -> list[str]:
+    """A LaTeX log's undefined references and citations, one line each."""
+    return sorted({m.group(0) for m in UNDEFINED.finditer(log.replace("\n", " "))})
+
+
+def bibtex_problems(blg: str) -> list[str]:
+    """BibTeX's warnings and errors from its .blg (a missing field, an entry it could not read)."""
+    return [ln.strip() for ln in blg.splitlines() if ln.startswith("Warning--") or "error message" in ln
+            or ln.startswith("I couldn't") or ln.startswith("I found no")]
+
+
+_FIGURE_LINE = re.compile(r"fwbench-figure (main|appendix): (\S+): ([\d.]+)pt")
+
+
+def figure_fonts(pdf: Path) -> tuple[float, float] | None:
+    """(width in bp, the smallest font size in bp) of a figure PDF as matplotlib writes it: the
+    MediaBox's width and every text's 'Tf' size in its content streams; None where either is not
+    found."""
+    import zlib
+    data = pdf.read_bytes()
+    box = re.search(rb"/MediaBox\s*\[\s*([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", data)
+    sizes = []
+    for m in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            body = zlib.decompress(m.group(1))
+        except zlib.error:
+            body = m.group(1)
+        sizes += [float(x) for x in re.findall(rb"/[\w.+-]+\s+([\d.]+)\s+Tf", body)]
+    if not box or not sizes:
+        return None
+    return float(box.group(3)) - float(box.group(1)), min(sizes)
+
+
+def printed_figures(log: str, folder: Path) -> dict[str, tuple[str, float]]:
+    """{figure file: (main or appendix, its smallest font as printed, in points)} for every figure
+    paper.tex placed with \\fwbenchfigure: the figure's smallest font x its printed width (the log's,
+    TeX points as bp) / its own width."""
+    out = {}
+    for where, name, wd in _FIGURE_LINE.findall(log.replace("\n", "")):
+        f = figure_fonts(folder / name)
+        if f:
+            out[name] = (where, f[1] * (float(wd) * 72 / 72.27) / f[0])
+    return out
+
+
+def compile_pdf(tex: Path, timeout: float = 300.0, pages: dict[str, int] | None = None,
+                fonts: dict[str, tuple[str, float]] | None = None) -> tuple[Path | None, list[str]]:
+    """Compile `tex` into a PDF beside it: pdflatex, bibtex where it cites a .bib, then pdflatex twice
+    (references and citations settle). Returns the PDF (None if it could not) and the problems: LaTeX
+    errors, overfull boxes wider than 1 pt, undefined references or citations, BibTeX's warnings;
+    `pages` (if given) gets pages_of the result, `fonts` printed_figures'."""
     eng = engine()
     if eng is None:
         return None, [INSTALL_HINT]
     cmd = ([eng, "-interaction=nonstopmode", "-halt-on-error", tex.name] if eng == "pdflatex"
            else [eng, tex.name])
-    log = ""
+    log, blg = "", ""
     try:
-        for _ in range(2 if eng == "pdflatex" else 1):
+        for i in range(3 if eng == "pdflatex" else 1):
             p = subprocess.run(cmd, cwd=tex.parent, capture_output=True, text=True, timeout=timeout)
             log = p.stdout
             if p.returncode != 0:
                 break
+            aux = tex.with_suffix(".aux")
+            if i == 0 and aux.exists() and "\\bibdata" in aux.read_text(errors="replace"):
+                if shutil.which("bibtex") is None:
+                    return None, ["bibtex is not on the PATH (Debian: texlive-binaries, which "
+                                  "texlive-latex-base brings): paper.tex cites references.bib"]
+                subprocess.run(["bibtex", tex.stem], cwd=tex.parent, capture_output=True, text=True, timeout=timeout)
+                b = tex.with_suffix(".blg")
+                blg = b.read_text(errors="replace") if b.exists() else ""
     except (OSError, subprocess.SubprocessError) as e:
         return None, [f"{eng} failed to run: {e}"]
-    problems = overfull(log) + [ln for ln in log.splitlines() if ln.startswith("!")][:3]
+    problems = (overfull(log) + [ln for ln in log.splitlines() if ln.startswith("!")][:3] + undefined(log)
+                + bibtex_problems(blg))
     pdf = tex.with_suffix(".pdf")
     aux = tex.with_suffix(".aux")
     if pages is not None:
         pages.update(pages_of(log, aux.read_text(errors="replace") if aux.exists() else ""))
-    for ext in (".aux", ".log", ".out", ".toc"):
+    if fonts is not None:
+        fonts.update(printed_figures(log, tex.parent))
+    for ext in (".aux", ".log", ".out", ".toc", ".bbl", ".blg"):
         tex.with_suffix(ext).unlink(missing_ok=True)
     return (pdf if pdf.exists() and not any(x.startswith("!") for x in problems) else None), problems
 

@@ -1,145 +1,170 @@
-"""paper.tex, the report shaped as a paper (issue 28): at most about 10 pages of main text,
-then an appendix with everything else the report holds.
+"""paper.tex, the report written as a Datasets-and-Benchmarks paper (issues 28 and 41): at most
+MAX_MAIN_PAGES pages of main text, then an appendix with everything else the report holds.
 
-    abstract         the recommendation (page 1's first sentence), the run in one sentence, then its
-                     answers (answer_sentences)
-    1 Introduction   the claims under test with their real sources
-    2 Related work   TorchBench, the Keras 3 benchmarks, AlgoPerf, MLPerf, Kalibera & Jones
-    3 Method         one paragraph (the report's full Method is in the appendix)
-    4 Results        the Summary's bullets and the table of their figures, its first other table,
-                     MAIN_FIGURES figures as floats
-    5 Limitations    computed from the run (limitations)
-    References
-    Appendix         every other section of the report, in its order, every per-case table
+    title, authors, date   from Meta (fwbench report --title/--author/--date), else pyproject.toml's
+                           [project] authors and the runs' date; the provenance line under the abstract
+    abstract               narrative.abstract: at most 200 words, with the run's headline ratio and interval
+    1 Introduction         motivation, the claims' source, a numbered list of contributions
+    2 Related work         benchmark suites, earlier framework comparisons, benchmarking methodology
+    3 Benchmark design     workloads (parameters, FLOPs per step), frameworks and machine, measurement
+    4 Results              the choice per job (its table and the job view, figure 1), then a paragraph per
+                           concern with its reason where the data show it (at most MAIN_FIGURES figures,
+                           each drawn at the printed width: figures.PRINT_WIDTH_IN)
+    5 The claims           verdicts, and what was measured for each tested claim
+    6 Discussion, 7 Limitations, 8 Reproducibility, 9 Conclusion
+    References             BibTeX (natbib, plainnat) from references.bib (bibliography)
+    Appendix               every section of the report in its order, every per-case table
 
-The report's own "Appendix X: ..." headings lose their prefix, so the paper's appendix
-letters are LaTeX's (no "B Appendix D"). `APPENDIX_LABEL` marks where the appendix starts
-(on a page of its own): its page in the .aux less one is the main text's length, which
-latex.compile_pdf reports and tests/test_paper.py bounds.
+Cross-references are LaTeX's: a report section's "Appendix B" becomes \\ref to the label of the
+appendix section it names, "(Method)" the method's, "(table)" the table under the Summary.
+`APPENDIX_LABEL` marks where the appendix starts (on a page of its own): its page in the .aux less
+one is the main text's length, which latex.compile_pdf reports and tests/test_paper.py bounds.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from reports.analysis import claims, stats
 from reports.analysis.data import TIMED
-from reports.rendering import escape, latex
-from reports.rendering.parts import DETAILS_LABEL
-from reports.sections.dynamic import SERVED
+from reports.rendering import bibliography, escape, latex
+from reports.rendering.parts import CAVEATS, DETAILS_LABEL
 
-RECOMMENDATION = "Recommendation for "       # summary.recommendation's first words: the abstract opens with it
+RECOMMENDATION = "Recommendation for "       # summary.recommendation's first words (page 1's first paragraph)
 APPENDIX_TITLES = {"Results": "Further results", "Method": "The method in full"}   # not the main text's names
-MAIN_FIGURES = 4                    # 3-5 figures in the main text (issue 28)
+MAX_MAIN_PAGES = 9
+MAIN_FIGURES = ("pareto_jobs", "speedup")    # drawn at the printed width; the recommendation's job view first
 APPENDIX_LABEL = latex.APPENDIX_LABEL
-# the figures the main text prefers, in this order; the others (and any beyond MAIN_FIGURES) stay
-# in their appendix sections
-PREFERRED = ("throughput", "speedup", "first_call", "cold_warm", "dyn_stream_time", "der_time", "der_vmap",
-             "dyn_compilations")
+SOURCE = "industry2023claims"                # the claims' source (../shared/CLAIMS.md), a key of references.bib
+DEFAULT_AUTHORS = ["The fwbench contributors"]
 
-# the claims' source (analysis.claims.CLAIMS: ../shared/CLAIMS.md) as a key of latex.REFERENCES
-SOURCE = "industry2023claims"
+WORKLOAD_TEXT = {
+    "gpt": r"The GPT follows GPT-2's architecture \citep{radford2019language} (pre-norm blocks, tied embeddings, "
+           r"GELU) with nanoGPT's training step \citep{karpathy2022nanogpt}: AdamW \citep{loshchilov2019decoupled} "
+           r"with global-norm clipping; its tasks are a forward pass, a train step and greedy generation. Model "
+           r"FLOPs per step follow PaLM's formula \citep{chowdhery2022palm}, $6N + 12LHQT$ per trained token.",
+    "diffusion": r"The diffusion model is the DDPM UNet \citep{ho2020denoising} (residual blocks, attention at one "
+                 r"resolution, a sinusoidal time embedding); its tasks are a forward pass (noise prediction), a "
+                 r"train step and a sampler of fixed steps; its FLOPs count 2 per multiply-add of every "
+                 r"convolution, dense and attention product, a train step three forward passes.",
+    "dynamic": r"The dynamic-shapes workload serves streams of requests whose shapes vary (prompts, batches, "
+               r"images), cold (every shape new once) and warm, under each framework's strategies for varying "
+               r"shapes (TensorFlow's input signatures and retracing, torch's dynamic and marked dimensions, "
+               r"padding to buckets).",
+    "interop": r"The interop workload runs eight programs that mix tensors with Python (a data-dependent branch, a "
+               r"Python loop, a call into numpy or scipy, a print, a side effect, ...) under each framework's "
+               r"compiler, as written and rewritten in the framework's idiom.",
+    "derivatives": r"The derivatives workload times higher-order derivatives, Jacobians, Hessian-vector products, "
+                   r"per-example gradients and model ensembles under each framework's transforms (vmap, jacfwd, "
+                   r"jacrev, vectorized\_map, a loop), each result checked against a float64 reference first.",
+}
 
 RELATED = (
-    r"TorchBench \cite{hao2023torchbench} runs PyTorch's model zoo and reports each configuration (compiler "
-    r"$\times$ mode) on its own dashboard, never one framework score. The Keras 3 benchmarks "
-    r"\cite{keras3benchmarks} time the same models on the JAX, TensorFlow and PyTorch backends and conclude that "
-    r"no single backend is fastest, with a table per model. AlgoPerf \cite{dahl2023algoperf} and MLPerf Training "
-    r"\cite{mattson2020mlperf} state the time to do a job (reach a target quality) rather than weighted points. "
-    r"Kalibera and Jones \cite{kalibera2013rigorous} show that the process (not the round) is the unit of "
-    r"replication of a benchmark and how to spread a fixed budget over processes and rounds; Mytkowicz et al. "
-    r"\cite{mytkowicz2009producing} that an innocuous change of environment can change a result. fwbench follows "
-    r"them: equal work per framework, every process a replicate, every difference stated with one error rate for "
-    r"the report (Holm \cite{holm1979simple}).")
+    r"\paragraph{Benchmark suites.} DAWNBench \citep{coleman2017dawnbench} and MLPerf Training "
+    r"\citep{mattson2020mlperf} time a training job to a target quality, MLPerf Inference \citep{reddi2020mlperf} "
+    r"the latency and throughput of serving scenarios, and AlgoPerf \citep{dahl2023algoperf} training algorithms by "
+    r"their time to a result. They rank systems, hardware and software together, on fixed tasks; fwbench holds the "
+    r"machine fixed and varies the framework, at the level of a user's job. TorchBench \citep{hao2023torchbench} "
+    r"covers PyTorch's API surface over a model zoo and reports each configuration on its own; the Keras~3 "
+    r"benchmarks \citep{keras3benchmarks} time the same models on the JAX, TensorFlow and PyTorch backends and find "
+    r"no backend fastest throughout."
+    "\n\n"
+    r"\paragraph{Framework comparisons.} \citet{bahrampour2015comparative}, \citet{shi2016benchmarking} and "
+    r"\citet{liu2018benchmarking} compared the deep-learning frameworks of their day on the time per mini-batch of "
+    r"fixed networks on CPUs and GPUs. They predate the compilers now in the loop (torch.compile "
+    r"\citep{ansel2024pytorch2}, jax.jit \citep{bradbury2018jax}, tf.function with XLA), whose one-off cost per "
+    r"process decides which framework is cheapest for a short job; fwbench prices that cost with the steady step, "
+    r"per job, and checks that the frameworks compute the same thing before timing them."
+    "\n\n"
+    r"\paragraph{Benchmarking methodology.} \citet{georges2007statistically} argue for confidence intervals over "
+    r"repeated runs rather than single numbers, \citet{kalibera2013rigorous} for the process as the unit of "
+    r"replication and for spreading a budget over processes and iterations; \citet{mytkowicz2009producing} show that "
+    r"an innocuous change of environment can bias a result, and \citet{curtsinger2013stabilizer} randomise memory "
+    r"layout to remove that bias; \citet{hoefler2015scientific} give rules for reporting performance (intervals, the "
+    r"machine, what exactly was measured). fwbench follows them: processes as replicates, an environment padded to "
+    r"a random length per process, Student-t intervals over processes, one error rate for a report (Holm's "
+    r"procedure \citep{holm1979simple} in the graphical form of \citet{bretz2009graphical}, equivalence by two "
+    r"one-sided tests \citep{schuirmann1987comparison}), and the machine's load recorded per case.")
 
 
-def _para(text: str) -> str:
-    return latex.prose(text)
+@dataclass
+class Meta:
+    """The paper's title, authors and date (fwbench report --title, --author, --date); None: computed."""
+    title: str | None = None
+    authors: list[str] | None = None
+    date: str | None = None
+
+
+@dataclass
+class Text:
+    """What the paper says that the report's blocks do not hold (reports.analysis.narrative's)."""
+    abstract: list[str]
+    provenance: str
+    work: str
+    workloads: list[str]
+    workloads_table: pd.DataFrame
+    machine: str
+    versions: str
+    method: str
+    results: list[tuple[str, str]]
+    job_why: str
+    discussion: list[str]
+    limitations: list[str]
+    reproducibility: list[tuple[str, str]]
+    conclusion: str
+    title: str
+    date: str
+    authors: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- text
+
+def _refs(tex: str, labels: dict[str, str]) -> str:
+    """The report's words that point at a part of it, as LaTeX references: 'Appendix B' (the letter of
+    a report heading 'Appendix B: ...'), '(Method)', '(table)' (the table under the Summary)."""
+    def appendix(m: re.Match) -> str:
+        lab = labels.get(m.group(1))
+        return rf"Appendix~\ref{{{lab}}}" if lab else m.group(0)
+    tex = re.sub(r"\bAppendix ([A-Z])\b", appendix, tex)
+    if "Method" in labels:
+        tex = tex.replace("(Method)", rf"(Appendix~\ref{{{labels['Method']}}})")
+    for title, lab in labels.items():
+        if len(title) > 1:
+            tex = tex.replace(f"(see {title})", rf"(Appendix~\ref{{{lab}}})")
+            tex = tex.replace(f": {title}.", rf": Appendix~\ref{{{lab}}}.")
+    details = rf"Table~\ref{{tab:fwbench-{DETAILS_LABEL}}}"
+    tex = tex.replace("(table)", f"({details})").replace(": table)", f": {details})")
+    return re.sub(r"\bin the table\b", lambda m: f"in {details}", tex)
+
+
+def _para(text: str, labels: dict[str, str] | None = None) -> str:
+    """Report text as LaTeX: escaped, typeset, its references and the works it names cited."""
+    return bibliography.cite_phrases(_refs(latex.prose(text), labels or {}))
+
+
+def _section_label(title: str) -> str:
+    return "sec:fwbench-" + escape.latex_label(title)
+
+
+def _labels(blocks: list[tuple]) -> dict[str, str]:
+    """The report's level-2 headings as the appendix labels they become: by appendix letter ('B') and
+    by title ('Method', 'Replication and stability')."""
+    out = {}
+    for b in blocks:
+        if b[0] == "h" and b[1] == 2:
+            m = re.match(r"Appendix ([A-Z]): (.*)", str(b[2]))
+            title = m.group(2) if m else str(b[2])
+            shown = APPENDIX_TITLES.get(title, title)
+            if m:
+                out[m.group(1)] = _section_label(shown)
+            out[str(b[2]) if not m else title] = _section_label(shown)
+    return out
 
 
 def _table(blocks: list[tuple], label: str) -> pd.DataFrame | None:
     return next((b[1] for b in blocks if b[0] == "table" and b[3] == label), None)
-
-
-def _jobs_sentence(jobs: pd.DataFrame) -> str:
-    """The jobs table's answers grouped: the commonest answer with its count, each other answer
-    with its jobs ("torch cheapest in 10 of 12 jobs; jax cheapest: gpt generate: 100 calls")."""
-    groups = jobs.groupby("answer", sort=False)["job"].apply(list)
-    groups = groups.loc[groups.map(len).sort_values(ascending=False, kind="stable").index]
-    first, rest = groups.index[0], groups.iloc[1:]
-    parts = [f"{first} in {len(groups.iloc[0])} of {len(jobs)} jobs"] if len(groups.iloc[0]) > 1 else \
-        [f"{first}: {groups.iloc[0][0]}"]
-    parts += [f"{a}: {', '.join(js)}" for a, js in rest.items()]
-    return "Per job (cost in a fresh process: start-up + first call + N steps): " + "; ".join(parts) + "."
-
-
-def answer_sentences(blocks: list[tuple]) -> list[str]:
-    """The answers an abstract states, read from the report's page 1 (rendering.choice.page_one):
-    each job's answer (the jobs table, --job included) and each claim's verdict (the claims
-    table)."""
-    out = []
-    jobs = _table(blocks, "jobs")
-    if jobs is not None and not jobs.empty:
-        out.append(_jobs_sentence(jobs))
-    cl = _table(blocks, "claims")
-    if cl is not None and not cl.empty:
-        out.append("The claims: " + "; ".join(f"{r['claim']} ({r['verdict']})" for _, r in cl.iterrows()) + ".")
-    return out
-
-
-def abstract(cases: pd.DataFrame, blocks: list[tuple]) -> list[str]:
-    """What ran, in one sentence, then the answers (answer_sentences)."""
-    t = cases[cases["status"].isin(TIMED)]
-    fws = ", ".join(sorted(set(t["framework"]))) or "no framework"
-    wls = ", ".join(sorted(set(t["workload"]))) or "no workload"
-    dev = "CPU" if not cases["device"].isin(["cuda", "gpu"]).any() else "an accelerator"
-    n = t["n_processes"].dropna()
-    procs = f"{int(n.min())}-{int(n.max())}" if len(n) and n.min() != n.max() else f"{int(n.max())}" if len(n) else "0"
-    rec = next((b[1] for b in blocks if b[0] == "p" and str(b[1]).startswith(RECOMMENDATION)), None)
-    return ([rec] if rec else []) + [
-        f"We time {fws} doing the same work ({wls}) on one {dev} machine, {len(t)} timed cases with {procs} "
-        "steady-state process(es) each, and state every difference with one error rate for the report."] + \
-        answer_sentences(blocks)
-
-
-def limitations(cases: pd.DataFrame, threats: list[str]) -> list[str]:
-    """This run's limits, computed from its cases, then the report's threats to validity."""
-    out = []
-    t = cases[cases["status"].isin(TIMED) & cases["median_s"].notna()]
-    if len(t):
-        one = int((t["n_processes"] == 1).sum())
-        few = int((t["n_processes"] < stats.MIN_TESTED).sum())
-        out.append(f"{one} of {len(t)} timed cases ({100 * one / len(t):.0f}%) come from one process and {few} "
-                   f"({100 * few / len(t):.0f}%) from fewer than {stats.MIN_TESTED}: they are indicative, their "
-                   "comparisons not tested." if few else
-                   f"Every one of the {len(t)} timed cases has {stats.MIN_TESTED} or more steady-state processes.")
-        cold = t["n_first_cold"].dropna() if "n_first_cold" in t.columns else pd.Series(dtype=float)
-        if len(cold) and cold.max() < stats.MIN_TESTED:
-            out.append(f"Cold first calls come from {int(cold.max())} process(es) per case: they are shown with "
-                       "their range, and no comparison of cold first calls is tested.")
-    if "requests" in t.columns and "stream_cold_s" in t.columns:
-        k = t.loc[t["stream_cold_s"].notna(), "requests"].dropna()
-        if len(k):
-            beyond = [n for n in SERVED if n > k.min()]
-            if beyond:
-                out.append(f"The dynamic streams hold {int(k.min())}-{int(k.max())} requests; the serving costs of "
-                           f"{', '.join(map(str, beyond))} requests are extrapolated from the cold pass and the warm "
-                           "per-request time, not measured.")
-    comp = t[(t["mode"] != "eager") & t["compilations"].notna()] if "compilations" in t.columns else t.iloc[0:0]
-    if len(comp):
-        per = comp.groupby("framework")["compilations"].median()
-        out.append("The frameworks compile different amounts of each job: torch compiles the step and loops over it in "
-                   "Python, JAX and TensorFlow compile whole loops (generate, sample); their own counters (median per "
-                   "compiled case: " + ", ".join(f"{f} {v:.0f}" for f, v in per.items())
-                   + ") count different events and are not comparable.")
-    return out + threats
-
-
-def _main_figures(blocks: list[tuple]) -> list[tuple]:
-    figs = [b for b in blocks if b[0] == "fig"]
-    rank = {n: i for i, n in enumerate(PREFERRED)}
-    return sorted(figs, key=lambda b: (rank.get(b[1], len(rank)), figs.index(b)))[:MAIN_FIGURES]
 
 
 def _section(blocks: list[tuple], title: str) -> tuple[int, int]:
@@ -151,13 +176,42 @@ def _section(blocks: list[tuple], title: str) -> tuple[int, int]:
     return 0, 0
 
 
-def _figure(b: tuple, fig_dir: str, height: str) -> list[str]:
+# ----------------------------------------------------------------------------- figures
+
+FIGURE_MACRO = "\n".join([
+    r"\newsavebox{\fwbenchfig}",
+    r"% a figure at the line width, its printed width written to the log (latex.printed_figures reads it)",
+    r"\newcommand{\fwbenchfigure}[3]{\sbox{\fwbenchfig}{\includegraphics[width=\linewidth,height=#2\textheight,"
+    r"keepaspectratio]{#1}}\typeout{fwbench-figure #3: #1: \the\wd\fwbenchfig}\usebox{\fwbenchfig}}",
+])
+
+
+def _figure(b: tuple, fig_dir: str, height: str, labels: dict[str, str], where: str = "appendix") -> list[str]:
     return [r"\begin{figure}[tbp]\centering",
-            rf"\includegraphics[width=\linewidth,height={height}\textheight,keepaspectratio]{{{fig_dir}/{b[1]}.pdf}}",
-            rf"\caption{{{_para(b[3])}}}\label{{fig:fwbench-{escape.latex_label(b[1])}}}", r"\end{figure}"]
+            rf"\fwbenchfigure{{{fig_dir}/{b[1]}.pdf}}{{{height}}}{{{where}}}",
+            rf"\caption{{{_para(b[3], labels)}}}\label{{fig:fwbench-{escape.latex_label(b[1])}}}", r"\end{figure}"]
 
 
-def _blocks(blocks: list[tuple], fig_dir: str) -> list[str]:
+def _inline_figure(b: tuple, fig_dir: str, height: str, labels: dict[str, str]) -> list[str]:
+    """An appendix figure where the report has it, not floated: a float waiting beside a longtable
+    overfilled a page (LaTeX's longtable does not see pending floats)."""
+    return [r"\begin{center}", rf"\fwbenchfigure{{{fig_dir}/{b[1]}.pdf}}{{{height}}}{{appendix}}\par\nopagebreak",
+            rf"\captionof{{figure}}{{{_para(b[3], labels)}}}\label{{fig:fwbench-{escape.latex_label(b[1])}}}",
+            r"\end{center}"]
+
+
+def _main_figures(blocks: list[tuple]) -> list[tuple]:
+    figs = {b[1]: b for b in blocks if b[0] == "fig"}
+    return [figs[n] for n in MAIN_FIGURES if n in figs]
+
+
+def fig_ref(name: str) -> str:
+    return rf"Figure~\ref{{fig:fwbench-{escape.latex_label(name)}}}"
+
+
+# ----------------------------------------------------------------------------- the appendix
+
+def _blocks(blocks: list[tuple], fig_dir: str, labels: dict[str, str]) -> list[str]:
     out = []
     for b in blocks:
         if b[0] == "h":
@@ -165,88 +219,228 @@ def _blocks(blocks: list[tuple], fig_dir: str) -> list[str]:
                 continue
             title = re.sub(r"^Appendix [A-Z]: ", "", str(b[2]))
             title = APPENDIX_TITLES.get(title, title) if b[1] == 2 else title
-            out.append((r"\section{" if b[1] == 2 else r"\subsection{") + _para(title[:1].upper() + title[1:]) + "}")
+            head = _para(title[:1].upper() + title[1:])
+            out.append(rf"\section{{{head}}}\label{{{_section_label(title)}}}" if b[1] == 2 else
+                       rf"\subsection{{{head}}}")
         elif b[0] == "p":
-            out.append(_para(b[1]))
+            out.append(_para(b[1], labels))
         elif b[0] == "ul":
-            out += [r"\begin{itemize}", *[rf"\item {_para(x)}" for x in b[1]], r"\end{itemize}"]
+            out += [r"\begin{itemize}", *[rf"\item {_para(x, labels)}" for x in b[1]], r"\end{itemize}"]
         elif b[0] == "table":
-            out.append(latex.table(b[1], b[2], b[3]))
+            out.append(_refs(latex.table(b[1], b[2], b[3]), labels))
         elif b[0] == "fig":
-            out += _figure(b, fig_dir, "0.45")
+            out += _inline_figure(b, fig_dir, "0.84", labels)
     return out
 
 
-def article(blocks: list[tuple], abstract_lines: list[str], limits: list[str], workloads: set[str],
-            method: str, fig_dir: str = "figures") -> str:
+# ----------------------------------------------------------------------------- main text
+
+def _compact_jobs(jt: pd.DataFrame) -> pd.DataFrame:
+    """The job table without its last column (where the cheapest configuration changes: the appendix's)."""
+    return jt.drop(columns=[c for c in jt.columns if c.startswith("cheapest configuration")])
+
+
+def _said_by(text: str) -> str:
+    """'an industry article (2023) quoting Luca Antiga, CTO of ...' -> 'Luca Antiga'."""
+    return str(text).split("quoting ", 1)[-1].split(",", 1)[0]
+
+
+def _claims_main(ct: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"#": ct["#"], "claim": ct["claim"], "said by": ct["said by"].map(_said_by),
+                         "verdict": ct["verdict"]})
+
+
+def _claims_text(ct: pd.DataFrame, labels: dict[str, str]) -> list[str]:
+    """For each claim this run could judge: what was measured and the caveat."""
+    out = []
+    for _, r in ct.iterrows():
+        v = str(r["verdict"])
+        if v.startswith((claims.NOT_RUN, claims.NOT_TESTABLE)):
+            continue
+        out.append(rf"\textbf{{Claim {r['#']}}} ({_para(v)}): {_para(str(r['what was measured']), labels)}"
+                   + (f"; {_para(str(r['caveat']), labels)}" if r["caveat"] else "") + ".")
+    return out
+
+
+def _intro(text: Text, n_claims: int) -> list[str]:
+    return [
+        r"\section{Introduction}\label{sec:intro}",
+        r"Which deep-learning framework to use is argued more often with claims than with measurements. Three "
+        rf"practitioners quoted in \citet{{{SOURCE}}} make {n_claims} such claims about PyTorch "
+        r"\citep{paszke2019pytorch,ansel2024pytorch2}, JAX \citep{bradbury2018jax} and TensorFlow "
+        r"\citep{abadi2016tensorflow}: that the PyTorch~2 compiler makes training and inference faster, with gains "
+        r"``as high as 40\%'', that JAX's program transforms are ahead of PyTorch's, that TensorFlow's static "
+        r"graphs make variable-length sequences awkward, and more (Section~\ref{sec:claims}); the article gives no "
+        r"measurements of its own. Earlier comparisons of frameworks timed the steady step of each framework's model "
+        r"(Section~\ref{sec:related}). Since then compilers have moved into the loop: a compiled mode pays its "
+        r"compiler once per process and then runs faster, so which framework is cheapest depends on how long the "
+        r"job is, and a single speed ranking cannot answer the question a user has. This paper measures "
+        rf"{latex.prose(text.work)} on equal work with fwbench \citep{{fwbench}} and answers per job. Its "
+        r"contributions:",
+        r"\begin{enumerate}",
+        r"\item Equal work in three frameworks: every implementation is checked against an independent numpy float64 "
+        r"reference (outputs, losses, gradients, optimizer steps) before anything is timed, each on its "
+        r"framework's idiomatic fast path (Section~\ref{sec:design}).",
+        r"\item A measurement design with the process as the unit of replication \citep{kalibera2013rigorous}, "
+        r"cold and warm compile caches by design, the compiler's one-off start-up measured apart, one error rate "
+        r"per report \citep{holm1979simple}, and the smallest difference the run resolves stated with its answers.",
+        r"\item An answer per job instead of a framework score: the cost of $N$ steps, calls or requests in a "
+        r"fresh process with its interval, every pair of frameworks tested on its ratio "
+        rf"(Section~\ref{{sec:results}}, {fig_ref('pareto_jobs')}).",
+        rf"\item The {n_claims} claims tested by one rule per kind of claim, each verdict for the device and sizes "
+        r"measured (Section~\ref{sec:claims}).",
+        r"\item The result files, the full report and this paper, which regenerate from those files with one "
+        r"command (Section~\ref{sec:repro}).",
+        r"\end{enumerate}",
+    ]
+
+
+def _design(text: Text, caveats: list[str], labels: dict[str, str]) -> list[str]:
+    wt = text.workloads_table
+    out = [r"\section{Benchmark design}\label{sec:design}", r"\subsection{Workloads}",
+           " ".join(WORKLOAD_TEXT[w] for w in text.workloads if w in WORKLOAD_TEXT)
+           + r" Table~\ref{tab:fwbench-workloads} gives each workload's size as run."]
+    if wt is not None and not wt.empty:
+        out.append(latex.table(wt, "The workloads as run: preset, shape of a call, parameters, and the model FLOPs "
+                                   "of one step of each task (the workload's formula, the same for every "
+                                   "framework).", "workloads"))
+    out += [r"\subsection{Frameworks and machine}",
+            f"Versions: {latex.prose(text.versions)}. Machine: {latex.prose(text.machine)}. Every framework runs in "
+            "processes of its own with the same intra-op thread count, the same C heap policy and float32 "
+            "throughout; its other runtime settings are listed in the appendix's set-up table.",
+            r"\subsection{Measurement}", _para(text.method, labels)]
+    out += [_para(c, labels) for c in caveats]
+    return out
+
+
+def _results(blocks: list[tuple], text: Text, figs: list[tuple], fig_dir: str, labels: dict[str, str]) -> list[str]:
+    rec = next((str(b[1]) for b in blocks if b[0] == "p" and str(b[1]).startswith(RECOMMENDATION)), "")
+    jt = _table(blocks, "jobs")
+    out = [r"\section{Results}\label{sec:results}", r"\subsection{The choice per job}"]
+    placed = {b[1]: False for b in figs}
+    for b in figs:
+        if b[1] == "pareto_jobs":           # the job view first, floated to the top of a page near here
+            out += _figure(b, fig_dir, "0.75", labels, "main")
+            placed[b[1]] = True
+    if rec:
+        out.append(_para(rec, labels) + (" " + _para(text.job_why, labels) if text.job_why else ""))
+    if jt is not None and not jt.empty:
+        out.append(r"Table~\ref{tab:fwbench-jobs-main} gives each job's cost per framework, "
+                   + (f"{fig_ref('pareto_jobs')} the configurations behind it; " if figs else "")
+                   + r"the appendix's Table~\ref{tab:fwbench-jobs} adds where the cheapest configuration changes "
+                     r"with $N$.")
+        out.append(_refs(latex.table(_compact_jobs(jt), "The choice per job, cold cache: each framework's cheapest "
+                                     "configuration (framework x mode x strategy, eager included) and its cost in a "
+                                     "fresh process = the compiled mode's compiler start-up + first call + N x steady "
+                                     "step, with its 95% interval; the answer tests every pair of frameworks on the "
+                                     "ratio of their costs, the job's pairs sharing a 5% error rate.", "jobs-main"),
+                         labels))
+    for concern, paragraph in text.results:
+        out += [rf"\subsection{{{latex.prose(concern)}}}", _para(paragraph, labels)]
+        if concern.startswith("Claim 1") and "speedup" in placed and not placed["speedup"]:
+            out[-1] += rf" {fig_ref('speedup')} shows every compiled mode's speedup over its own eager mode."
+            out += _figure(next(b for b in figs if b[1] == "speedup"), fig_dir, "0.6", labels, "main")
+            placed["speedup"] = True
+    for b in figs:
+        if not placed[b[1]]:
+            out.append(rf"{fig_ref(b[1])}: {_para(b[3].split('.')[0], labels)}.")
+            out += _figure(b, fig_dir, "0.6", labels, "main")
+    return out
+
+
+def _claims_section(blocks: list[tuple], labels: dict[str, str]) -> list[str]:
+    ct = _table(blocks, "claims")
+    out = [r"\section{The claims}\label{sec:claims}",
+           rf"Each claim is quoted as \citet{{{SOURCE}}} reports it; each verdict follows the "
+           r"rule for its kind of claim (appendix, ``The method in full''), holds for this run's device and sizes "
+           r"only, and reads ``(indicative)'' where it rests on point estimates."]
+    if ct is None or ct.empty:
+        return out
+    out.append(latex.table(_claims_main(ct), "The claims under test and their verdicts in this run (the appendix's "
+                                             "claims table adds what was measured and each caveat).", "claims-main"))
+    return out + _claims_text(ct, labels)
+
+
+def title(text: Text, meta: Meta) -> tuple[str, list[str], str]:
+    return (meta.title or text.title, meta.authors or text.authors or DEFAULT_AUTHORS, meta.date or text.date)
+
+
+def article(blocks: list[tuple], text: Text, meta: Meta | None = None, fig_dir: str = "figures") -> str:
     """paper.tex (see the module docstring)."""
+    meta = meta or Meta()
+    labels = _labels(blocks)
     s0, s1 = _section(blocks, "Summary")
     summ = blocks[s0 + 1:s1]
-    details = next((b for b in summ if b[0] == "table" and b[3] == DETAILS_LABEL), None)
-    table = next((b for b in summ if b[0] == "table" and b is not details), None)
     main_figs = _main_figures(blocks)
-    # the report's introduction (before the Summary) is the paper's introduction and method; the
-    # Summary's sentences and its first table are the results; its other tables open the appendix
-    more = [b for b in summ if b[0] == "table" and b is not table and b is not details]
+    caveats = [str(b[1]) for b in blocks[:s0] if b[0] == "p" and str(b[1]).startswith(CAVEATS)]
+    # the Summary's tables and scope open the appendix; its sentences are the results' (narrative.results)
+    rest = [("h", 2, "Summary tables")] + [b for b in summ if b[0] in ("table", "p")]
     used = {id(b) for b in blocks[:s1]} | {id(b) for b in main_figs}
-    rest = ([("h", 2, "Summary tables")] + more if more else []) + [b for b in blocks if id(b) not in used]
-    out = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", latex.PACKAGES,
-           r"\usepackage{graphicx,caption}", r"\usepackage[hidelinks]{hyperref}",
-           r"\emergencystretch=3em", r"\hbadness=10000",
-           r"\title{PyTorch, JAX and TensorFlow on equal work: an fwbench report}",
-           r"\author{fwbench}", r"\date{}", r"\begin{document}", r"\maketitle",
-           r"\begin{abstract}", " ".join(_para(x) for x in abstract_lines), r"\end{abstract}",
-           r"\section{Introduction}",
-           r"Framework choice is argued with claims like the seven below, which an industry article \cite{"
-           + SOURCE + r"} quotes from three practitioners; the article gives no measurements of its own, so each is "
-           r"an opinion under test. This paper measures them on equal work with "
-           r"fwbench \cite{fwbench}, on the systems the claims are about \cite{ansel2024pytorch2,bradbury2018jax,"
-           r"abadi2016tensorflow}, and answers those whose workloads ran (Section~\ref{sec:results}); the others are "
-           r"not tested here and are evidence neither way.", r"\begin{enumerate}"]
-    verdicts = _table(blocks, "claims")
-    for i, c in enumerate(claims.CLAIMS):
-        row = verdicts.iloc[i] if verdicts is not None and i < len(verdicts) else None
-        ran = c.workload in ("", "*") or c.workload in workloads
-        said = (f"Verdict: {row['verdict']}" + (f" ({row['caveat']})" if row["caveat"] else "")
-                if row is not None else "under test" if ran else "not tested in this run")
-        out.append(rf"\item {_para(c.text)} ({_para(c.said_by)}, quoted in \cite{{{SOURCE}}}). "
-                   rf"\emph{{Measured by}} {_para(c.measured)}. {_para(said)}.")
-    out += [r"\end{enumerate}", r"\section{Related work}", RELATED,
-            r"\section{Method}", _para(method)
-            + r" The full method, with every definition, is in the appendix.",
-            r"\section{Results}\label{sec:results}"]
-    for b in summ:
-        if b[0] in ("p", "ul"):
-            out += _blocks([b], fig_dir)
-        if b[0] == "ul" and details is not None:      # the bullets' figures, right under them
-            out.append(latex.table(details[1], details[2], details[3]))
-    if table is not None:
-        out.append(latex.table(table[1], table[2], table[3]))
-    if main_figs:
-        out.append("Figures " + ", ".join(rf"\ref{{fig:fwbench-{escape.latex_label(b[1])}}}" for b in main_figs)
-                   + " show the main comparisons; the appendix has every figure and per-case table.")
-    for b in main_figs:
-        out += _figure(b, fig_dir, "0.4")
-    out += [r"\section{Limitations}", r"\begin{itemize}", *[rf"\item {_para(x)}" for x in limits],
-            r"\end{itemize}", latex.thebibliography(), r"\clearpage", r"\appendix",
+    rest += [b for b in blocks[s1:] if id(b) not in used]
+    head, people, date = title(text, meta)
+    out = [r"\documentclass[10pt,letterpaper]{article}", r"\usepackage[margin=2cm]{geometry}", latex.PACKAGES,
+           r"\usepackage{graphicx,caption}", r"\usepackage[round,authoryear]{natbib}",
+           r"\usepackage[hidelinks]{hyperref}", r"\emergencystretch=3em", r"\hbadness=10000", FIGURE_MACRO,
+           r"\renewcommand{\topfraction}{0.9}", r"\renewcommand{\textfraction}{0.07}",
+           r"\renewcommand{\floatpagefraction}{0.8}",
+           rf"\title{{{latex.prose(head)}}}",
+           r"\author{" + r" \and ".join(latex.prose(a) for a in people) + "}",
+           rf"\date{{{latex.prose(date)}}}", r"\begin{document}", r"\maketitle",
+           r"\begin{abstract}", " ".join(_para(x) for x in text.abstract), r"\end{abstract}",
+           r"\noindent\textit{Provenance.} " + _para(text.provenance), ""]
+    out += _intro(text, len(claims.CLAIMS))
+    out += [r"\section{Related work}\label{sec:related}", RELATED]
+    out += _design(text, caveats, labels)
+    out += _results(blocks, text, main_figs, fig_dir, labels)
+    out += _claims_section(blocks, labels)
+    out += [r"\section{Discussion}\label{sec:discussion}", *[_para(p, labels) for p in text.discussion]]
+    out += [r"\section{Limitations}\label{sec:limitations}", r"\begin{itemize}",
+            *[rf"\item {_para(x, labels)}" for x in text.limitations], r"\end{itemize}"]
+    out += [r"\section{Reproducibility}\label{sec:repro}", r"\begin{description}",
+            *[rf"\item[{latex.prose(k)}] {_command(v) if k in COMMANDS else _para(v, labels)}"
+              for k, v in text.reproducibility], r"\end{description}"]
+    out += [r"\section{Conclusion}\label{sec:conclusion}", _para(text.conclusion, labels),
+            rf"\label{{{latex.MAIN_END_LABEL}}}"]
+    out += [r"\bibliographystyle{plainnat}", r"\bibliography{references}", r"\clearpage", r"\appendix",
             rf"\label{{{APPENDIX_LABEL}}}"]
-    out += _blocks(rest, fig_dir)
+    out += _blocks(rest, fig_dir, labels)
     out.append(r"\end{document}")
     return "\n".join(out) + "\n"
 
 
+COMMANDS = ("Measure", "Re-render")       # reproducibility items whose text holds commands, set as typed
+
+
+def _command(text: str) -> str:
+    """Command lines in typewriter type, '--' as typed: a line breaks only between words and after a
+    '/' of a path, never inside an option (a copied 'fwbench run -' + '-workload' fails)."""
+    def word(w: str) -> str:
+        return r"\allowbreak{}".join(rf"\mbox{{{escape.latex(p)}}}" for p in re.split(r"(?<=/)", w) if p)
+    return r"{\raggedright\texttt{" + " ".join(word(w) for w in text.split(" ") if w) + r"}\par}"
+
+
 def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
-    """The main text's method: the allocation, the intervals, the verdicts and the family."""
+    """The main text's method: the allocation, the intervals (as computed), the verdicts, the family
+    and the job costs."""
     t = cases[cases["status"].isin(TIMED)]
     cold = int(t["n_cold"].max()) if "n_cold" in t.columns and t["n_cold"].notna().any() else 0
     warm = int(t["n_warm"].max()) if "n_warm" in t.columns and t["n_warm"].notna().any() else 0
     m = f"{100 * fam.margin:.0f}%"
-    return (f"Each framework ran in its own processes (up to {cold} cold, every compile cache empty, and {warm} warm, "
-            "the run's cache filled) with the same thread count and the same model, inputs and checked outputs. "
-            "Steady state comes from the warm processes: a case's time is the geometric mean of its processes' "
-            "median rounds with a Student-t interval over processes; a ratio of two cases uses Welch's t, or a "
-            "paired t where both ran in the same processes. A comparison needs "
-            f"{stats.MIN_TESTED} processes a side; below that its processes' range is shown and it is not tested. "
-            f"Verdicts are stated against a {m} margin, and the report's {fam.m} tested comparisons share one 5% "
-            "chance of any false 'faster' or 'slower' (Holm, those against op-by-op eager modes a group of their "
-            "own), each interval shown at its Holm level; equivalence is two one-sided tests at the same level.")
+    return (f"Each framework ran in processes of its own: up to {stats.plural(cold, 'cold process')} (every compile "
+            f"cache empty for every case) and {stats.plural(warm, 'warm process')} (the run's cache filled), one at a "
+            "time in a seeded order, each with the same model, inputs and checked outputs. A case's steady step "
+            "is the geometric mean of its warm processes' median rounds with a Student-t interval over "
+            "processes (df = processes - 1); a ratio of two cases uses Welch's standard error with Hsu's "
+            "conservative df, min(processes a, processes b) - 1, or a paired t interval where both ran in the same "
+            f"processes. A comparison needs {stats.MIN_TESTED} processes a side; below that the processes' range is "
+            f"shown and it is not tested. Verdicts are stated against a {m} margin, "
+            + (f"and the report's {stats.plural(fam.m, 'tested comparison')} share one 5% chance of any false "
+               "'faster' or 'slower' (Holm's step-down procedure in two groups, those against op-by-op eager modes "
+               "apart), each interval shown at its Holm level; equivalence is two one-sided tests at the same level."
+               if fam.m else "but no comparison of this run has 3 processes a side, so none is tested and no "
+               "difference is stated.")
+            + " A job's cost in a fresh "
+            "process is the compiled mode's compiler start-up + first call (cold cache) + N x steady step, its "
+            "95% interval from draws of each term's t distribution; every pair of frameworks' cheapest "
+            "configurations is tested on the ratio of their costs (Bonferroni over the job's pairs). The full "
+            "method is in the appendix (Method).")

@@ -1,6 +1,6 @@
 """The report's generic parts, the ones no section owns: the introduction, the Summary, the
 model workloads' figures, replication and stability (with the flags), the Findings, choosing
-a framework, what did not run, and the article's threats to validity. Each returns the
+a framework, what did not run, and page 1's caveats. Each returns the
 document's blocks (reports.rendering.sections.common.Block) or their sentences; the
 document (reports.rendering.document) puts them in the reader's order with the sections'.
 """
@@ -20,6 +20,10 @@ from reports.analysis.data import TIMED, finite
 from reports.rendering.sections.common import Block, figure_block
 
 DETAILS_LABEL = "summary-details"   # the table under the Summary's bullets (paper.article keeps it there)
+# page 1's caveats, which the paper repeats in its main text (paper.article finds them by these words)
+INDICATIVE, NOT_MEASURED, ENDED_EARLY = "Indicative only:", "Not measured (not installed or not loadable):", \
+    "Runs that ended early:"
+CAVEATS = (INDICATIVE, NOT_MEASURED, ENDED_EARLY)
 SHORT_REASON = 90          # characters of a reason shown in a table or list; the appendix has the rest
 
 
@@ -79,10 +83,13 @@ def flag_sentence(d: pd.DataFrame, fam: stats.Family) -> str:
     if not keys and not busy:
         return ("No verdict of this report changes on the second half of the rounds or without its most deviant "
                 "process, and no case ran on a busy machine: the verdicts do not rest on an unstable measurement.")
-    return (f"{len(keys & stated)} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under "
-            "a check: they are marked [flagged] where stated and by a dashed outline in the bar figures; read them "
-            "as provisional" + (f"; {busy} case(s) lost processes timed on a busy machine (left out)" if busy else "")
-            + ".")
+    changed = len(keys & stated)
+    head = (f"{changed} of the {len(stated)} stated verdicts (faster, slower or equivalent) change under a check: they "
+            "are marked [flagged] where stated and by a dashed outline in the bar figures; read them as provisional"
+            if changed else "No stated verdict (faster, slower or equivalent) changes under a check" if stated else
+            "No verdict is stated, so no check could change one")
+    return head + (f"; {stats.plural(busy, 'case')} lost processes timed on a busy machine (left out)"
+                   if busy else "") + "."
 
 
 def flag_table(d: pd.DataFrame, fam: stats.Family) -> pd.DataFrame:
@@ -124,37 +131,62 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
+EMPTY_CELLS = ("", "n/a", "not measured")     # a column of only these says nothing (issue 41: an all-n/a MFU column)
+
+
+def _empty(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.strip() in EMPTY_CELLS)
+
+
+def without_empty_columns(blocks: list[Block]) -> list[Block]:
+    """Every table block without its columns whose every cell is empty, n/a or not measured (the
+    caption may still name them: what a column would hold is said once, where it could)."""
+    out = []
+    for b in blocks:
+        if b[0] == "table" and len(b[1]) and len(b[1].columns) > 1:
+            keep = [c for c in b[1].columns if not all(_empty(v) for v in b[1][c])]
+            b = (b[0], b[1][keep], *b[2:]) if keep and len(keep) < len(b[1].columns) else b
+        out.append(b)
+    return out
+
+
 def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], margin: float,
-                 recommendation: str = "") -> list[Block]:
+                 recommendation: str = "", provenance: str = "") -> list[Block]:
     """The title, the recommendation (summary.recommendation: first on page 1), what the report
-    holds and how to read its verdicts; whether it is indicative only, what was not measured and
-    which runs ended early."""
+    holds and how to read its verdicts, where it came from (narrative.provenance: a run measured
+    from a modified working tree says so); whether it is indicative only, what was not measured
+    and which runs ended early."""
     fws = rdata.framework_order(df["framework"])
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
-    b.append(("p", f"{len(df)} cases of {len(fws)} framework(s) ({', '.join(fws) or 'none'}) on the "
-                   f"workload(s) {_uniq(df['workload'])}, up to {df.attrs.get('max_processes', 0)} steady-state "
-                   "process(es) each. A case's step time is the geometric mean of its warm processes' median round "
-                   "times, with a 95% t interval over those processes; cold processes (every cache empty for every "
-                   "case) give the first calls. Each comparison reads faster or slower (by at least the "
+    wls = sorted({str(w) for w in df["workload"].dropna()})
+    b.append(("p", f"{stats.plural(len(df), 'case')} of {stats.plural(len(fws), 'framework')} "
+                   f"({', '.join(fws) or 'none'}) on the workload{'s' if len(wls) != 1 else ''} "
+                   f"{', '.join(wls) or 'n/a'}, up to "
+                   f"{stats.plural(int(df.attrs.get('max_processes', 0)), 'steady-state process')} each. A case's "
+                   "step time is the geometric mean of its warm processes' median round times, with a 95% t "
+                   "interval over those processes; cold processes (every cache empty for every case) give the "
+                   "first calls. Each comparison reads faster or slower (by at least the "
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
                    "(fewer than 3 processes); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
                       "(a correction for testing many comparisons at once, Holm's procedure: Method), so each "
                       "verdict's interval is shown at its own level, wider than 95%." if fam.m else
                       "no comparison of this report could be tested.")))
+    if provenance:
+        b.append(("p", provenance))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
-        b.append(("p", "Indicative only: every case has a single steady-state process (as `fwbench run --quick` "
+        b.append(("p", f"{INDICATIVE} every case has a single steady-state process (as `fwbench run --quick` "
                        "measures), so no comparison between processes is tested and no framework is found faster "
                        "than another; the intervals cover round-to-round noise only. Run without --quick for "
                        "findings."))
     if missing:
-        b.append(("p", "Not measured (not installed or not loadable): " +
+        b.append(("p", f"{NOT_MEASURED} " +
                        "; ".join(f"{n}: {why}" for n, why in missing.items())))
 
     ended = [f"{r['run_file']}: {r['ended_by']}" for r in df.attrs.get("runs", []) if r.get("ended_by")]
     if ended:       # a run that fwbench run rebuilt, or kept after a timeout, crash or interrupt
-        b.append(("p", "Runs that ended early: " + "; ".join(ended) + "."))
+        b.append(("p", f"{ENDED_EARLY} " + "; ".join(ended) + "."))
     return b
 
 
@@ -263,30 +295,8 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
     if not ft.empty:
         b.append(("table", ft, "Per framework and mode, over the model tasks (default strategies): the geometric mean "
                   "of the task's fastest time over this one's (1.00: fastest everywhere), cold and warm first calls "
-                  "(geometric means), cases that ran of those the mode has, and the peak memory (median over the "
-                  f"tasks) by {summary.memory_instrument(df)}.", "summary"))
+                  "(geometric means), cases that ran of those the mode has, and the memory of one call (median over "
+                  f"the tasks) by {summary.memory_instrument(df)}.", "summary"))
     b.append(("p", "Scope: " + " ".join([*summary.scope(df), *summary.resolution_line(df, fam),
                                           *summary.section_scopes(every)])))
     return b
-
-
-def threats(df: pd.DataFrame) -> list[str]:
-    """Threats to validity of this run, for the article."""
-    out = []
-    if not df["device"].isin(["cuda", "gpu"]).any():
-        out.append("CPU only: nothing here is evidence about GPUs, where kernels, fusion and memory behave "
-                   "differently.")
-    th = sorted({int(x) for x in df["threads"].dropna()})
-    out.append(f"Small models at {', '.join(map(str, th))} intra-op thread(s): per-step overheads (dispatch, Python "
-               "loops) weigh more than at training scale.")
-    sd = df.attrs.get("warm_sd", math.nan)
-    if finite(sd):
-        out.append(f"Processes of the same code differ by {100 * sd:.1f}% (SD of warm process medians): "
-                   "differences near the margin stay inconclusive, and equivalence within it needs more processes.")
-    out += ["Idioms differ by design: torch loops over a compiled step where JAX and TensorFlow compile the loop "
-            "(generate, sample); JAX's and TensorFlow's eager modes run op by op.",
-            "TensorFlow's persistent XLA cache keys programs by the tf.function's process-unique name, so its "
-            "warm first calls compile again: a property of TensorFlow, measured, not of the harness.",
-            "Equal work is checked at float32 tolerances (ten times the error achieved against float64 "
-            "references); a difference below them would go unseen."]
-    return out

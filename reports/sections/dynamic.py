@@ -62,8 +62,9 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
         for _, r in d.iterrows():
             if r["framework"] == "torch" and r["strategy"] == "static" and r["status"] in TIMED or hit_limit(r):
                 shapes = f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "?"
-                comp = f"{r['compilations_cold']:.0f}" if finite(r.get("compilations_cold")) else "?"
-                out.append(f"{case_label(r)} ({_stream(r)}): {comp} compilation(s) for {shapes} distinct shapes; "
+                comp = (stats.plural(int(r["compilations_cold"]), "compilation") if finite(r.get("compilations_cold"))
+                        else "? compilations")
+                out.append(f"{case_label(r)} ({_stream(r)}): {comp} for {shapes} distinct shapes; "
                            + ("it hit the recompile limit and ran the remaining new shapes eagerly (only a warning "
                               "says so)." if hit_limit(r) else "the recompile limit was not hit."))
     if has(t, "stream_cold_s"):
@@ -86,9 +87,9 @@ def _new_seen(r: pd.Series, fam: stats.Family) -> stats.Judgement | None:
 
 def _new_vs_seen(r: pd.Series, fam: stats.Family) -> str:
     j = _new_seen(r, fam)
-    xla = (f" and {r['xla_compilations_cold']:.0f} XLA compile(s)" if finite(r.get("xla_compilations_cold"))
-           else "")
-    head = (f"{case_label(r)} ({_stream(r)}): {r['compilations_cold']:.0f} trace(s){xla} for "
+    xla = (f" and {stats.plural(int(r['xla_compilations_cold']), 'XLA compile')}"
+           if finite(r.get("xla_compilations_cold")) else "")
+    head = (f"{case_label(r)} ({_stream(r)}): {stats.plural(int(r['compilations_cold']), 'trace')}{xla} for "
             f"{r['distinct_shapes']:.0f} distinct shapes; " if finite(r.get("compilations_cold"))
             and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({_stream(r)}): ")
     if j is None:

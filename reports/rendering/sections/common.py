@@ -63,8 +63,12 @@ def strategy_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
     20 colours, so no two labels share a colour up to 20."""
     n = len(set(labels))
     pal = F.CB if n <= len(F.CB) else sns.color_palette("tab20").as_hex()
-    marks = "osD^v<>PXh*pH8d1234+x|_"     # 23 distinct shapes (der_time draws 23 transforms)
-    return {s: (pal[i % len(pal)], marks[i % len(marks)]) for i, s in enumerate(sorted(set(labels)))}
+    return {s: (pal[i % len(pal)], MARKS[i % len(MARKS)]) for i, s in enumerate(sorted(set(labels)))}
+
+
+# Marker shapes that stay distinct at 4 points (issue 41: 'o', 'h', 'H' and '8' all read as a circle):
+# filled shapes only, none a near-circle but the circle itself.
+MARKS = "osD^vP*X<>pd"
 
 
 def figure_block(figs: dict[str, tuple[Path | None, str]], name: str) -> list[Block]:

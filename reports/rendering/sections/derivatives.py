@@ -61,7 +61,8 @@ def capability(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame:
 
 
 def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: list[str] | None = None,
-               lo: str | None = None, hi: str | None = None, ref: float | None = None) -> Figure | None:
+               lo: str | None = None, hi: str | None = None, ref: float | None = None,
+               by_mode: bool = False) -> Figure | None:
     d = d[d[ycol].notna()] if ycol in d.columns else d.iloc[0:0]
     d = d.assign(problem=d["task"].map(problem))
     if problems is not None:
@@ -70,10 +71,12 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
         return None
     ps = sorted(d["problem"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])
-    # one marker per transform across every panel, one legend for the figure
-    style = strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default" for _, r in d.iterrows()])
+    # one marker per transform across every panel, one legend for the figure (by_mode: a marker per mode,
+    # the lines being each mode's fastest transform)
+    style = ({m: ("grey", F.MODE_MARKERS.get(m, "D")) for m in mode_order(d["mode"])} if by_mode else
+             strategy_styles([r["strategy"] if isinstance(r["strategy"], str) else "default" for _, r in d.iterrows()]))
     with F._style():
-        fig, panels = F.panel_grid(len(ps), 3, F.PANEL_W + 0.8, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(ps), 3)
         for i, ax in enumerate(panels):
             g = d[d["problem"] == ps[i]]
             xname, size = _size_axis(g)
@@ -85,8 +88,8 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
             g = g.assign(_x=[v if numeric else cats.index(str(v)) for v in size])
             for (f, m, s), h in g.groupby(["framework", "mode", g["strategy"].fillna("default")], sort=False):
                 h = h.sort_values("_x")
-                ax.plot(h["_x"], h[ycol], color=col[f], marker=style[s][1], markersize=4, linewidth=1,
-                        linestyle={"eager": ":", "graph": "--"}.get(m, "-"))
+                ax.plot(h["_x"], h[ycol], color=col[f], marker=style[m if by_mode else s][1], markersize=4,
+                        linewidth=1, linestyle={"eager": ":", "graph": "--"}.get(m, "-"))
                 if lo and hi:
                     ax.fill_between(h["_x"].astype(float), h[lo], h[hi], color=col[f], alpha=0.12, linewidth=0)
             if ref is not None:
@@ -104,14 +107,30 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
                 ax.set_xlim(-0.5, len(cats) - 0.5)
         modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"), label=m)
                  for m in mode_order(d["mode"])]
+        if by_mode:
+            modes = [Line2D([], [], color="grey", linestyle={"eager": ":", "graph": "--"}.get(m, "-"),
+                            marker=F.MODE_MARKERS.get(m, "D"), label=m) for m in mode_order(d["mode"])]
+            F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)])
+            return fig
         marks = [Line2D([], [], color="grey", marker=mk, linestyle="", label=s) for s, (_, mk) in style.items()]
         F._framework_legend(fig, fws, col, modes + [Line2D([], [], color="none", label=title)] + marks)
     return fig
 
 
 def fig_der_time(d: pd.DataFrame) -> Figure | None:
-    t = d[d["status"].isin(TIMED)]
-    return _der_lines(t, "median_s", "median time (s)", "marker: transform")
+    """Per problem measured at more than one size, each framework and mode's fastest transform at
+    each size (issue 41: 19 transform markers x 3 line styles read as noise; the capability table
+    and der_vmap name the transforms; a problem at one size is a point, not a line: the tables)."""
+    t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
+    if t.empty:
+        return None
+    t = t.assign(problem=t["task"].map(problem))
+    t = t[t.groupby("problem")["task"].transform("nunique") > 1]
+    if t.empty:
+        return None
+    t = t.loc[t.groupby(["task", "framework", "mode"])["median_s"].idxmin()].drop(columns="problem")
+    t = t.assign(strategy=None)          # one line per framework and mode, whichever transform was fastest
+    return _der_lines(t, "median_s", "median time (s)", "lines: fastest transform", by_mode=True)
 
 
 def fig_der_vmap(d: pd.DataFrame) -> Figure | None:
@@ -158,14 +177,14 @@ def fig_der_memory(d: pd.DataFrame) -> Figure | None:
     keys = sorted({(k, i) for k, i in zip(t["task"], t["_i"])})
     col, fws = F.colours(t["framework"]), framework_order(t["framework"])
     with F._style():
-        fig, panels = F.panel_grid(len(keys), 2, F.PANEL_W + 1.0, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(keys), 2, 1.5 * F.PANEL_W)
         for n, ax in enumerate(panels):
             task, inst = keys[n]
             g = t[(t["task"] == task) & (t["_i"] == inst)]
             labels = sorted({strategy_label(r) for _, r in g.iterrows()})
             F._bars(ax, g, strategy_label, labels, framework_order(g["framework"]), "mb", "z", "z", col)
-            ax.set_title(task)
-            ax.set_ylabel(f"MiB: {inst}", fontsize=7)
+            ax.set_title(f"{task}\n{inst}")
+            ax.set_ylabel("MiB")
         F._framework_legend(fig, fws, col)
     return fig
 
@@ -179,8 +198,9 @@ TABLES = (
 FIGURES = (
     Plot("der_time", fig_der_time, ("median_s",),
          "Median time per problem against the size its tasks vary in (batch, parameter count, derivative "
-         "order, the Jacobian's input size n at fixed n m; log-log where the sizes span a decade): colour "
-         "framework, line style mode, marker transform; the results table has each interval."),
+         "order, the Jacobian's input size n at fixed n m; log-log where the sizes span a decade), each "
+         "framework and mode's fastest transform at each size: colour framework, line style and marker mode; "
+         "problems measured at one size only, and which transform was fastest, are in the tables."),
     Plot("der_vmap", fig_der_vmap, ("median_s",),
          "Speedup of each vectorised transform over the same framework and mode's loop over examples "
          "(loop's median / the transform's; band: 95% interval; line: no change)."),

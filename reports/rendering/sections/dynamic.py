@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -24,7 +25,7 @@ from reports.analysis import stats
 from reports.analysis.data import TIMED, finite, framework_order
 from reports.analysis.verdicts import procs
 from reports.rendering import figures as F
-from reports.rendering.sections.common import Drawing, Plot, Table, strategy_styles
+from reports.rendering.sections.common import MARKS, Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, missing_note, strategy_label
 from reports.sections.dynamic import _stream, costs, hit_limit
 
@@ -99,7 +100,8 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
     style = strategy_styles([strategy_label(r) for _, r in d.iterrows()])
     seen: dict[str, Any] = {}
     with F._style():
-        fig, panels = F.panel_grid(len(keys), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        cols = 3 if len(keys) <= 12 else 4          # at most five rows: the figure prints on one page
+        fig, panels = F.panel_grid(len(keys), cols, F.PRINT_WIDTH_IN / cols, F.PANEL_H - 0.45)
         for i, ax in enumerate(panels):
             s, f, e = keys[i]
             panel = d[(d["_s"] == s) & (d["framework"] == f) & (d["_e"] == e)]
@@ -107,18 +109,17 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
                 y = _series(r[col])
                 if y is not None:
                     draw(ax, r, style[strategy_label(r)], y)
-            ax.set_title(f"{s}: {f}" + (" (eager)" if e else ""))
-            ax.set_xlabel("requests seen")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel(ylabel)
+            ax.set_title(f"{s}\n{f}" + (" (eager)" if e else ""), fontsize=7, linespacing=1.0)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 seen.setdefault(lab, h)
         extra = ([Line2D([], [], color="grey", linestyle="--", label="recompile limit hit")]
                  if any(ln.get_linestyle() == "--" for ax in panels for ln in ax.get_lines()) else [])
         handles = [seen[k] for k in sorted(seen)] + extra
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5), frameon=False,
+        fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 4), frameon=False,
                    fontsize=7)
-        fig.suptitle(title)
+        fig.supxlabel("requests seen")
+        fig.supylabel(ylabel)
     return fig
 
 
@@ -128,8 +129,8 @@ def fig_compilations(d: pd.DataFrame) -> Figure | None:
         ax.step(x, y, where="post", color=st[0], marker=st[1], markersize=3, linewidth=1,
                 linestyle="--" if hit_limit(r) else "-", label=strategy_label(r))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations (cumulative, linear)",
-                                 "compilations vs requests seen (cold pass)", eager_apart=True)
+    return _per_stream_framework(d, "stream_cold_compilations", draw, "compilations, cumulative (linear scale)",
+                                 "", eager_apart=True)
 
 
 def fig_stream_time(d: pd.DataFrame) -> Figure | None:
@@ -139,37 +140,41 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
         if finite(r.get("median_s")):
             ax.plot([len(y)], [r["median_s"]], marker=st[1], color=st[0], markeredgecolor="black", linestyle="")
         ax.set_yscale("log")
-    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s, log scale)",
-                                 "cumulative stream time: cold pass (line), one warm pass (marker at the end)")
+    return _per_stream_framework(d, "stream_cold_request_s", draw, "cumulative time (s, log scale)", "")
 
 
-MARKS = "osD^v<>PXh*pH8d"      # one marker per strategy label in a scatter; hollow ones past the list
+# the mode of a point by its fill (compiled filled, TensorFlow graph hollow, eager pale), its strategy by its
+# shape (issue 41: three strategies drew the same circle): one shape per strategy name, in every panel
+MODE_FILL = {"compiled": "solid", "graph": "hollow", "eager": "pale"}
 
 
-def _fill(colour: str, hollow: bool) -> dict[str, Any]:
-    return ({"facecolors": "none", "edgecolors": colour, "linewidths": 1.0} if hollow else
-            {"color": colour, "edgecolor": "black", "linewidth": 0.4})
+def _fill(colour: str, mode: str) -> dict[str, Any]:
+    kind = MODE_FILL.get(mode, "solid")
+    if kind == "hollow":
+        return {"facecolors": "white", "edgecolors": colour, "linewidths": 1.3}
+    if kind == "pale":
+        return {"facecolors": to_rgba(colour, 0.3), "edgecolors": colour, "linewidths": 0.9}
+    return {"color": colour, "edgecolor": "black", "linewidth": 0.4}
 
 
 def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bool, logx: bool) -> Figure | None:
-    """One panel per stream: a point per case, colour = framework, marker = mode and
-    strategy (one legend for the figure): no text on the points, which overlapped."""
+    """One panel per stream: a point per case, colour = framework, shape = strategy, fill = mode
+    (one legend for the figure): no text on the points, which overlapped."""
     d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
     if d.empty:
         return None
-    d = d.assign(_s=d.apply(_stream, axis=1), _l=[strategy_label(r) for _, r in d.iterrows()])
+    d = d.assign(_s=d.apply(_stream, axis=1), _k=[r["strategy"] if isinstance(r["strategy"], str) else "default"
+                                                   for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])
-    labels = sorted(d["_l"].unique())
-    mk = {lab: MARKS[i % len(MARKS)] for i, lab in enumerate(labels)}
-    hollow = {lab: i >= len(MARKS) for i, lab in enumerate(labels)}
+    kinds = sorted(d["_k"].unique())
+    mk = {k: MARKS[i % len(MARKS)] for i, k in enumerate(kinds)}
     with F._style():
-        fig, panels = F.panel_grid(len(streams), 3, F.PANEL_W + 0.6, F.PANEL_H + 0.4)
+        fig, panels = F.panel_grid(len(streams), 3)
         for i, ax in enumerate(panels):
             g = d[d["_s"] == streams[i]]
             for _, r in g.iterrows():
-                ax.scatter(r[x], r[y], marker=mk[r["_l"]], s=34, zorder=3,
-                           **_fill(col[r["framework"]], hollow[r["_l"]]))
+                ax.scatter(r[x], r[y], marker=mk[r["_k"]], s=34, zorder=3, **_fill(col[r["framework"]], r["mode"]))
             if logx:
                 ax.set_xscale("log")
                 ax.set_yscale("log")
@@ -177,19 +182,22 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
                 lim = [min(g[x].min(), g[y].min()) / 1.5, max(g[x].max(), g[y].max()) * 1.5]
                 ax.plot(lim, lim, color="grey", linestyle=":", linewidth=0.8)
             ax.set_title(streams[i])
-            scale = " (log scale)" if logx else ""
-            ax.set_xlabel(xlabel + scale)
-            ax.set_ylabel(ylabel + scale)
-        handles = [Line2D([], [], marker=mk[lab], linestyle="", label=lab,
-                          **({"markerfacecolor": "none", "markeredgecolor": "grey"} if hollow[lab] else
-                             {"color": "grey", "markeredgecolor": "black"})) for lab in labels]
-        F._framework_legend(fig, fws, col, handles)
+            ax.set_xlabel(xlabel[:-1] + ", log scale)" if logx else xlabel)
+            ax.set_ylabel(ylabel[:-1] + ", log scale)" if logx else ylabel)
+        shapes = [Line2D([], [], marker=mk[k], linestyle="", color="grey", markeredgecolor="black", label=k)
+                  for k in kinds]
+        grey = "#7f7f7f"
+        fills = [Line2D([], [], marker="o", linestyle="", label=f"{m} (fill)",
+                        **({"markerfacecolor": grey, "markeredgecolor": "black"} if k == "solid" else
+                           {"markerfacecolor": "white", "markeredgecolor": grey} if k == "hollow" else
+                           {"markerfacecolor": to_rgba(grey, 0.3), "markeredgecolor": grey}))
+                 for m, k in MODE_FILL.items() if m in set(d["mode"])]
+        F._framework_legend(fig, fws, col, fills + shapes)
     return fig
 
 
 def fig_new_vs_seen(d: pd.DataFrame) -> Figure | None:
-    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen-shape request (s, median)",
-                    "new-shape request (s, median)", True, True)
+    return _scatter(d, "seen_shape_latency_s", "new_shape_latency_s", "seen shape (s)", "new shape (s)", True, True)
 
 
 def _table_or_note(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame | str:
