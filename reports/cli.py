@@ -85,7 +85,7 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 # Harness options whose run default --quick changes (cmd_run sets them).
-QUICK_SETS = ("workload", "preset", "budget_s", "rounds", "variants")
+QUICK_SETS = ("workload", "preset", "budget_s", "rounds", "variants", "memory")
 # What `fwbench run` does with a harness option beyond what the option says (its own defaults).
 RUN_NOTES = {
     "workload": f"; with --quick: {QUICK_WORKLOADS}",
@@ -94,6 +94,7 @@ RUN_NOTES = {
     "rounds": f"; a full run's default on the CPU is {RUN_ROUNDS}, after 2 warm-up rounds; --quick and a GPU "
               "run size them by the budget",
     "variants": "; fwbench run: default with sets and --quick, all with --cycles 0",
+    "memory": "; off with --quick",
 }
 
 
@@ -190,7 +191,7 @@ def make_parser() -> Parser:
                         "time, in a random order; 0 runs each process alone, one after another, as before sets")
     r.add_argument("--block-s", type=_positive(float), help=f"seconds one block of calls lasts (default {RUN_BLOCK_S})")
     r.add_argument("--control", help="the framework whose process each set runs twice, an A/A control (default: "
-                                     "jax where it runs, else torch, else the first framework; none: no control)")
+                                     "tensorflow where it runs, else jax, else torch; none: no control)")
     r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
                    help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
                         "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
@@ -346,6 +347,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              # recipes cost minutes of compiling in every cold process: docs/design/statistics.md)
                              slurm=_slurm_options(args),
                              variants=args.variants or ("default" if args.quick or not lone else None),
+                             memory=args.memory or ("off" if args.quick else None),
                              cycles=args.cycles if args.cycles is not None else (QUICK_CYCLES if args.quick
                                                                                  else RUN_CYCLES),
                              block_s=args.block_s or RUN_BLOCK_S, control=args.control,

@@ -96,6 +96,8 @@ HARNESS: tuple[Option, ...] = (
            "windows that double from 0.5 s (default 30)", low=0, what="a finite number of seconds, at least 0",
            cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
+    Option("memory", str, "on", "peak memory on the CPU: on (default: one more call per case; TensorFlow in a "
+           "memory-only process of its own) or off (neither: fwbench run --quick)", choices=("on", "off"), cli=True),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
            "case's default strategy", choices=("all", "default"), cli=True),
     Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",

@@ -299,7 +299,9 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
     record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
-    if device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
+    if device == "cpu" and case.placement.devices == 1 and opts.memory == "off":
+        record["peak_memory_bytes"], record["memory_note"] = None, "not measured (--memory off)"
+    elif device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
         peak = cpu_call_peak(adapter, call, pool[0], case, opts)  # instrument for every framework
         record["peak_memory_bytes"], record["peak_memory_source"] = peak
         record["memory_note"] = record["peak_memory_source"]

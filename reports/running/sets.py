@@ -350,10 +350,11 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
 
 
 # The framework whose process a set runs twice by default (the A/A control), the first of these
-# that runs: JAX, whose process is the cheapest to build twice (its compiles take seconds and a
-# warm set finds them in the cache), then torch (a cold torch process compiles every case with
-# Inductor's C++ toolchain: minutes at the small presets).
-CONTROL_ORDER = ("jax", "torch")
+# that runs, the cheapest process to build twice first: measured in a cold set of the tiny presets
+# (fwbench run --quick, 2-core AMD EPYC), TensorFlow's first calls took 39 s in all (its memory is
+# measured in the run's first TensorFlow process only), JAX's 73 s (its eager mode compiles every
+# primitive), torch's 107 s plus a 12 s compiler start-up (Inductor's C++ toolchain).
+CONTROL_ORDER = ("tensorflow", "jax", "torch")
 
 
 def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | None:
