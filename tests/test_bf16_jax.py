@@ -230,8 +230,8 @@ def test_the_probe_reports_an_fp32_program_labelled_bf16():
 def test_the_probe_reports_a_bf16_layer_norm(monkeypatch):
     orig = JG.layer_norm
 
-    def layer_norm_bf16(x, w, b):
-        return orig(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), b.astype(jnp.bfloat16)).astype(jnp.float32)
+    def layer_norm_bf16(x, w, b, *forms):
+        return orig(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), b.astype(jnp.bfloat16), *forms).astype(jnp.float32)
     monkeypatch.setattr(JG, "layer_norm", layer_norm_bf16)
     found = violations(gpt_programs("bf16")["loss"], "bf16")
     # (jnp.mean of bf16 sums in float32 itself: the centring, the variance and rsqrt are bf16)

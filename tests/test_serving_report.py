@@ -111,7 +111,7 @@ def test_the_section_draws_the_export_matrix_the_table_and_the_figure(tmp_path):
     t = draw.serving(d, set())
     r = t[(t["task"] == "generate") & (t["path"] == "compiled (aoti)")].iloc[0]
     assert r["kind"] == S.ARTEFACT and r["model code"] == "none" and r["check (rel. error)"] == "2.0e-07"
-    assert r["p50"].startswith("714 us [") and r["best throughput"].endswith(" tokens/s at batch 4")
+    assert r["p50"].startswith("714 µs [") and r["best throughput"].endswith(" tokens/s at batch 4")
     assert not draw.claim_table(d, set()).empty
     figs = drawings.draw(c, tmp_path / "fig")
     png, caption = figs["serve_latency"]

@@ -55,6 +55,32 @@ _FP32_PRECISION = tuple(obj for obj in (
     if hasattr(obj, "fp32_precision"))
 
 
+def _legacy() -> tuple[str, bool, bool] | None:
+    """torch's legacy float32 flags (matmul precision, cuBLAS TF32, cuDNN TF32); None where torch
+    refuses to read them (its new per-backend settings were written and disagree)."""
+    try:
+        return (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return None
+
+
+def _set_legacy(state: tuple[str, bool, bool]) -> None:
+    """Write the legacy flags that differ from state, in the order in which one sets the next
+    (the precision sets cuBLAS TF32): writing a flag to the value it has already can leave torch
+    with the two APIs in disagreement, after which it refuses to read them."""
+    precision, matmul_tf32, cudnn_tf32 = state
+    if _legacy() is None or torch.get_float32_matmul_precision() != precision:
+        torch.set_float32_matmul_precision(precision)
+    for obj, value in ((torch.backends.cuda.matmul, matmul_tf32), (torch.backends.cudnn, cudnn_tf32)):
+        try:
+            same = obj.allow_tf32 == value
+        except RuntimeError:
+            same = False
+        if not same:
+            obj.allow_tf32 = value
+
+
 class Adapter(base.Adapter):
     name = "torch"
     modes = ("eager", "compiled")
@@ -96,27 +122,21 @@ class Adapter(base.Adapter):
         # IEEE float32 everywhere first (cuBLAS, cuDNN, and oneDNN on the CPU), then TF32 on
         # the GPU only when asked: the CPU keeps full float32 either way, as JAX and
         # TensorFlow do there.
-        torch.set_float32_matmul_precision("highest")
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
+        _set_legacy(("highest", tf32, tf32))
 
     def global_precision(self) -> tuple[Any, ...]:
-        # torch >= 2.9 keeps the state in its fp32_precision attributes (the legacy getter refuses
-        # to read it once both APIs were used); older builds in the legacy flags.
-        if _FP32_PRECISION:
-            return tuple(getattr(obj, "fp32_precision") for obj in _FP32_PRECISION)
-        return (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
-                torch.backends.cudnn.allow_tf32)
+        # torch >= 2.9 keeps the state in its fp32_precision attributes as well as in the legacy
+        # flags; the legacy getters refuse to read once the two disagree (and torch.export reads
+        # them), so both are kept and the legacy ones put back first, through the legacy setters.
+        return _legacy(), tuple(getattr(obj, "fp32_precision") for obj in _FP32_PRECISION)
 
     def set_global_precision(self, state: tuple[Any, ...]) -> None:
-        if _FP32_PRECISION:
-            for obj, value in zip(_FP32_PRECISION, state):
+        legacy, new = state
+        if legacy is not None:
+            _set_legacy(legacy)
+        for obj, value in zip(_FP32_PRECISION, new):
+            if getattr(obj, "fp32_precision") != value:     # untouched: a write mixes the two APIs
                 obj.fp32_precision = value
-            return
-        precision, matmul_tf32, cudnn_tf32 = state
-        torch.set_float32_matmul_precision(precision)      # sets allow_tf32 too: the flags after it
-        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
-        torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
     def asarray(self, x: np.ndarray, device: str) -> torch.Tensor:
         # A copy with the same dtype (int32 tokens stay int32), not a view of the numpy array.
