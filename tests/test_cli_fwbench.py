@@ -224,10 +224,9 @@ def _node():                 # the real harness's machine facts (frameworks.harn
 SESSION = SimpleNamespace(records=[], missing={}, node=_node, compiler_startup={"torch/compiled": 1.25})
 
 def pytest_addoption(parser):
-    for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",
-              "--repeat", "--repeats", "--cold", "--warm", "--cache-role", "--run-id", "--case-order-seed",
-              "--task-order-seed"):
-        parser.addoption(o)
+    from workloads.options import HARNESS       # every option fwbench run may pass a process
+    for o in HARNESS:
+        parser.addoption(o.flag, action="store_true" if o.type is None else "store")
 
 def pytest_configure(config):
     # what this process was given, for the runner's tests: its environment padding and cache
@@ -291,8 +290,8 @@ def test_gpt(benchmark, fwbench_session, framework, mode, task, request):
             time.sleep(30)
         if os.environ["FAKE"] == "hang":
             if os.environ.get("FAKE_PIDFILE"):
-                with open(os.environ["FAKE_PIDFILE"], "w") as f:
-                    f.write(str(os.getpid()))
+                with open(os.environ["FAKE_PIDFILE"], "a") as f:     # one line per hanging process
+                    f.write(f"{os.getpid()}\\n")
             time.sleep(600)
         if os.environ["FAKE"] == "fill_disk":       # the results' disk fills up during this case
             with open(os.path.join(os.environ["FAKE_FILL"], "filler"), "wb") as f:

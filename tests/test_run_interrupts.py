@@ -50,7 +50,7 @@ def _start(tmp_path, behaviour, *args):
     while not (pidfile.exists() and pidfile.read_text()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
-    return proc, int(pidfile.read_text()), out
+    return proc, int(pidfile.read_text().split()[0]), out
 
 
 def _gone(pid, within=10.0):

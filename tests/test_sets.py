@@ -2,7 +2,7 @@
 turns block by block, the order drawn per cycle and the start order per set, and a difference
 injected into one configuration is found by the paired estimate, on a short real run: one set
 design, JAX alone with its control process (a second JAX process), the GPT's forward at the tiny
-preset, a 5% slowdown injected into the control's compiled forward."""
+preset, a 20% slowdown injected into the control's compiled forward."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ from reports.analysis import controls, stats
 from reports.running import runner, sets
 from tests.support.helpers import INSTALLED
 
-SLOW = 1.05
+SLOW = 1.20    # 3 sets of the tiny forward: 2.5-4% SD per set measured, a t(2) half-width up to 9%
 LABEL = "jax-compiled-forward"
 
 
@@ -78,15 +78,13 @@ def test_a_sets_configurations_take_turns_one_block_at_a_time(side_run):
 
 
 def test_an_injected_slowdown_is_found_by_the_paired_estimate(side_run):
-    """5% in the control's compiled forward: the control comparison (paired by cycle and set) finds
+    """20% in the control's compiled forward: the control comparison (paired by cycle and set) finds
     it, with an interval narrower than the same data compared unpaired (each process's per-set
     values as independent samples, as processes run at different times were)."""
     out, _ = side_run
     df = reports.load([out])
     ctrl = controls.aa(df)
     row = ctrl[(ctrl["mode"] == "compiled")].iloc[0]
-    ratio = row["ratio"] if row.name is not None else math.nan
-    sign = 1.0                                                     # other/reference: the control may be either
     refs = df.drop_duplicates("set")["control_reference"].tolist()
     assert set(refs) <= {"primary", "control"}
     # on the control-over-primary scale, per set
@@ -97,7 +95,7 @@ def test_an_injected_slowdown_is_found_by_the_paired_estimate(side_run):
         per_set.append(np.mean([c[k] - a[k] for k in a]))
     paired = stats.ratio(stats.Est({str(i): x for i, x in enumerate(per_set)}))
     lo, hi = paired.interval()
-    assert 1.0 < lo and 1.02 < paired.value < 1.09, (paired.value, lo, hi)
+    assert 1.0 < lo and 1.10 < paired.value < 1.32, (paired.value, lo, hi)
     unpaired = []
     for who in (True, False):
         vals = {}
@@ -108,7 +106,8 @@ def test_an_injected_slowdown_is_found_by_the_paired_estimate(side_run):
                         2.0, "welch")
     ulo, uhi = welch.interval()
     assert (hi - lo) < (uhi - ulo), ((lo, hi), (ulo, uhi))
-    assert sign * ratio > 0 and row["sets"] == 3
+    assert row["sets"] == 3 and row["ratio"] == pytest.approx(paired.value, rel=1e-9)   # controls.aa, another route
+    assert stats.coarse(row["verdict"]) == "slower"
 
 
 def test_the_report_shows_the_controls_and_the_position_effect(side_run, tmp_path):
@@ -118,7 +117,7 @@ def test_the_report_shows_the_controls_and_the_position_effect(side_run, tmp_pat
     md = Path(paths["md"]).read_text()
     assert "### Side by side: A/A controls and the position effect" in md
     assert "| gpt forward | jax compiled | 3 |" in md and "Position effect: a block run right after" in md
-    assert "A/A control called different" in md                   # the injected 5% is a control called slower
+    assert "A/A control called different" in md                   # the injected 20% is a control called slower
 
 
 def test_a_signal_during_a_set_keeps_what_its_processes_finished(tmp_path):
@@ -126,12 +125,16 @@ def test_a_signal_during_a_set_keeps_what_its_processes_finished(tmp_path):
     the set ends, each keeps its finished cases (rebuilt from its event stream, the hanging case
     failed with the reason), the later set is written as not run, exit 143."""
     import signal
+    import time
 
     from tests.test_run_interrupts import _gone, _start
-    proc, child, out = _start(tmp_path, "hang", "--cycles", "2", "--framework", "torch", "--warm", "1")
+    proc, _, out = _start(tmp_path, "hang", "--cycles", "2", "--framework", "torch", "--warm", "1")
+    pidfile, deadline = tmp_path / "child.pid", time.monotonic() + 120
+    while len(pidfile.read_text().split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)                                            # the set's second process hangs too
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 143 and _gone(child), err
+    assert proc.returncode == 143 and all(_gone(int(c)) for c in pidfile.read_text().split()), err
     assert "interrupted by SIGTERM" in err and "Traceback" not in err
     df = reports.load(out)
     assert df.attrs["problems"] == []

@@ -3,13 +3,14 @@ the position effect.
 
 An A/A control: every set runs one framework's process twice (the control process), so each of
 that framework's configurations is timed twice per cycle, in two processes of the same build.
-The control's ratio is the other process's time over the reference's, paired by cycle within a
-set and by set across sets (the reference chosen at random per set, `control_reference`), a t
-interval over sets as any comparison's. Nothing differs but the process, so a control called
-faster or slower is a false alarm (or a bias from the set-up, e.g. start order): over many
-controls the share called different must match the stated false-claim rate, and a report whose
-control is called different says so on page 1. The controls stay out of the report's family:
-they test the method, not a framework.
+The control's ratio is the control process's time over the primary's, paired by cycle within a
+set and by set across sets, a t interval over sets as any comparison's (which of the two is
+started first is drawn per set, so a start-order effect shows as spread, not as a ratio; which
+of the two stands for the framework in the comparisons, `control_reference`, is drawn too).
+Nothing differs but the process, so a control called faster or slower is a false alarm (or a
+bias from the set-up, e.g. start order): over many controls the share called different must
+match the stated false-claim rate, and a report whose control is called different says so on
+page 1. The controls stay out of the report's family: they test the method, not a framework.
 
 The position effect: a block's time by what ran just before it, another configuration of its
 own process or one of another process (whose thread pools might still be spinning, or whose
@@ -39,7 +40,7 @@ def _with_blocks(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def aa(df: pd.DataFrame, margin: float = stats.MARGIN) -> pd.DataFrame:
-    """One row per configuration timed by a control: its ratio other/reference over the sets
+    """One row per configuration timed by a control: its ratio control/primary over the sets
     (paired by cycle in a set, t over sets), the interval at 95%, the verdict, the p-value,
     the sets and the per-set SD of the log ratio."""
     d = _with_blocks(df)
@@ -56,10 +57,7 @@ def aa(df: pd.DataFrame, margin: float = stats.MARGIN) -> pd.DataFrame:
             both = sorted(set(a) & set(b))
             if not both:
                 continue
-            d_log = float(np.mean([b[c] - a[c] for c in both]))           # control over primary
-            if ctrl.iloc[0].get("control_reference") == "control":
-                d_log = -d_log                                             # primary over control
-            per_set[f"set {int(s)}"] = d_log
+            per_set[f"set {int(s)}"] = float(np.mean([b[c] - a[c] for c in both]))   # control over primary
         if not per_set:
             continue
         est = stats.Est(per_set)
