@@ -25,6 +25,10 @@ Options (all optional):
                               (`fwbench run --quick` does)
     --case-order-seed S       run the benchmark cases in a random order drawn with seed S
                               (default: collection order); `fwbench run` sets it per process
+    --task-order-seed S       run the cases task by task, the tasks in an order drawn with seed S
+                              (the cases of a task in the case order); `fwbench run` sets it per set,
+                              the same for each of the set's processes, which take turns task by
+                              task at its coordinator's word (frameworks.harness.sidebyside)
     --cache-role cold|warm    this process's compile-cache role (default: from the cache
                               folder at start: empty -> cold, filled -> warm); records'
                               compile_cache. Every case runs from a fresh in-process compile
@@ -43,6 +47,7 @@ folder of its own beside it, so tests never warm a cache that a benchmark report
 """
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -51,7 +56,7 @@ import frameworks
 import workloads
 from frameworks import harness
 from frameworks.base import default_cache_dir, prepare_placement, set_cache_role
-from frameworks.harness import machine
+from frameworks.harness import machine, sidebyside
 from workloads import options
 from workloads.base import FwbenchError, split_names
 from workloads.case import PRECISIONS, declared_cases
@@ -93,7 +98,11 @@ def pytest_configure(config: pytest.Config) -> None:
         set_cache_role(opts.cache_role)
     except FwbenchError as e:
         raise pytest.UsageError(str(e)) from None
-    config.stash[_SESSION_KEY] = harness.Session(opts, describe_node=machine.node_info)
+    session = harness.Session(opts, describe_node=machine.node_info)
+    link = sidebyside.link_from_env() if _timing(config) else None
+    if link is not None:       # a process of fwbench run's set: its tasks take turns with the others'
+        session.sides = sidebyside.SideBySide(link, ",".join(opts.frameworks))
+    config.stash[_SESSION_KEY] = session
 
 
 def session_of(config: pytest.Config) -> harness.Session:
@@ -137,13 +146,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=unselected)
         items[:] = [it for it in items if it not in unselected]
     seed = opts.case_order_seed
+    slots = [i for i, it in enumerate(items) if getattr(getattr(it, "module", None), "WORKLOAD", None)]
+    order = [items[i] for i in slots]
     if seed is not None:   # the benchmark cases in a seeded random order, in the slots they held
-        import random
-        slots = [i for i, it in enumerate(items) if getattr(getattr(it, "module", None), "WORKLOAD", None)]
-        order = [items[i] for i in slots]
         random.Random(seed).shuffle(order)
-        for i, it in zip(slots, order):
-            items[i] = it
+    if opts.task_order_seed is not None:    # task by task, the tasks in the set's order, each's cases in that order
+        tasks = sorted({task_of(it) for it in order})
+        random.Random(opts.task_order_seed).shuffle(tasks)
+        order.sort(key=lambda it: tasks.index(task_of(it)))
+    for i, it in zip(slots, order):
+        items[i] = it
     skip_case = pytest.mark.skip(reason="benchmark case: run with --benchmark-only")
     skip_self = pytest.mark.skip(reason="harness self-test, not a benchmark")
     for item in items:
@@ -154,6 +166,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_case)
         elif not is_case and timing:
             item.add_marker(skip_self)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a set: say hello with the tasks this process will run, in order (after -k and every
+    other deselection)."""
+    sides = session_of(session.config).sides
+    if sides is not None:
+        _in_set(session.config, lambda: sides.hello([t for t in dict.fromkeys(map(task_of, session.items)) if t]))
+
+
+def task_of(item: pytest.Item) -> str | None:
+    """The task a benchmark case belongs to, 'workload/task' (None for any other item)."""
+    case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+    return f"{case.workload}/{case.task}" if case is not None else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a set: before the first case of a task, wait for the task's turn."""
+    sides, task = session_of(item.config).sides, task_of(item)
+    if sides is not None and task is not None and sides.task != task:
+        _in_set(item.config, lambda: sides.begin(task))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """In a set: after the last case of a task, its configurations' blocks, side by side with
+    the set's other processes', until the coordinator releases the task."""
+    sides, task = session_of(item.config).sides, task_of(item)
+    if sides is not None and task is not None and (nextitem is None or task_of(nextitem) != task):
+        _in_set(item.config, lambda: sides.serve(task))
+
+
+def _in_set(config: pytest.Config, step: Any) -> None:
+    """A step of the set's protocol; if the coordinator has gone, the process goes on alone
+    (its cases keep their own rounds; no blocks)."""
+    try:
+        step()
+    except (EOFError, OSError, ValueError):
+        session_of(config).sides = None
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -29,7 +29,9 @@ QUICK_TIMEOUT_S = 600.0
 # Processes per framework and timed rounds per case of a full run: workloads/options.py (issue 30,
 # chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
 RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
-QUICK_COLD, QUICK_WARM = 1, 1
+RUN_CYCLES, RUN_BLOCK_S = options.RUN_CYCLES, options.RUN_BLOCK_S
+SETS_COLD, SETS_WARM = options.SETS_COLD, options.RUN_WARM
+QUICK_COLD, QUICK_WARM, QUICK_CYCLES = 1, 0, 3
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
 
@@ -83,7 +85,7 @@ def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 # Harness options whose run default --quick changes (cmd_run sets them).
-QUICK_SETS = ("workload", "preset", "budget_s", "rounds")
+QUICK_SETS = ("workload", "preset", "budget_s", "rounds", "variants", "memory")
 # What `fwbench run` does with a harness option beyond what the option says (its own defaults).
 RUN_NOTES = {
     "workload": f"; with --quick: {QUICK_WORKLOADS}",
@@ -91,6 +93,8 @@ RUN_NOTES = {
     "budget_s": f"; without it and --rounds a full run times {RUN_ROUNDS} rounds per case",
     "rounds": f"; a full run's default on the CPU is {RUN_ROUNDS}, after 2 warm-up rounds; --quick and a GPU "
               "run size them by the budget",
+    "variants": "; fwbench run: default with sets and --quick, all with --cycles 0",
+    "memory": "; off with --quick",
 }
 
 
@@ -148,11 +152,14 @@ def make_parser() -> Parser:
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run the benchmarks (cold and warm processes per framework) and render the report",
-                       description="Run `pytest --benchmark-only` on the checkout's tests/benchmarks in several "
-                                   "processes per framework (cold ones, each from an empty compile cache, then warm "
-                                   "ones that find the run's cache filled), interleaved, then render the report "
-                                   "into --out.")
+    r = sub.add_parser("run", help="run the benchmarks (process sets, side by side) and render the report",
+                       description="Run `pytest --benchmark-only` on the checkout's tests/benchmarks in process sets: "
+                                   "each set one process per framework and a second one of one framework (the A/A "
+                                   "control), all alive together; task by task each process measures its cases in "
+                                   "turn (first calls, warm-up), then the task's configurations take turns in cycles "
+                                   "of blocks, one block at a time (docs/design/statistics.md). Cold sets start from "
+                                   "empty compile caches, warm ones find the run's cache filled. Then render the "
+                                   "report into --out.")
     r.add_argument("--framework", action="append", metavar="NAMES",
                    help="frameworks, comma separated or repeated (default: every installed one)")
     for o in options.HARNESS:          # the options each framework process takes, declared once
@@ -165,19 +172,26 @@ def make_parser() -> Parser:
     r.add_argument("--quick", action="store_true",
                    help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
                         f"(at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
-                        f"{QUICK_COLD} cold and {QUICK_WARM} warm process per framework, each case's default strategy "
+                        f"one cold set ({QUICK_CYCLES} cycles per task), each case's default strategy "
                         "only (no torch train-step recipe variants), the gpt and diffusion workloads unless "
-                        "--workload names others: about 5 minutes from an empty cache on a 2-core CPU; its numbers "
-                        "are indicative")
+                        "--workload names others: its numbers are indicative (one set: no interval over sets)")
     r.add_argument("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
                    f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed")
-    r.add_argument("--cold", type=_positive(int), help=f"cold processes per framework (default {RUN_COLD}; "
-                   f"{QUICK_COLD} with --quick): each starts from an empty compile-cache folder of its own and each "
-                   "of its cases compiles from empty caches; they measure first calls (compile latency)")
-    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm processes per framework (default "
-                   f"{RUN_WARM}; {QUICK_WARM} with --quick): each finds the run's cache filled by the cold ones; "
-                   "the steady state comes from them. Processes run in rounds of one per framework: round 0 the "
-                   "first cold ones, then the others in a seeded random order")
+    r.add_argument("--cold", type=_positive(int), help=f"cold sets (default {SETS_COLD}; {QUICK_COLD} with --quick): "
+                   "each set's processes start from empty compile-cache folders of their own and each of their cases "
+                   "compiles from empty caches; they measure cold first calls (compile latency). With --cycles 0: "
+                   f"cold processes per framework (default {RUN_COLD})")
+    r.add_argument("--warm", type=_positive(int, zero=True), help=f"warm sets (default {SETS_WARM}; {QUICK_WARM} with "
+                   "--quick): their processes find the run's cache filled by the cold ones. Every set, cold or warm, "
+                   "gives steady times; the first set is cold, the others follow in a seeded random order. With "
+                   f"--cycles 0: warm processes per framework (default {RUN_WARM}), in rounds of one per framework")
+    r.add_argument("--cycles", type=_positive(int, zero=True),
+                   help=f"side by side: cycles per task in each set (default {RUN_CYCLES}; {QUICK_CYCLES} with "
+                        "--quick); a cycle times one block of every configuration of the task, one block at a "
+                        "time, in a random order; 0 runs each process alone, one after another, as before sets")
+    r.add_argument("--block-s", type=_positive(float), help=f"seconds one block of calls lasts (default {RUN_BLOCK_S})")
+    r.add_argument("--control", help="the framework whose process each set runs twice, an A/A control (default: "
+                                     "tensorflow where it runs, else jax, else torch; none: no control)")
     r.add_argument("--launcher", choices=launch.LAUNCHERS, default="local",
                    help="where each process runs: local (default: here, one at a time); slurm (a Slurm job per "
                         "process, a whole node each, through submitit); submitit-local (submitit's local executor, "
@@ -303,7 +317,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from reports.analysis import findings
-    from reports.running import runner
+    from reports.running import runner, sets
     findings.parse_weights(args.weights)
     chosen = _frameworks_arg(args.framework)
     fws = chosen or runner.FRAMEWORKS
@@ -315,6 +329,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = {o.name: getattr(args, o.name) for o in options.HARNESS
              if o.cli and o.name not in QUICK_SETS and getattr(args, o.name) is not None}
     by_device = options.device_defaults(args.device or "cpu", args.quick)   # a GPU: its presets, rounds by budget
+    lone = args.cycles == 0             # --cycles 0: lone processes, their own default counts
     opts = runner.RunOptions(frameworks=tuple(wanted), **given,
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
                              preset=args.preset or by_device["preset"],
@@ -324,10 +339,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                              min_rounds=QUICK_MIN_ROUNDS if args.quick else None,
                              warmup_rounds=1 if args.quick else None,
                              timeout_s=args.timeout_s or (QUICK_TIMEOUT_S if args.quick else 3600.0),
-                             cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD),
-                             warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM),
+                             cold=args.cold or (QUICK_COLD if args.quick else RUN_COLD if lone else SETS_COLD),
+                             warm=args.warm if args.warm is not None else (QUICK_WARM if args.quick else RUN_WARM
+                                                                           if lone else SETS_WARM),
                              seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
-                             slurm=_slurm_options(args), variants="default" if args.quick else None,
+                             # sets: each case's default strategy unless --variants all (torch's train-step
+                             # recipes cost minutes of compiling in every cold process: docs/design/statistics.md)
+                             slurm=_slurm_options(args),
+                             variants=args.variants or ("default" if args.quick or not lone else None),
+                             memory=args.memory or ("off" if args.quick else None),
+                             cycles=args.cycles if args.cycles is not None else (QUICK_CYCLES if args.quick
+                                                                                 else RUN_CYCLES),
+                             block_s=args.block_s or RUN_BLOCK_S, control=args.control,
                              processes_per_case=args.processes_per_case)
     t0 = time.monotonic()
     progress = runner.Progress()
@@ -335,7 +358,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from reports.running import distributed
         distributed.run(opts, args.out, progress)
         return distributed.finish(args.out, progress, time.monotonic() - t0)
-    written = runner.run(opts, args.out, progress)
+    written = sets.run(opts, args.out, progress)
     nothing = runner.unrecorded(written, args.out)
     written += [runner.write_absent(f, opts, args.out) for f in absent]
     progress.line(f"benchmarks done in {time.monotonic() - t0:.0f} s: {', '.join(str(p) for p in written)}")

@@ -152,7 +152,8 @@ LAYERS = (
     ("utilities", ("reports.running.signals", "reports.running.atomic", "reports.rendering.escape")),
     ("measures", ("reports.analysis", "reports.analysis.stats", "reports.analysis.validate", "reports.analysis.data",
                   "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout",
-                  "reports.analysis.bullets", "reports.analysis.peers", "reports.analysis.distributed")),
+                  "reports.analysis.bullets", "reports.analysis.peers", "reports.analysis.controls",
+                  "reports.analysis.distributed")),
     ("judging halves", ("reports.sections", "reports.sections.*")),
     ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
                      "reports.analysis.compare", "reports.analysis.variance", "reports.analysis.jobs",
@@ -223,9 +224,9 @@ def _node():                 # the real harness's machine facts (frameworks.harn
 SESSION = SimpleNamespace(records=[], missing={}, node=_node, compiler_startup={"torch/compiled": 1.25})
 
 def pytest_addoption(parser):
-    for o in ("--framework", "--workload", "--preset", "--device", "--threads", "--budget-s", "--rounds",
-              "--repeat", "--repeats", "--cold", "--warm", "--cache-role", "--run-id", "--case-order-seed"):
-        parser.addoption(o)
+    from workloads.options import HARNESS       # every option fwbench run may pass a process
+    for o in HARNESS:
+        parser.addoption(o.flag, action="store_true" if o.type is None else "store")
 
 def pytest_configure(config):
     # what this process was given, for the runner's tests: its environment padding and cache
@@ -289,8 +290,8 @@ def test_gpt(benchmark, fwbench_session, framework, mode, task, request):
             time.sleep(30)
         if os.environ["FAKE"] == "hang":
             if os.environ.get("FAKE_PIDFILE"):
-                with open(os.environ["FAKE_PIDFILE"], "w") as f:
-                    f.write(str(os.getpid()))
+                with open(os.environ["FAKE_PIDFILE"], "a") as f:     # one line per hanging process
+                    f.write(f"{os.getpid()}\\n")
             time.sleep(600)
         if os.environ["FAKE"] == "fill_disk":       # the results' disk fills up during this case
             with open(os.path.join(os.environ["FAKE_FILL"], "filler"), "wb") as f:

@@ -12,7 +12,7 @@ import frameworks
 from frameworks import harness
 from frameworks.harness import gemm
 from reports import cli
-from reports.running import runner
+from reports.running import runner, sets
 from workloads import diffusion, gpt, options
 from workloads import record as record_mod
 from workloads.case import Case
@@ -46,10 +46,11 @@ def test_a_pytest_process_takes_the_devices_defaults_and_explicit_options_win():
 
 
 @pytest.mark.parametrize("argv, preset, rounds, cold_warm", [
-    (["--device", "cuda"], GPU_PRESETS, None, (cli.RUN_COLD, cli.RUN_WARM)),
+    (["--device", "cuda"], GPU_PRESETS, None, (cli.SETS_COLD, cli.SETS_WARM)),
     (["--device", "cuda", "--quick"], GPU_PRESETS, None, (cli.QUICK_COLD, cli.QUICK_WARM)),
-    (["--device", "cuda", "--preset", "tiny", "--rounds", "3"], "tiny", 3, (cli.RUN_COLD, cli.RUN_WARM)),
-    ([], "small", cli.RUN_ROUNDS, (cli.RUN_COLD, cli.RUN_WARM)),
+    (["--device", "cuda", "--preset", "tiny", "--rounds", "3"], "tiny", 3, (cli.SETS_COLD, cli.SETS_WARM)),
+    ([], "small", cli.RUN_ROUNDS, (cli.SETS_COLD, cli.SETS_WARM)),
+    (["--cycles", "0"], "small", cli.RUN_ROUNDS, (cli.RUN_COLD, cli.RUN_WARM)),
     (["--quick"], "tiny", None, (cli.QUICK_COLD, cli.QUICK_WARM)),
 ])
 def test_fwbench_run_plans_by_device(argv, preset, rounds, cold_warm, monkeypatch, tmp_path):
@@ -58,7 +59,7 @@ def test_fwbench_run_plans_by_device(argv, preset, rounds, cold_warm, monkeypatc
     def fake_run(opts, out, progress):
         seen["opts"] = opts
         return []
-    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(sets, "run", fake_run)
     monkeypatch.setattr(runner, "installed", lambda f: True)
     assert cli.main(["run", "--framework", "torch", "--no-report", "--out", str(tmp_path), *argv]) == 0
     opts = seen["opts"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -103,3 +104,22 @@ def test_the_ratios_interval_covers_what_it_says():
         assert 0.945 <= hits / trials <= 0.99, (n, hits / trials)     # exact: 96.1% at 12, 95.9% at 20
     med, lo, hi = timing.median_interval([1.0, 2.0, 3.0])
     assert (med, lo, hi) == (2.0, 1.0, 3.0)
+
+
+def test_the_committed_cpu_table_has_every_pair_at_its_peers_speed():
+    """reports/data/peers.json's CPU table (docs/measurements/peers-cpu-2core, what every report
+    names): every timed pair's median ratio at or below 1.02; a pair without a time says why (no
+    peer, or a peer whose outputs differ, whose cause docs/design/peers.md states)."""
+    from frameworks.peers.cli import RECORD
+    table = json.loads(RECORD.read_text())["cpu"]
+    assert table["machine"]["presets"] == {"gpt": "small", "diffusion": "small"} and table["machine"]["threads"] == 2
+    timed = [r for r in table["rows"] if r["status"] == "ok"]
+    assert len(timed) >= 17 and all(r["ratio"] <= 1.02 for r in timed), [
+        (r["framework"], r["task"], r["mode"], r["ratio"]) for r in timed if r["ratio"] > 1.02]
+    untimed = {(r["framework"], r["workload"], r["task"], r["mode"]): r["status"] for r in table["rows"]
+               if r["status"] != "ok"}
+    assert set(untimed.values()) <= {"no peer", "outputs differ"}
+    assert [k for k, v in untimed.items() if v == "outputs differ"] == [("torch", "diffusion", "train_step",
+                                                                          "compiled")]
+    assert "diffusers' UNet2DModel under torch.compile" in (Path(__file__).parents[1] / "docs" / "design" /
+                                                            "peers.md").read_text()

@@ -26,8 +26,8 @@ def test_importing_fwbench_imports_no_framework():
 
 # frameworks/harness/'s modules in import order: each imports only those before it
 # (docs/ARCHITECTURE.md, "Import rules")
-HARNESS_ORDER = ("options", "session", "host", "gemm", "scaleout", "timing", "machine", "memory", "serving", "run",
-                 "distributed")
+HARNESS_ORDER = ("options", "session", "sidebyside", "host", "gemm", "scaleout", "timing", "machine", "memory",
+                 "serving", "run", "distributed")
 
 
 def test_harness_modules_import_only_those_below_them():

@@ -124,5 +124,5 @@ def test_the_processes_it_would_need_recompute(example):
     # (both routes solve the same noncentral t to about 1e-6: at a count right on 20% they may differ by a hair)
     assert median_detectable(n) <= 0.20 + 5e-4 and median_detectable(n - 1) > 0.20 - 5e-4, (n, line)
     assert int(m.group(2)) == max(len(x) for x in logs.values())
-    assert summary.needed_processes([(0.01, 0.01, 0.95, 3)]) == stats.MIN_TESTED
-    assert summary.needed_processes([(5.0, 5.0, 0.95, 3)]) is None
+    assert summary.needed_processes([(0.0002, 0.95, 3)]) == stats.MIN_TESTED     # (variance, level, replicates)
+    assert summary.needed_processes([(50.0, 0.95, 3)]) is None

@@ -31,22 +31,26 @@ def _suite(tmp_path):
 
 
 def _start(tmp_path, behaviour, *args):
-    """`fwbench run` (the real CLI, in its own process) on the stand-in suite."""
+    """`fwbench run` (the real CLI, in its own process) on the stand-in suite, lone processes
+    (--cycles 0: one after another; a set's interrupts: tests/test_sets.py)."""
     suite = _suite(tmp_path)
     code = ("import sys; from pathlib import Path; from reports import cli; from reports.running import runner; "
             f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     env = dict(os.environ, FAKE=behaviour, FAKE_PIDFILE=str(tmp_path / "child.pid"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", code, "run", "--framework", "torch,jax", "--preset", "tiny",
-                             "--out", str(out), "--no-report", "--cold", "1", "--warm", "0", *args], cwd=ROOT, env=env,
+    fixed = {"--framework": "torch,jax", "--warm": "0", "--cycles": "0"}
+    given = dict(zip(args[::2], args[1::2]))
+    opts = [x for k, v in {**fixed, **given}.items() for x in (k, v)]
+    proc = subprocess.Popen([sys.executable, "-c", code, "run", "--preset", "tiny", "--out", str(out), "--no-report",
+                             "--cold", "1", *opts], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pidfile = tmp_path / "child.pid"
     deadline = time.monotonic() + 120
     while not (pidfile.exists() and pidfile.read_text()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
-    return proc, int(pidfile.read_text()), out
+    return proc, int(pidfile.read_text().split()[0]), out
 
 
 def _gone(pid, within=10.0):

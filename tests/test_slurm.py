@@ -58,7 +58,8 @@ def _env(**kw: str) -> dict[str, str]:
 
 
 def _start(tmp_path: Path, behaviour: str, *args: str, frameworks: str = "torch", **env: str) -> subprocess.Popen:
-    """`fwbench run` (the real CLI, in its own process) on the stand-in suite, from tmp_path."""
+    """`fwbench run` (the real CLI, in its own process) on the stand-in suite, from tmp_path: lone
+    processes, a job each (--cycles 0, unless args give --cycles: a set per job)."""
     suite = tmp_path / "suite"
     suite.mkdir(exist_ok=True)
     (suite / "conftest.py").write_text(FAKE_CONFTEST)
@@ -66,7 +67,8 @@ def _start(tmp_path: Path, behaviour: str, *args: str, frameworks: str = "torch"
     code = ("import sys; from pathlib import Path; from reports import cli; from reports.running import runner; "
             f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     return subprocess.Popen([sys.executable, "-c", code, "run", "--framework", frameworks, "--preset", "tiny",
-                             "--out", "out", "--no-report", "--cold", "1", "--warm", "0", "--timeout-s", "120", *args],
+                             "--out", "out", "--no-report", "--cold", "1", "--warm", "0", "--timeout-s", "120",
+                             *(() if "--cycles" in args else ("--cycles", "0")), *args],
                             cwd=tmp_path, env=_env(FAKE=behaviour, FAKE_PIDFILE=str(tmp_path / "child.pid"), **env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -106,7 +108,8 @@ def _error_lines(err: str) -> list[str]:
 def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     """`fwbench run --launcher submitit` (Slurm, since sbatch is here) on the real tiny gpt case
     of torch in eager mode (the cheapest real case: PYTEST_ADDOPTS selects it in each process),
-    one cold and one warm process, a relative --out: records, job ids in the JSON and report."""
+    one cold and one warm set (each a job on a node: torch's process and its control, side by
+    side), a relative --out: records, blocks, job ids in the JSON and report."""
     pytest.importorskip("torch")
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "reports", "run", "--launcher", "submitit", "--framework", "torch",
@@ -116,22 +119,23 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     assert r.returncode == 0, r.stderr
     ids = _job_ids(r.stderr)
     assert len(ids) == 2 and "launcher: submitit on Slurm" in r.stderr
-    assert "--time=11 (minutes" in r.stderr                          # 300 s + 10% + 5 min
-    assert f"slurm job {ids[0]}: RUNNING on " in r.stderr and f"torch#0: slurm job {ids[0]} done" in r.stderr
+    assert "--time=16 (minutes" in r.stderr                          # 2 processes x 300 s + 10% + 5 min
+    assert f"slurm job {ids[0]}: RUNNING on " in r.stderr and f"set 0: slurm job {ids[0]} done" in r.stderr
     assert "[torch#0 1/1] gpt forward eager: median" in r.stderr     # and the running job's cases
     assert "submitit WARNING" not in r.stderr and "sacct" not in r.stderr
     out = tmp_path / "run"
-    for i, jid in enumerate(ids):
+    for i in range(4):                                               # 2 sets x (torch, its control)
         doc = json.loads((out / f"torch-{i}.json").read_text())
-        job = doc["machine_info"]["fwbench"]["job"]
-        assert job["job_id"] == jid and job["host"] and job["start"] < job["end"]
+        info = doc["machine_info"]["fwbench"]
+        job = info["job"]
+        assert job["job_id"] == ids[info["set"]] and job["host"] and job["start"] < job["end"]
         [bench] = doc["benchmarks"]
-        assert bench["extra_info"]["status"] == "ok"
+        assert bench["extra_info"]["status"] == "ok" and doc["fwbench"]["blocks"]
     md = (out / "report.md").read_text()
-    for i, jid in enumerate(ids):
-        assert f"torch-{i}.json: job {jid} on " in md
+    for i in range(4):
+        assert re.search(rf"torch-{i}.json: job ({ids[0]}|{ids[1]}) on ", md)
     script = (out / "submitit" / f"{ids[0]}_submission.sh").read_text()
-    assert "#SBATCH --exclusive" in script and "#SBATCH --mem=0" in script and "#SBATCH --time=11" in script
+    assert "#SBATCH --exclusive" in script and "#SBATCH --mem=0" in script and "#SBATCH --time=16" in script
     print(f"slurm jobs {ids}: {time.monotonic() - t0:.0f} s")
 
 
@@ -178,6 +182,28 @@ def test_a_signal_cancels_every_job_of_the_run(slurm, tmp_path, sig):
     assert len(failed) == 2 and all(f"interrupted by {name}" in r["reason"] for r in failed)
     assert docs[waited]["machine_info"]["fwbench"]["missing"][waited] == \
         f"not run: fwbench run was interrupted by {name} before {waited} started"
+
+
+def test_a_signal_cancels_the_running_sets_job_and_keeps_its_finished_cases(slurm, tmp_path):
+    """Side by side on Slurm: a set per job (torch's process and its control on one node); SIGTERM
+    while the first set's job runs: the job is cancelled, both its processes keep their finished
+    case, the hanging one is failed with the reason, and the next set is written as not run."""
+    proc = _start(tmp_path, "hang", "--launcher", "slurm", "--cycles", "2", "--warm", "1")
+    _wait_for(tmp_path / "child.pid", proc)
+    time.sleep(3)                                                    # the job's first cases are written
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err
+    [jid] = _job_ids(err)
+    assert f"interrupted by SIGTERM: cancelled slurm job(s) {jid}" in err and not _active([jid])
+    out = tmp_path / "out"
+    for i in (0, 1):                                                 # set 0: torch and its control
+        doc = json.loads((out / f"torch-{i}.json").read_text())
+        assert [b["extra_info"]["status"] for b in doc["benchmarks"]] == ["ok"]
+        assert any("interrupted by SIGTERM" in (r.get("reason") or "") for r in doc["fwbench"]["records"])
+    later = json.loads((out / "torch-2.json").read_text())           # set 1 never started
+    assert later["machine_info"]["fwbench"]["missing"]["torch"] == \
+        "not run: fwbench run was interrupted by SIGTERM before set 1 started"
 
 
 @pytest.mark.parametrize("how", [("--partition", "nosuch"), ("--sbatch=--no-such-option",), ("SBATCH_PARTITION",)])

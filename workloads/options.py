@@ -96,10 +96,14 @@ HARNESS: tuple[Option, ...] = (
            "windows that double from 0.5 s (default 30)", low=0, what="a finite number of seconds, at least 0",
            cli=True),
     Option("bare_loop", None, False, "also time a bare loop over the same callable (overhead check)"),
+    Option("memory", str, "on", "peak memory on the CPU: on (default: one more call per case; TensorFlow in a "
+           "memory-only process of its own) or off (neither: fwbench run --quick)", choices=("on", "off"), cli=True),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
-           "case's default strategy", choices=("all", "default")),
+           "case's default strategy", choices=("all", "default"), cli=True),
     Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",
            process=True),
+    Option("task_order_seed", int, None, "run the cases task by task, the tasks in an order drawn with this seed "
+           "(the same for every process of a set: set by fwbench run)", process=True),
     Option("repeat", int, None, "this process's index within the run (set by fwbench run)", process=True),
     Option("repeats", int, None, "processes per framework in the run (set by fwbench run)", process=True),
     Option("cold", int, None, "cold processes per framework in the run (set by fwbench run)", process=True),
@@ -123,6 +127,11 @@ HARNESS: tuple[Option, ...] = (
 # over a framework's cases has degrees of freedom.
 RUN_COLD, RUN_WARM = 2, 7
 RUN_ROUNDS = 4
+# Side by side (reports.running.sets, fwbench run's default): cold and warm sets, cycles of blocks
+# per task in each set, and a block's length (docs/design/statistics.md, "Allocation"). The lone
+# processes' counts above are --cycles 0's defaults.
+SETS_COLD, SETS_WARM = 1, 5
+RUN_CYCLES, RUN_BLOCK_S = 10, 0.25
 
 GPU_DEVICES = ("cuda", "gpu")
 

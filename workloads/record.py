@@ -266,4 +266,14 @@ RUN_INFO: dict[str, str] = {
     "compiler_startup": "{'framework/mode': seconds}: the process's compiler start-up in each compiled mode it "
                         "ran, a throw-away program compiled before the mode's first case "
                         "(frameworks.harness.timing.compiler_startup), so no case's first call carries it",
+    # written by fwbench run's coordinator after the process ended (reports.running.sets)
+    "set": "index of the process set this process belonged to (its configurations were timed side by side with "
+           "the set's other processes'); absent in a lone process",
+    "set_role": "cold / warm: the set's caches started empty or as the run's filled folder",
+    "start_position": "this process's place in its set's start order (drawn per set)",
+    "control": "true for the set's second process of one framework (the A/A control): its blocks feed the "
+               "control comparison only",
+    "control_reference": "primary / control: which of the two is the control comparison's reference in this set "
+                         "(drawn per set)",
+    "set_wall_s": "seconds the whole set took, from its processes' start to their end",
 }

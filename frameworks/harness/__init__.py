@@ -4,6 +4,7 @@ splits its plugin; the pytest hooks themselves are frameworks/pytest_plugin.py.
 
     options.py   Options (made from workloads/options.py: HARNESS), presets, resolve_device
     session.py   Session: a process's records of cases not run, missing frameworks, GEMM samples
+    sidebyside.py  a process's part of fwbench run's set: task turns, kept configurations, blocks
     run.py       run_case: one case from the model's build to its record (new_record, measure_case)
     timing.py    time_steady, time_stream, timed_rounds, gc_off, choose_rounds, bare_loop
     host.py      the host's state over the timed rounds (host_window, busy), env_bytes

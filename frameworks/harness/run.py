@@ -19,6 +19,7 @@ from frameworks.harness.options import Options, parse_presets, resolve_device
 from frameworks.harness.scaleout import collectives_record, parallel_check
 from frameworks.harness.serving import time_serving
 from frameworks.harness.session import Session
+from frameworks.harness.sidebyside import Kept
 from frameworks.harness.timing import bare_loop, compiler_startup, reset_benchmark, time_steady, time_stream
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, WrongResult, error_line
@@ -108,7 +109,7 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
                 with adapter.case_caches(role):
                     record.update(parallel_check(adapter, case, p, spec, opts.seed))
             default = record["attention_impl"]
-            measured(benchmark, adapter, case, p, spec, record, opts, role)
+            kept = measured(benchmark, adapter, case, p, spec, record, opts, role)
             # again, after the case's programs were traced: a shape the backend refused there (JAX's
             # cuDNN attention) is named in it, unless the model named its own (measure_case)
             if record["attention_impl"] == default:
@@ -126,6 +127,9 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
         if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
             record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
                                      record["peak_flops"], record["vendor_peak_flops"]))
+            if session.sides is not None and kept is not None and record["status"] in ("ok", "fallback"):
+                call, pool = kept        # its blocks beside the set's other configurations of the task
+                session.sides.keep(Kept(case.id, call, pool, adapter, float(stats.median), case.fields()))
         benchmark.extra_info.update(record)
         return record
 
@@ -144,17 +148,18 @@ def started(session: Session, adapter: frameworks.Adapter, mode: str, device: st
 
 
 def measured(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, record: dict[str, Any],
-             opts: Options, role: str) -> None:
+             opts: Options, role: str) -> tuple[Any, list[tuple[Any, ...]]] | None:
     """measure_case inside the adapter's case_caches(role), measured again from the build (a
     fresh compile state, first call included) while its timed rounds found the machine busy:
     at most opts.busy_retries times, each after waiting up to opts.busy_wait_s for a quiet
     machine (host.wait_quiet). `record` ends as the last measurement's, with busy_retries and
-    busy_wait_s; pytest-benchmark keeps the last timed rounds only (timing.reset_benchmark)."""
+    busy_wait_s; pytest-benchmark keeps the last timed rounds only (timing.reset_benchmark).
+    Returns the last measurement's (call, input pool), for a set's blocks (sidebyside)."""
     base, retries, waited = dict(record), 0, 0.0
     while True:
         with adapter.case_caches(role) as found:
             record["first_call_cache"] = found
-            measure_case(benchmark, adapter, case, p, spec, record, opts)
+            kept = measure_case(benchmark, adapter, case, p, spec, record, opts)
         if record.get("busy") is not True or retries >= opts.busy_retries:
             break
         retries += 1
@@ -163,6 +168,7 @@ def measured(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, sp
         record.clear()
         record.update(base)
     record.update(busy_retries=retries, busy_wait_s=round(waited, 3))
+    return kept
 
 
 def case_peak(session: Session, adapter: frameworks.Adapter, device: str, precision: str,
@@ -252,10 +258,10 @@ def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: 
 
 
 def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
-                 record: dict[str, Any], opts: Options) -> None:
+                 record: dict[str, Any], opts: Options) -> tuple[Any, list[tuple[Any, ...]]] | None:
     """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
     `record` with what the framework's counters saw over the case: run_case's body, inside
-    the adapter's case_caches."""
+    the adapter's case_caches. Returns a steady case's (call, input pool), None for a stream."""
     mode, device = case.mode, case.device
     if spec.serve is not None:    # exported here, then loaded and timed in a serving process of its own
         time_serving(benchmark, spec.serve, case_model(adapter, case, p, opts)[0], case, record, opts, adapter.threads)
@@ -293,7 +299,9 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
     record["peak_memory_bytes"] = adapter.peak_memory(device)
     record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
-    if device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
+    if device == "cpu" and case.placement.devices == 1 and opts.memory == "off":
+        record["peak_memory_bytes"], record["memory_note"] = None, "not measured (--memory off)"
+    elif device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
         peak = cpu_call_peak(adapter, call, pool[0], case, opts)  # instrument for every framework
         record["peak_memory_bytes"], record["peak_memory_source"] = peak
         record["memory_note"] = record["peak_memory_source"]
@@ -310,6 +318,7 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
         record["bare_loop_median_s"] = bare_loop(call, pool, rounds)
     if case.placement.devices > 1:
         record.update(collectives_record(model, pool, params, case))
+    return (call, pool) if spec.stream is None else None
 
 
 def first_call_validity(mode: str, compilations: int | None) -> dict[str, Any]:

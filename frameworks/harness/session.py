@@ -25,6 +25,9 @@ class Session:
     # first case of the mode (frameworks.harness.run.started)
     compiler_startup: dict[str, float] = field(default_factory=dict)
     cases_started: int = 0         # position of the next case in this process (records' `order`)
+    # the process's part of a set (frameworks.harness.sidebyside.SideBySide) where fwbench run's
+    # coordinator started it; None alone (pytest --benchmark-only)
+    sides: Any = None
 
     # what describes the machine this process runs on (the plugin gives machine.node_info;
     # this module sits below machine): for fwbench run's event stream, read once by node()

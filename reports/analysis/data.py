@@ -69,7 +69,7 @@ TIMING = ("rounds", "median_s", "mean_s", "min_s", "max_s", "stddev_s", "iqr_s",
 DERIVED = ("throughput", "throughput_lo", "throughput_hi", "util_peak_flops", "utilisation", "speedup_vs_eager",
            "speedup_lo", "speedup_hi", "compile_latency_s", "break_even_steps")
 MACHINE = ("gemm_flops", "machine_threads", "cpu", "accelerator", "fwbench_commit", "date", "run_id", "machine_id",
-           "cpus_available", "cores")
+           "cpus_available", "cores", "set", "set_role", "control", "control_reference", "set_wall_s")
 TIMED = ("ok", "fallback")
 
 
@@ -207,7 +207,8 @@ def _run_info(path: Path, doc: dict[str, Any], machine_info: dict[str, Any], fw:
         **{k: fw.get(k) for k in ("repeat", "repeats", "case_order", "compile_cache", "compile_cache_dirs",
                                   "settings", "gc", "gemm_rates", "cache_role", "cold", "warm", "env_pad_bytes",
                                   "env_bytes", "cpu_flags", "machine_id", "host", "cores", "isa_flags",
-                                  "driver", "gpu_model", "job", "compiler_startup", "numpy", "workloads")},
+                                  "driver", "gpu_model", "job", "compiler_startup", "numpy", "workloads", "set",
+                                  "set_role", "start_position", "control", "control_reference", "set_wall_s")},
     }
     if not isinstance(run["cpu"], (str, type(None))) or len(str(run["cpu"])) > validate.MAX_TEXT:
         run["cpu"] = None
@@ -230,6 +231,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
     rows = []
     machine = {k: run[k] for k in MACHINE}
     reserved = set(columns())
+    blocks = _blocks(path, top, probs)
 
     def add(rec: Any, where: str, timing: dict[str, Any]) -> None:
         rec = upgraded(rec)                         # older files' field names (record.RENAMED)
@@ -250,6 +252,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
                 row[k] = v
         row.update(timing)
         row.update(machine, run_file=path.name)
+        row["blocks"] = blocks.get(block_key(row))
         rows.append(row)
 
     for i, b in enumerate(doc["benchmarks"]):
@@ -275,6 +278,35 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
             continue
         add(rec, where, {"name": None})
     return rows
+
+
+def block_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """A case within one process's file: what its blocks and its record share."""
+    return tuple(r.get(k) for k in ("workload", "task", "mode", "strategy", "precision"))
+
+
+def _blocks(path: Path, top: dict[str, Any], probs: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The file's blocks (a set's side-by-side timings, reports.running.sets) by case: each
+    case's blocks in cycle order, {"cycle", "s" (seconds per call), "seconds" (the block's),
+    "position" (in its cycle), "after" (the process and configuration of the block just before,
+    None first)}; a bad row is one line and left out."""
+    rows = top.get("blocks")
+    if rows is None:
+        return {}
+    if not isinstance(rows, list):
+        probs.append(f"{path}: fwbench.blocks is {type(rows).__name__}, not a list; ignored")
+        return {}
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for i, b in enumerate(rows):
+        why = validate.block_problem(b)
+        if why:
+            probs.append(f"{path}: fwbench.blocks[{i}] {why}; block skipped")
+            continue
+        after = b.get("after") if isinstance(b.get("after"), str) else None
+        out.setdefault(block_key(b), []).append({"cycle": b["cycle"], "s": float(b["seconds"]) / b["calls"],
+                                                 "seconds": float(b["seconds"]), "position": b["position"],
+                                                 "after": after})
+    return {k: sorted(v, key=lambda x: x["cycle"]) for k, v in out.items()}
 
 
 def _scalar(v: Any) -> bool:
@@ -416,7 +448,7 @@ def break_even(first_c: float, step_c: float, first_e: float, step_e: float) -> 
 def columns(extra: Iterable[str] = ()) -> list[str]:
     """The frame's column order: record fields, extra record keys, timing, derived, machine."""
     return ([*FIELDS, *sorted(set(extra))] + list(TIMING) + list(DERIVED) + list(MACHINE)
-            + ["run_gemm_flops", "run_file", "name", "case", "times"])
+            + ["run_gemm_flops", "run_file", "name", "case", "times", "blocks"])
 
 
 def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = False) -> pd.DataFrame:

@@ -189,6 +189,30 @@ def _est(recs: list[Rec], col: str = "median_s") -> stats.Est:
     return stats.Est.of(values, halves if all(finite(v) for v in halves.values()) else None, rounds)
 
 
+def set_key(r: Rec) -> str:
+    """The set a record's process belonged to (reports.running.sets): the replicate of a case
+    timed side by side."""
+    return f"set {int(r['set'])}"
+
+
+def _per_call(r: Rec) -> list[float]:
+    return [b["s"] for b in r["blocks"]]
+
+
+def _set_est(recs: list[Rec]) -> stats.Est | None:
+    """An Est over sets of a case timed side by side: per set, the geometric mean of its blocks'
+    time per call (its second half of cycles for the stability check; with one set, its blocks
+    as the rounds of the indicative interval); None where no record has blocks. Keyed by set, so
+    two cases of the same sets compare paired (stats.ratio): their blocks took turns."""
+    recs = [r for r in recs if isinstance(r.get("blocks"), list) and r["blocks"] and finite(r.get("set"))]
+    if not recs:
+        return None
+    values = {set_key(r): stats.geomean(_per_call(r)) for r in recs}
+    halves = {set_key(r): stats.geomean(_per_call(r)[len(r["blocks"]) // 2:]) for r in recs}
+    rounds = _per_call(recs[0]) if len(recs) == 1 else None
+    return stats.Est.of(values, halves, rounds)
+
+
 def _valid_first(r: Rec) -> bool:
     """A first call counts unless its record says it compiled nothing (first_call_valid False);
     records from before that field: a non-eager case whose counter never grew compiled
@@ -264,7 +288,9 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     if measured is not None:
         row.update({k: measured[k] for k in ("peak_memory_bytes", "peak_memory_source", "memory_note")
                     if k in measured})
-    timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"])]
+    # a set's control process (a second process of one framework, reports.running.sets) is the
+    # A/A comparison's only (reports.analysis.controls): no case value comes from it
+    timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"]) and r.get("control") is not True]
     # a process that timed the case on a busy machine (still busy after the harness measured it
     # again: record `busy`) decides nothing: left out of every estimate, and counted
     busy = [r for r in timed if r.get("busy") is True]
@@ -299,15 +325,22 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     row["status"] = "fallback" if any(r["status"] == "fallback" for r in timed) else "ok"
     row["reason"] = next((r["reason"] for r in timed if r["status"] == row["status"] and r["reason"]), None)
     steady, cold, warm, where = roles(timed)
-    e = _est(steady)
+    side = _set_est(timed)
+    if side is not None:      # timed side by side: every set, cold and warm, one value each
+        steady, where = timed, "sets, side by side (every set's blocks, cold and warm)"
+    e = side or _est(steady)
     row.update(est=e, n_processes=e.n, n_cold=len(cold), n_warm=len(warm), steady_from=where, median_s=e.value,
-               interval_note=e.note(), warm_spread=e.spread(), warm_sd=e.sd)
+               interval_note=e.note().replace("process", "set") if side else e.note(), warm_spread=e.spread(),
+               warm_sd=e.sd)
     row["median_lo_s"], row["median_hi_s"] = e.interval()
-    ec = _est(cold)
+    # cold against warm: the cold sets' blocks against the warm sets' side by side; else the cold
+    # processes' medians against the warm ones (the steady state)
+    ec = (_set_est(cold) or stats.Est({})) if side is not None else _est(cold)
+    ew = (_set_est(warm) or stats.Est({})) if side is not None else e
     row["est_cold"] = ec
     row["cold_over_warm"] = row["cold_over_warm_lo"] = row["cold_over_warm_hi"] = math.nan
-    if ec.n and warm:
-        r = stats.ratio(ec, e)
+    if ec.n and warm and ew.n:
+        r = stats.ratio(ec, ew)
         row["cold_over_warm"] = r.value
         row["cold_over_warm_lo"], row["cold_over_warm_hi"] = r.interval()
     _first_calls(row, cold, warm, steady)

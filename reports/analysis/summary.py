@@ -355,7 +355,19 @@ def choice_sentence(rank: pd.DataFrame, sens: pd.DataFrame, weights: dict[str, f
 
 POWER = 0.80     # the power at which a report states the smallest difference it could detect
 TARGET = 0.20    # the difference between frameworks a default run should find with POWER (issue 30)
-MAX_NEEDED = 60  # warm processes per framework beyond which a report says "more than"
+SIDE_TARGET = 0.05   # the same for a run of sets, side by side (issue 39)
+MAX_NEEDED = 60  # warm processes (sets) per framework beyond which a report says "more than"
+
+
+def side_by_side(df: pd.DataFrame) -> bool:
+    """Whether the report's cases were timed side by side in process sets (reports.running.sets)."""
+    return "steady_from" in df.columns and bool(df["steady_from"].map(
+        lambda x: isinstance(x, str) and x.startswith("sets")).any())
+
+
+def unit(df: pd.DataFrame) -> str:
+    """The report's unit of replication, in words: sets, or processes."""
+    return "sets" if side_by_side(df) else "processes"
 
 
 def detectable(se: float, df: float, level: float, power: float = POWER) -> float:
@@ -401,25 +413,28 @@ def resolution(df: pd.DataFrame, fam: stats.Family) -> dict[str, Any]:
         b95.append(stats.exp_bound(stats.t_quantile(r.df) * r.se) - 1)
         used.append(stats.exp_bound(stats.t_quantile(r.df, level) * r.se) - 1)
         det.append(stats.exp_bound(detectable(r.se, r.df, level)) - 1)
-        spreads.append((est[cs[0]].sd, est[cs[1]].sd, level, max(est[cs[0]].n, est[cs[1]].n)))
+        n = max(est[cs[0]].n, est[cs[1]].n)
+        spreads.append((r.se * r.se * (r.df + 1), level, n))     # a replicate's variance of the log ratio
     med = (lambda v: float(np.median(v)) if v else math.nan)   # noqa: E731
     return {"case": med(case), "n_cases": len(case), "between_95": med(b95), "between_used": med(used),
             "detectable": med(det), "detectable_lo": min(det, default=math.nan),
             "detectable_hi": max(det, default=math.nan), "n_between": len(det),
-            "needed": needed_processes(spreads), "processes": max((x[3] for x in spreads), default=0)}
+            "needed": needed_processes(spreads, SIDE_TARGET if side_by_side(df) else TARGET),
+            "processes": max((x[2] for x in spreads), default=0)}
 
 
-def needed_processes(spreads: list[tuple[float, float, float, int]], target: float = TARGET) -> int | None:
-    """The fewest processes a side P (stats.MIN_TESTED to MAX_NEEDED) at which the median over
-    comparisons of the smallest difference found with POWER is `target` or less: each
-    comparison (sd_a, sd_b, level, _) at Welch's standard error sqrt((sd_a^2 + sd_b^2) / P),
-    Hsu's df P - 1, its level. None past MAX_NEEDED or without comparisons. The spreads are
-    this run's estimates, so the figure is as uncertain as they are: a guide to the next run's
-    --warm, not a promise."""
+def needed_processes(spreads: list[tuple[float, float, int]], target: float = TARGET) -> int | None:
+    """The fewest replicates a side P (stats.MIN_TESTED to MAX_NEEDED; processes, or sets paired)
+    at which the median over comparisons of the smallest difference found with POWER is `target`
+    or less: each comparison (v, level, _) at the standard error sqrt(v / P) of its log ratio (v:
+    one replicate's variance of it as measured, sd_a^2 + sd_b^2 between processes, the paired
+    differences' between sets), df P - 1, its level. None past MAX_NEEDED or without comparisons.
+    The spreads are this run's estimates, so the figure is as uncertain as they are: a guide to
+    the next run's --warm, not a promise."""
     if not spreads:
         return None
     for n in range(stats.MIN_TESTED, MAX_NEEDED + 1):
-        det = [stats.exp_bound(detectable(math.sqrt((a * a + b * b) / n), n - 1, lv)) - 1 for a, b, lv, _ in spreads]
+        det = [stats.exp_bound(detectable(math.sqrt(v / n), n - 1, lv)) - 1 for v, lv, _ in spreads]
         if float(np.median(det)) <= target:
             return n
     return None
@@ -428,22 +443,25 @@ def needed_processes(spreads: list[tuple[float, float, float, int]], target: flo
 def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """The scope's sentence on what this report resolves (`resolution`)."""
     r = resolution(df, fam)
+    u = unit(df)
     if not r["n_cases"]:
-        return ["Resolution: no case has an interval over processes (fewer than "
-                f"{stats.MIN_TESTED} steady-state processes), so this report resolves no difference."]
+        return [f"Resolution: no case has an interval over {u} (fewer than "
+                f"{stats.MIN_TESTED} steady-state {u}), so this report resolves no difference."]
     pct = (lambda x: f"{100 * x:.1f}%")    # noqa: E731
     out = f"Resolution: median 95% half-width per case +-{pct(r['case'])} ({r['n_cases']} cases)"
     if r["n_between"]:
         out += (f"; between frameworks +-{pct(r['between_95'])} at 95% and +-{pct(r['between_used'])} at the Holm "
                 f"levels used (median of {r['n_between']} comparisons); the smallest difference between frameworks "
-                f"this report would call faster or slower with {100 * POWER:.0f}% power, from its own processes' "
+                f"this report would call faster or slower with {100 * POWER:.0f}% power, from its own {u}' "
                 f"spread: {pct(r['detectable'])} (median; {pct(r['detectable_lo'])}-{pct(r['detectable_hi'])} over "
                 "those comparisons)")
-        if r["detectable"] > TARGET:
+        target = SIDE_TARGET if u == "sets" else TARGET
+        what = "sets" if u == "sets" else "warm processes per framework"
+        if r["detectable"] > target:
             n = r["needed"]
-            out += (f"; {pct(TARGET)} at the median comparison would take about {n} warm processes per framework "
-                    if n else f"; {pct(TARGET)} at the median comparison would take more than {MAX_NEEDED} warm "
-                    "processes per framework ") + f"at this spread (this run: {r['processes']}; fwbench run --warm)"
+            out += (f"; {pct(target)} at the median comparison would take about {n} {what} "
+                    if n else f"; {pct(target)} at the median comparison would take more than {MAX_NEEDED} {what} ") \
+                + f"at this spread (this run: {r['processes']}; fwbench run --warm)"
     return [out + "."]
 
 
@@ -467,10 +485,14 @@ def scope(df: pd.DataFrame) -> list[str]:
              + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} (bf16: workloads/precision.py's "
                 "policy; " + (precision.why_silent(df) if precision.native(df) is not True else
                               "the CPU multiplies bf16 natively") + ")" if precision.has_other(df) else "") + ".",
-             f"Work: {', '.join(presets)}; processes per framework: {'/'.join(map(str, cold)) or '?'} cold + "
-             f"{'/'.join(map(str, warm)) or '?'} warm ("
-             + ("steady state from the warm ones" if warm and min(warm) > 0 else
-                "steady state from the cold processes where a case had no warm one") + ").",
+             (f"Work: {', '.join(presets)}; sets: {'/'.join(map(str, cold)) or '?'} cold + "
+              f"{'/'.join(map(str, warm)) or '?'} warm, each one process per framework and a control, the "
+              "configurations of each task timed side by side (steady state from every set's blocks)."
+              if side_by_side(df) else
+              f"Work: {', '.join(presets)}; processes per framework: {'/'.join(map(str, cold)) or '?'} cold + "
+              f"{'/'.join(map(str, warm)) or '?'} warm ("
+              + ("steady state from the warm ones" if warm and min(warm) > 0 else
+                 "steady state from the cold processes where a case had no warm one") + ")."),
              "Equal work: the three implementations of each model are tested equivalent before anything is timed "
              "(same numpy weights and inputs: logits, losses, gradients and optimizer steps against numpy float64 "
              "references and finite differences, at tolerances ten times the error achieved; tests/)."]

@@ -43,7 +43,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     # machine_info.fwbench
     "gemm_flops": (0, 1e300, True), "cpus_available": (1, 1 << 20, False),
     "cold": (0, 1 << 20, False), "warm": (0, 1 << 20, False), "env_pad_bytes": (0, 1 << 40, False),
-    "env_bytes": (0, 1 << 40, False),
+    "env_bytes": (0, 1 << 40, False), "set": (0, 1 << 20, False), "start_position": (0, 1 << 20, False),
+    "set_wall_s": (0, 1e9, False),
     # host state over a case's timed rounds
     "other_cpu": (0, 1 << 20, False), "steal_frac": (0, 1, False), "load_avg": (0, 1e9, False),
 }
@@ -67,6 +68,11 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     "job": (dict,),
     # the compiler's start-up per compiled mode: {"framework/mode": seconds}
     "compiler_startup": (dict,),
+    # the process's place in its set (reports.running.sets): set index, cold or warm, start position,
+    # whether it is the set's control (a second process of one framework), and which of the two is
+    # the control comparison's reference in this set
+    "set": (int,), "set_role": (str,), "start_position": (int,), "control": (bool,), "control_reference": (str,),
+    "set_wall_s": (int, float),
 }
 # Mapping fields of machine_info.fwbench: what each value must be.
 _MAPPED = {"compile_cache_dirs": "text", "gemm_rates": "rate", "settings": "settings", "job": "text",
@@ -152,7 +158,9 @@ def machine(info: Any) -> tuple[dict[str, Any], list[str]]:
         v = info.get(k)
         if v is None:
             continue
-        p = (f"field {k!r} is {type(v).__name__} {_short(v)}" if isinstance(v, bool) or not isinstance(v, types)
+        p = (f"field {k!r} is {type(v).__name__} {_short(v)}"
+             if (isinstance(v, bool) and bool not in types) or not isinstance(v, types)
+             else None if isinstance(v, bool)
              else number_problem(k, v) if isinstance(v, (int, float))
              else next((f"field {k!r} has {_short(x)}, not a flag name" for x in v
                         if not (isinstance(x, str) and _NAME.match(x))), None) if isinstance(v, list)
@@ -193,3 +201,24 @@ def name_problem(key: Any) -> str | None:
 def _short(v: Any, n: int = 60) -> str:
     s = repr(v)
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# fwbench.blocks (a set's blocks: reports.running.sets): field -> accepted types
+BLOCK_TYPES: dict[str, tuple[type, ...]] = {
+    "set": (int,), "cycle": (int,), "position": (int,), "calls": (int,), "seconds": (int, float),
+    "compilations": (int,), "label": (str,), "task": (str,), "workload": (str,), "mode": (str,),
+}
+
+
+def block_problem(b: Any) -> str | None:
+    """Why a block row cannot be used (None when it can): its fields' types, a positive whole
+    number of calls and a positive finite time."""
+    if not isinstance(b, Mapping):
+        return f"is {type(b).__name__}, not an object"
+    for k, types in BLOCK_TYPES.items():
+        v = b.get(k)
+        if isinstance(v, bool) or not isinstance(v, types):
+            return f"field {k!r} is {type(v).__name__} {_short(v)}"
+    if b["calls"] < 1 or not math.isfinite(float(b["seconds"])) or b["seconds"] <= 0:
+        return f"calls {b['calls']} and seconds {_short(b['seconds'])} are not a positive time of calls"
+    return None

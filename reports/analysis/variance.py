@@ -38,6 +38,8 @@ from reports.analysis import replicates, stats
 from reports.analysis.data import TIMED
 from workloads import options
 
+GAP_S = 0.1     # the coordinator's pause before each block (reports.running.sets.GAP_S; running sits above)
+
 
 @dataclass
 class Components:
@@ -355,6 +357,8 @@ def allocation_report(folder: str, trials: int = 4000) -> list[str]:
     from reports.analysis.data import load
     from workloads.base import FwbenchError
     df = load([folder])
+    if "set" in df.columns and df["set"].notna().any():      # a run of sets: their own components
+        return side_allocation_report(df, folder, trials)
     pl = plan(df, Path(folder))
     if not pl.between_frameworks():
         raise FwbenchError(f"{folder} holds no comparison between two frameworks with {stats.MIN_TESTED} or more warm "
@@ -404,3 +408,156 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
+
+
+# ----------------------------------------------------------------------------- side by side
+
+@dataclass
+class SidePlan:
+    """The components of a run timed side by side (reports.running.sets), per comparison of the
+    report's family (key, a, b, group, measured log ratio, SD of one cycle's log ratio within a
+    set, SD of a set's mean log ratio beyond its cycles'), and the run's costs: a set's wall time
+    outside its cycles and one cycle's (every task's), from the run's own clock."""
+    comparisons: list[tuple[str, str, str, str, float, float, float]]
+    framework: dict[str, str]
+    sets: int
+    cycles: int
+    set_fixed_s: float
+    cycle_s: float
+
+    def between_frameworks(self) -> list[int]:
+        return [i for i, c in enumerate(self.comparisons)
+                if c[3] == stats.MAIN and self.framework[c[1]] != self.framework[c[2]]]
+
+    def run_time(self, sets: int, cycles: int) -> float:
+        """Seconds a run of `sets` sets of `cycles` cycles takes at this run's costs."""
+        return sets * (self.set_fixed_s + cycles * self.cycle_s)
+
+
+def _cycle_logs(recs: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
+    """set -> cycle -> log seconds per call, of a case's primary (non-control) processes."""
+    out: dict[int, dict[int, float]] = {}
+    for r in recs:
+        if r.get("control") is True or not isinstance(r.get("blocks"), list) or not math.isfinite(r.get("set") or
+                                                                                                     math.nan):
+            continue
+        out[int(r["set"])] = {b["cycle"]: math.log(b["s"]) for b in r["blocks"] if b["s"] > 0}
+    return out
+
+
+def side_plan(df: pd.DataFrame, wall_s: float | None = None) -> SidePlan:
+    """The side-by-side plan of a run's records (reports.load): its family as the report builds
+    it, each comparison's components from its blocks, and, from the run's wall time (`wall_s`,
+    default: the sum of its sets' own, set_wall_s), the cost of a set and of a cycle."""
+    from reports.analysis import findings  # findings imports the sections, which import analysis
+    t = df[df["status"].isin(TIMED)]
+    logs = {case: _cycle_logs(g.to_dict("records")) for case, g in t.groupby("case")}
+    framework = {case: str(g["framework"].iloc[0]) for case, g in t.groupby("case")}
+    fam = findings.report_family(df)
+    comps = []
+    for key in fam.pvalues:
+        cs = fam.members.get(key, ())
+        j = fam.judged.get(key)
+        if len(cs) != 2 or j is None or not (logs.get(cs[0]) and logs.get(cs[1])):
+            continue
+        a, b = logs[cs[0]], logs[cs[1]]
+        per_set = []
+        for s in sorted(set(a) & set(b)):
+            cyc = sorted(set(a[s]) & set(b[s]))
+            if len(cyc) >= 2:
+                per_set.append(np.array([a[s][c] - b[s][c] for c in cyc]))
+        if len(per_set) < 2:
+            continue
+        within = math.sqrt(float(np.mean([x.var(ddof=1) for x in per_set])))
+        means = np.array([x.mean() for x in per_set])
+        c_bar = float(np.mean([len(x) for x in per_set]))
+        between = math.sqrt(max(float(means.var(ddof=1)) - within ** 2 / c_bar, 0.0))
+        comps.append((key, cs[0], cs[1], fam.groups[key], math.log(j.ratio), within, between))
+    sets = int(t["set"].dropna().nunique()) if "set" in t else 0
+    cycles = max((b["cycle"] for bl in t.get("blocks", []) if isinstance(bl, list) for b in bl), default=-1) + 1
+    # one cycle: every block of every set's processes (controls too), and the coordinator's gap before each
+    timed_blocks = [b for bl in t.get("blocks", []) if isinstance(bl, list) for b in bl]
+    cycle_s = (sum(b["seconds"] for b in timed_blocks) + GAP_S * len(timed_blocks)) / max(sets * cycles, 1)
+    if wall_s is None:          # every set's own wall time (reports.running.sets writes it)
+        walls = t.dropna(subset=["set"]).groupby("set")["set_wall_s"].max() if "set_wall_s" in t else pd.Series()
+        wall_s = float(walls.sum()) if len(walls) else math.nan
+    fixed = (wall_s - sets * cycles * cycle_s) / sets if sets else math.nan
+    return SidePlan(comps, framework, sets, cycles, fixed, cycle_s)
+
+
+def simulate_side(sp: SidePlan, sets: int, cycles: int, effect: float = 1.05, trials: int = 4000, seed: int = 0,
+                  margin: float = stats.MARGIN) -> dict[str, float]:
+    """Simulated reports of this plan at `sets` sets of `cycles` cycles: per comparison and set,
+    the mean log ratio over its cycles (truth + between x z + within x mean of `cycles` z), a t
+    test over sets, the report's Holm groups. `power`: every comparison between frameworks at a
+    true `effect` (a faster), the share called faster; `half95`, `half_holm`: the median over
+    those comparisons of the 95% and the Holm-level half-widths (as a fraction); `coverage`: the
+    share of 95% intervals holding the truth; `false`: with every main-group comparison at 1, the
+    share of reports with any false faster/slower."""
+    rng = np.random.default_rng(seed)
+    measured = np.array([c[4] for c in sp.comparisons])
+    within = np.array([c[5] for c in sp.comparisons])[None, :, None]
+    between = np.array([c[6] for c in sp.comparisons])[None, :, None]
+    main = np.array([c[3] == stats.MAIN for c in sp.comparisons])
+    groups = [c[3] for c in sp.comparisons]
+    bf = np.array(sp.between_frameworks(), int)
+    out: dict[str, float] = {}
+    for scenario in ("power", "null"):
+        truth = measured.copy()
+        if scenario == "power":
+            truth[bf] = -math.log(effect)
+        else:
+            truth[main] = 0.0
+        k = len(sp.comparisons)
+        d = (truth[None, :, None] + between * rng.standard_normal((trials, k, sets))
+             + within * rng.standard_normal((trials, k, sets)) / math.sqrt(cycles))
+        diff, se = d.mean(-1), d.std(-1, ddof=1) / math.sqrt(sets)
+        df = float(sets - 1)
+        p = 2 * sps.t.sf(np.abs(diff) / se, df)
+        rej, a_at = holm(p, groups)
+        if scenario == "power":
+            out["power"] = float(np.mean(rej[:, bf] & (diff[:, bf] < 0)))
+            half = sps.t.ppf(0.975, df) * se
+            out["coverage"] = float(np.mean(np.abs(diff - truth[None, :]) <= half))
+            out["half95"] = float(np.median(np.expm1(half[:, bf])))
+            out["half_holm"] = float(np.median(np.expm1(sps.t.ppf(1 - a_at[:, bf] / 2, df) * se[:, bf])))
+        else:
+            wrong = rej & ((truth[None, :] == 0) | (np.sign(diff) != np.sign(truth[None, :])))
+            out["false"] = float(np.mean(wrong.any(axis=1)))
+    return out
+
+
+# (sets, cycles) a side-by-side allocation table offers
+SIDE_ALLOCATIONS: tuple[tuple[int, int], ...] = ((4, 10), (6, 8), (6, 10), (8, 6), (8, 8), (8, 10), (10, 6), (12, 5))
+
+
+def side_allocation_report(df: pd.DataFrame, folder: str, trials: int = 4000) -> list[str]:
+    """What `--allocation FOLDER` prints for a run of sets: its components (per comparison between
+    frameworks, the SD of a cycle's log ratio and of a set's mean beyond its cycles'), then per
+    (sets, cycles) the simulated power at a true 5% and 10% difference, the median half-widths at
+    95% and at the Holm levels, coverage, the false-claim rate and the run time at the run's costs."""
+    from workloads.base import FwbenchError
+    sp = side_plan(df)
+    bf = sp.between_frameworks()
+    if not bf or sp.sets < 2:
+        raise FwbenchError(f"{folder} holds no comparison between two frameworks over 2 sets or more: the "
+                           "allocation is simulated from a run of sets (fwbench run --cold 1 --warm 2 or more)")
+    w = [sp.comparisons[i][5] for i in bf]
+    b = [sp.comparisons[i][6] for i in bf]
+    out = [f"Components of {folder} ({sp.sets} sets of {sp.cycles} cycles; {len(sp.comparisons)} comparisons, "
+           f"{len(bf)} between frameworks): a cycle's log ratio SD {100 * float(np.median(w)):.1f}% (median; "
+           f"{100 * min(w):.1f}-{100 * max(w):.1f}%), a set's mean beyond its cycles' {100 * float(np.median(b)):.1f}% "
+           f"({100 * min(b):.1f}-{100 * max(b):.1f}%); a set costs {sp.set_fixed_s / 60:.1f} min outside its "
+           f"cycles and {sp.cycle_s:.0f} s a cycle. {trials} simulated reports per option (seed 0).", "",
+           "| sets | cycles | true 5% called faster | true 10% called faster | half-width 95% | half-width at "
+           "Holm levels | coverage 95% | any false faster/slower | est. run time |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for sets, cycles in SIDE_ALLOCATIONS:
+        s5 = simulate_side(sp, sets, cycles, 1.05, trials)
+        s10 = simulate_side(sp, sets, cycles, 1.10, trials)
+        t = sp.run_time(sets, cycles)
+        mark = "**" if (sets, cycles) == (options.RUN_COLD + options.RUN_WARM, options.RUN_CYCLES) else ""
+        out.append(f"| {mark}{sets}{mark} | {cycles} | {100 * s5['power']:.1f}% | {100 * s10['power']:.1f}% | "
+                   f"+-{100 * s5['half95']:.1f}% | +-{100 * s5['half_holm']:.1f}% | {100 * s5['coverage']:.1f}% | "
+                   f"{100 * s5['false']:.1f}% | " + (f"{t / 60:.1f} min |" if math.isfinite(t) else "n/a |"))
+    return out

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from reports import sections
-from reports.analysis import claims, findings, narrative, peers, replicates, stats, summary
+from reports.analysis import claims, controls, findings, narrative, peers, replicates, stats, summary
 from reports.analysis import data as rdata
 from reports.analysis.data import TIMED, finite
 from reports.analysis.jobs import Job
@@ -348,14 +348,20 @@ def _steps(n: float | None, lo: float | None = None, hi: float | None = None) ->
 # ----------------------------------------------------------------------------- blocks
 
 def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str, float],
-          notes: list[str], margin: float = stats.MARGIN, jobs: list[Job] | None = None) -> list[Block]:
+          notes: list[str], margin: float = stats.MARGIN, jobs: list[Job] | None = None,
+          records: pd.DataFrame | None = None) -> list[Block]:
     """The document's blocks from replicates.cases (records are aggregated first). The
     report's comparisons are judged first, as one family (findings.report_family); the
     verdict-dependent columns (break-even, flags) are added to the frame in place. Its
     parts in the order a reader meets them: the introduction, the Summary, each section's
     workload, the model workloads' results, replication, compilation, findings, the choice
     per job, what did not run, the method and the appendices (the weighted concerns last).
-    jobs: the reader's own (--job), else analysis.jobs' defaults."""
+    jobs: the reader's own (--job), else analysis.jobs' defaults; records: the records before
+    aggregation (the side-by-side blocks, the A/A controls), where df is already aggregated."""
+    records = df if records is None else records
+    ctrl = controls.aa(records, margin)
+    # the equivalence margin is never smaller than what the A/A controls show of the method itself
+    margin = max(margin, controls.spread(ctrl))
     df = replicates.cases(df)
     every = df
     df = sections.judged_in_report(every)    # scale-out's data-parallel cases: its own family and section
@@ -365,6 +371,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     model = sections.baseline(df[~df["workload"].isin(sections.WORKLOADS)])
     b = intro_blocks(df, fam, missing, margin, summary.recommendation(df, fam, jobs),
                      narrative.provenance(df, rendered_by()))
+    b += control_alarm(ctrl)
     b += summary_blocks(df, every, fam, choice.page_one(df, fam, jobs, every))
     b += drawings.blocks(df, every, figs, fam)
     b += model_blocks(model, figs, *RESULTS)
@@ -376,8 +383,62 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     short, appendix = short_reasons(df)
     b += missing_blocks(df, missing, short, notes)
     b += [("h", 2, "Method"), ("ul", method_lines(df, fam))]
+    b += side_blocks(records, ctrl, margin)
     b += peer_blocks(df)
     return without_empty_columns(b + appendix_blocks(df, missing, appendix) + choice_blocks(df, weights))
+
+
+def control_alarm(ctrl: pd.DataFrame) -> list[Block]:
+    """Page 1's line where an A/A control was called faster or slower: the method itself then
+    shows a difference where none exists, and the reader should know before any verdict."""
+    called = ctrl[ctrl["verdict"].map(lambda v: stats.coarse(v) in ("faster", "slower"))] if not ctrl.empty else ctrl
+    if called.empty:
+        return []
+    which = "; ".join(f"{r['framework']} {r['mode']} {r['workload']} {r['task']}: "
+                      f"{stats.fmt_ratio(r['ratio'], r['lo'], r['hi'])}" for _, r in called.iterrows())
+    return [("p", f"A/A control called different: {len(called)} of {len(ctrl)} controls (the same configuration "
+                  f"in two processes of one set) read as faster or slower at 95% ({which}). A difference of that "
+                  "size between frameworks may be the method's own; the equivalence margin is set to at least "
+                  "the controls' spread. See \"Side by side\" after the Method.")]
+
+
+def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> list[Block]:
+    """The side-by-side design's own checks (reports.analysis.controls): the A/A controls, the
+    false alarms among them and the position effect; nothing for files from before sets."""
+    if "set" not in records.columns or not records["set"].map(rdata.finite).any():
+        return []
+    sets = records[records["set"].map(rdata.finite)]
+    n_sets = sets["set"].nunique()
+    roles = sets.drop_duplicates("set")["set_role"].value_counts().to_dict()
+    cycles = max((b["cycle"] for bl in sets["blocks"] if isinstance(bl, list) for b in bl), default=-1) + 1
+    b: list[Block] = [("h", 3, "Side by side: A/A controls and the position effect"),
+                      ("p", f"{n_sets} sets ({', '.join(f'{n} {k}' for k, n in sorted(roles.items()))}): each set "
+                            "ran one process per framework, and a second process of one framework (the control), "
+                            "all alive together; task by task each process measured its cases in turn (first "
+                            f"calls, warm-up, its own rounds), then the task's configurations took turns in {cycles} "
+                            "cycles, each a block of every configuration (about the same wall time each) in an "
+                            "order drawn per cycle, one block at a time. A configuration's steady time is the "
+                            "geometric mean of its blocks per set, and a ratio between two configurations is "
+                            "paired by set (t over sets).")]
+    if not ctrl.empty:
+        k, n = controls.false_alarms(ctrl)
+        t = ctrl.assign(configuration=ctrl["framework"] + " " + ctrl["mode"] + ctrl["strategy"].map(
+            lambda x: f" ({x})" if isinstance(x, str) else ""), task=ctrl["workload"] + " " + ctrl["task"],
+            ratio=[stats.fmt_ratio(r, lo, hi) for r, lo, hi in zip(ctrl["ratio"], ctrl["lo"], ctrl["hi"])],
+            spread=ctrl["sd_per_set"].map(lambda x: f"{100 * x:.1f}%" if rdata.finite(x) else "n/a"))
+        b += [("table", t[["task", "configuration", "sets", "ratio", "verdict", "spread"]],
+               "A/A controls: the same configuration in the set's two processes of one framework, the other "
+               "process's time over the reference's (drawn per set), paired by cycle and over sets; 95% "
+               "interval, verdict against the margin, and the per-set SD of the log ratio (spread).", "controls"),
+              ("p", f"{k} of {n} tested controls read faster or slower at 95%: with no difference, about "
+                    f"{0.05 * n:.1f} would by chance. The margin used for every verdict is "
+                    f"{100 * margin:.0f}% (at least the controls' spread).")]
+    pos = controls.position(records)
+    if pos is not None:
+        b.append(("p", f"Position effect: a block run right after another process's block took "
+                       f"{stats.fmt_ratio(pos['ratio'], pos['lo'], pos['hi'])} the time of one run right after a "
+                       f"block of its own process ({pos['pairs']} configuration-set pairs, 95% t interval)."))
+    return b
 
 
 def peer_blocks(df: pd.DataFrame) -> list[Block]:
@@ -458,10 +519,31 @@ def startup_method(df: pd.DataFrame) -> str:
             "carries the compiler's one-off start-up in its first call.")
 
 
+SIDE_METHOD = [
+    "Process sets (fwbench run, docs/design/statistics.md): each set ran one process per framework and a second "
+    "process of one framework (the A/A control), all alive together, started in an order drawn per set; task by "
+    "task (an order drawn per set) each process measured the task's cases in turn, exactly as alone (a fresh "
+    "in-process compile state per case, the first call cold in a cold set and warm in a warm one, warm-up, its own "
+    "rounds), then every configuration got one untimed call, then the configurations took turns in cycles: each "
+    "cycle one block of every configuration (its calls sized to about the same wall time), in an order drawn per "
+    "cycle, one block at a time, the other processes waiting in a blocking read. Python's garbage collector is "
+    "collected before and off during each block; the compilation counter is read around each block.",
+    "Intervals: a configuration's steady time is the geometric mean of its blocks per set, and over the run the "
+    "geometric mean over sets with a Student-t interval over sets (df = sets - 1); two configurations of a task "
+    "compare paired by set (the per-set mean of each cycle's log ratio, t over sets), so the machine's state during "
+    "a cycle falls on both. First calls come from the processes as before: cold ones from cold sets, warm ones "
+    "from warm sets. The control process's configurations enter no value, verdict or comparison of the family: "
+    "they are the A/A controls (Side by side).",
+]
+
+
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """The Method section: how every number of the report was made."""
+    """The Method section: how every number of the report was made (a run of process sets: its
+    own description of processes and intervals first)."""
     m = f"{100 * fam.margin:.0f}%"
-    return [
+    side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
+                                                                    and x.startswith("sets")).any()
+    return (SIDE_METHOD if side else []) + [
         "Each framework ran in its own processes with the same intra-op thread count; timed callables "
         "synchronise with the device and with everything the step changed; Python's garbage collector is "
         "collected and switched off before the warm-up calls and stays off through the timed rounds; inputs "
@@ -662,7 +744,7 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
     figs.update(drawings.draw(one, out_dir / "figures"))
     figs.update(choice.draw(one, out_dir / "figures", jobs))
-    blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs)
+    blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs, records=df)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")

@@ -99,5 +99,6 @@ def latex_tables(blocks: list[Block]) -> str:
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
-    """The tidy frame without the per-round times; fixed float format and line endings."""
-    escape.csv_frame(df.drop(columns=["times"])).to_csv(path, index=False, float_format="%.9g", lineterminator="\n")
+    """The tidy frame without the per-round and per-block times; fixed float format and line endings."""
+    frame = escape.csv_frame(df.drop(columns=["times", "blocks"], errors="ignore"))
+    frame.to_csv(path, index=False, float_format="%.9g", lineterminator="\n")

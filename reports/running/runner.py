@@ -52,7 +52,7 @@ import tempfile
 import time
 from dataclasses import Field, field, make_dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from reports.analysis import stats
 from reports.running import atomic, launch, signals
@@ -120,8 +120,10 @@ class _RunOptions:
 
     @property
     def repeats(self) -> int:
-        """Processes per framework: cold + warm."""
-        return self.cold + self.warm
+        """Processes per framework: cold + warm (run side by side with a control, twice that at
+        most: the control framework's second process per set; result files are then indexed)."""
+        n = self.cold + self.warm
+        return 2 * n if getattr(self, "cycles", 0) > 0 and getattr(self, "control", None) != "none" else n
 
 
 # The run's own fields, beside the harness options: (name, type, default).
@@ -137,6 +139,11 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
     ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
     ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
+    # side by side (reports.running.sets): cycles of blocks per task in each set; 0 runs each process
+    # alone, one after another (the lone design: no pairing)
+    ("cycles", int, 0),
+    ("block_s", float, 0.25),          # seconds a block of calls lasts (sized from each case's own rounds)
+    ("control", str | None, None),     # the framework whose process a set runs twice (the A/A control)
     ("processes_per_case", str | None, None),   # "1,2": a job step of N processes per case set (running.distributed)
 )
 # `fwbench run`'s options: the frameworks, every harness option a user may set (those of
@@ -271,13 +278,14 @@ def _describe(case: dict[str, Any]) -> str:
 
 
 def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
-                   role: str | None = None) -> list[str]:
+                   role: str | None = None, task_order_seed: int | None = None) -> list[str]:
     """The command line of one framework process: pytest-benchmark on the checkout's cases
     with the event plugin (reports.running.pytest_events) and the run's options, written by
-    the options' one declaration (workloads.options)."""
+    the options' one declaration (workloads.options); in a set, its task-order seed."""
     values = {o.name: getattr(opts, o.name) for o in options.HARNESS if hasattr(opts, o.name)}
     fw, n = split_unit(fw)
-    values.update(framework=fw, devices=str(n), workload=opts.workloads, cache_role=role, run_id=opts.run_id)
+    values.update(framework=fw, devices=str(n), workload=opts.workloads, cache_role=role, run_id=opts.run_id,
+                  task_order_seed=task_order_seed)
     if repeat is not None:
         values.update(repeat=repeat, repeats=opts.repeats, cold=opts.cold, warm=opts.warm,
                       case_order_seed=case_order_seed(opts.seed, fw, repeat))
@@ -771,10 +779,13 @@ def write_absent(fw: str, opts: RunOptions, out: Path, reason: str | None = None
     return save_json(out / process_names(fw, repeat, opts.repeats)[0], doc, Progress())
 
 
-def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[Path]:
+def run(opts: RunOptions, out: Path, progress: Progress | None = None,
+        sets: Callable[[RunOptions, Path, Progress], list[Path]] | None = None) -> list[Path]:
     """Run every selected framework `opts.cold` + `opts.warm` times, each time in a fresh
     process, in the order of `schedule`; merge each cold process's cache folder into the
-    run's shared one when it ends; return the JSON files written (one per process)."""
+    run's shared one when it ends; return the JSON files written (one per process). With
+    `sets` (reports.running.sets.run_sets), the run's folders and caches are set up the same
+    and `sets` runs its processes instead."""
     progress = progress or Progress()
     out = atomic.absolute(out)           # the processes run elsewhere (the checkout, a node)
     out.mkdir(parents=True, exist_ok=True)
@@ -792,6 +803,8 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None) -> list[P
         counts = device_counts(opts.devices)
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
+        if sets is not None:                  # side by side (reports.running.sets)
+            return sets(opts, out, progress)
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
         if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
             return run_jobs(opts, out, progress, order)
