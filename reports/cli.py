@@ -30,7 +30,7 @@ QUICK_TIMEOUT_S = 600.0
 # chosen by simulation with the committed example's components); --quick: one of each, as fast as before.
 RUN_COLD, RUN_WARM, RUN_ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
 RUN_CYCLES, RUN_BLOCK_S = options.RUN_CYCLES, options.RUN_BLOCK_S
-SETS_COLD, SETS_WARM = options.SETS_COLD, options.RUN_WARM
+SETS_COLD, SETS_WARM = options.SETS_COLD, options.SETS_WARM
 QUICK_COLD, QUICK_WARM, QUICK_CYCLES = 1, 0, 3
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
