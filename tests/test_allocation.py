@@ -23,7 +23,7 @@ from reports import cli
 from reports.analysis import stats, variance
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "reports" / "examples" / "cpu-2core"
+EXAMPLE = ROOT / "docs" / "measurements" / "lone-cpu-2core"    # the default lone run (--cycles 0) before issue 39
 BASIS = ROOT / "docs" / "measurements" / "allocation-basis-xeon"
 TRIALS = 4000
 

@@ -1,4 +1,5 @@
-"""The committed example (reports/examples/cpu-2core): what its measurements must show now
+"""The committed examples: the lone-process example of the default run before issue 39
+(docs/measurements/lone-cpu-2core, 2 cold + 7 warm processes): what its measurements must show now
 that the harness collects and disables Python's GC before the warm-up (issue 17: the first
 timed round was the slowest in 57 of 138 processes, about 10 expected), that every cold
 first call of a compiled case compiled, and that the report re-renders from its JSON."""
@@ -14,13 +15,15 @@ import reports
 from reports.analysis import data, replicates
 from workloads import options
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
-pytestmark = pytest.mark.skipif(not any(EXAMPLE.glob("*.json")), reason="no committed example")
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "reports" / "examples" / "cpu-2core"          # the committed example (a run of sets)
+LONE = ROOT / "docs" / "measurements" / "lone-cpu-2core"         # the default run of lone processes
+pytestmark = pytest.mark.skipif(not any(LONE.glob("*.json")), reason="no committed example")
 
 
 @pytest.fixture(scope="module")
 def records():
-    return reports.load(EXAMPLE)
+    return reports.load(LONE)
 
 
 def test_the_first_timed_round_is_not_systematically_the_slowest(records):
@@ -42,7 +45,7 @@ def test_every_cold_first_call_of_a_compiled_case_compiled(records):
 
 
 def test_the_example_is_a_run_at_the_default_allocation(records):
-    """The example is what `fwbench run` does by default: RUN_WARM warm processes give the
+    """The lone example is what `fwbench run --cycles 0` does by default: RUN_WARM warm processes give the
     steady state, RUN_COLD cold ones the cold first calls, RUN_ROUNDS timed rounds a case."""
     c = replicates.cases(records)
     timed = c[c["status"].isin(data.TIMED)]

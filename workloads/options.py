@@ -128,9 +128,12 @@ HARNESS: tuple[Option, ...] = (
 RUN_COLD, RUN_WARM = 2, 7
 RUN_ROUNDS = 4
 # Side by side (reports.running.sets, fwbench run's default): cold and warm sets, cycles of blocks
-# per task in each set, and a block's length (docs/design/statistics.md, "Allocation"). The lone
-# processes' counts above are --cycles 0's defaults.
-SETS_COLD, SETS_WARM = 1, 5
+# per task in each set, and a block's length (docs/design/statistics.md, "Allocation, side by
+# side"). Six sets: with fewer, the t quantile at the Holm levels (df = sets - 1) swamps any gain
+# from more cycles; two of them cold, so a cold first call has a spread pooled over a mode's cases
+# (job costs with intervals). About 107 minutes on the 2-core AMD EPYC (measured: a cold set 21
+# min, a warm one 14-15). The lone processes' counts above are --cycles 0's defaults.
+SETS_COLD, SETS_WARM = 2, 4
 RUN_CYCLES, RUN_BLOCK_S = 10, 0.25
 
 GPU_DEVICES = ("cuda", "gpu")

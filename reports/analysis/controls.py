@@ -76,12 +76,16 @@ def false_alarms(controls: pd.DataFrame) -> tuple[int, int]:
 
 
 def spread(controls: pd.DataFrame) -> float:
-    """The controls' measured spread: the largest distance from 1 of any tested control's 95%
-    interval, as a fraction (0 where none was tested). The equivalence margin is never smaller."""
+    """The controls' measured spread: the largest difference any tested control showed between
+    two processes of the same configuration (its ratio's distance from 1 either way, as a
+    fraction; 0 where none was tested). The equivalence margin is never smaller: a difference
+    between frameworks that the method itself produces between twins is not a difference. (Not
+    the controls' interval ends: those measure how little the run knows, which the intervals of
+    every comparison already carry.)"""
     t = controls[controls["verdict"] != "not tested"] if not controls.empty else controls
     if t.empty:
         return 0.0
-    return float(max(max(h - 1.0, 1.0 - lo, 1.0 / lo - 1.0) for lo, h in zip(t["lo"], t["hi"])))
+    return float(max(max(r - 1.0, 1.0 / r - 1.0) for r in t["ratio"]))
 
 
 def position(df: pd.DataFrame) -> dict[str, Any] | None:

@@ -405,11 +405,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
-
 # ----------------------------------------------------------------------------- side by side
 
 @dataclass
@@ -528,7 +523,8 @@ def simulate_side(sp: SidePlan, sets: int, cycles: int, effect: float = 1.05, tr
 
 
 # (sets, cycles) a side-by-side allocation table offers
-SIDE_ALLOCATIONS: tuple[tuple[int, int], ...] = ((4, 10), (6, 8), (6, 10), (8, 6), (8, 8), (8, 10), (10, 6), (12, 5))
+SIDE_ALLOCATIONS: tuple[tuple[int, int], ...] = (
+    (3, 10), (3, 30), (4, 20), (6, 10), (6, 20), (8, 10), (8, 20), (12, 10))
 
 
 def side_allocation_report(df: pd.DataFrame, folder: str, trials: int = 4000) -> list[str]:
@@ -556,8 +552,12 @@ def side_allocation_report(df: pd.DataFrame, folder: str, trials: int = 4000) ->
         s5 = simulate_side(sp, sets, cycles, 1.05, trials)
         s10 = simulate_side(sp, sets, cycles, 1.10, trials)
         t = sp.run_time(sets, cycles)
-        mark = "**" if (sets, cycles) == (options.RUN_COLD + options.RUN_WARM, options.RUN_CYCLES) else ""
+        mark = "**" if (sets, cycles) == (options.SETS_COLD + options.SETS_WARM, options.RUN_CYCLES) else ""
         out.append(f"| {mark}{sets}{mark} | {cycles} | {100 * s5['power']:.1f}% | {100 * s10['power']:.1f}% | "
                    f"+-{100 * s5['half95']:.1f}% | +-{100 * s5['half_holm']:.1f}% | {100 * s5['coverage']:.1f}% | "
                    f"{100 * s5['false']:.1f}% | " + (f"{t / 60:.1f} min |" if math.isfinite(t) else "n/a |"))
     return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -402,6 +402,19 @@ def control_alarm(ctrl: pd.DataFrame) -> list[Block]:
                   "the controls' spread. See \"Side by side\" after the Method.")]
 
 
+def _set_walls(sets: pd.DataFrame) -> str:
+    """' The run took ... ': the sets' own wall times (start of the first process to the end of
+    the last), in all and per role; '' where the files do not carry them."""
+    if "set_wall_s" not in sets.columns:
+        return ""
+    per = sets.dropna(subset=["set_wall_s"]).groupby("set").agg(wall=("set_wall_s", "max"), role=("set_role", "first"))
+    if per.empty:
+        return ""
+    by_role = "; ".join(f"{role} sets {stats.fmt_seconds(g['wall'].min())}" + (
+        f" to {stats.fmt_seconds(g['wall'].max())}" if len(g) > 1 else "") for role, g in per.groupby("role"))
+    return f" The sets took {stats.fmt_seconds(per['wall'].sum())} of wall time in all ({by_role})."
+
+
 def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> list[Block]:
     """The side-by-side design's own checks (reports.analysis.controls): the A/A controls, the
     false alarms among them and the position effect; nothing for files from before sets."""
@@ -419,7 +432,7 @@ def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> lis
                             "cycles, each a block of every configuration (about the same wall time each) in an "
                             "order drawn per cycle, one block at a time. A configuration's steady time is the "
                             "geometric mean of its blocks per set, and a ratio between two configurations is "
-                            "paired by set (t over sets).")]
+                            "paired by set (t over sets)." + _set_walls(sets))]
     if not ctrl.empty:
         k, n = controls.false_alarms(ctrl)
         t = ctrl.assign(configuration=ctrl["framework"] + " " + ctrl["mode"] + ctrl["strategy"].map(
@@ -427,8 +440,9 @@ def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> lis
             ratio=[stats.fmt_ratio(r, lo, hi) for r, lo, hi in zip(ctrl["ratio"], ctrl["lo"], ctrl["hi"])],
             spread=ctrl["sd_per_set"].map(lambda x: f"{100 * x:.1f}%" if rdata.finite(x) else "n/a"))
         b += [("table", t[["task", "configuration", "sets", "ratio", "verdict", "spread"]],
-               "A/A controls: the same configuration in the set's two processes of one framework, the other "
-               "process's time over the reference's (drawn per set), paired by cycle and over sets; 95% "
+               "A/A controls: the same configuration in the set's two processes of one framework, the control "
+               "process's time over the primary's (which started first drawn per set), paired by cycle and over "
+               "sets; 95% "
                "interval, verdict against the margin, and the per-set SD of the log ratio (spread).", "controls"),
               ("p", f"{k} of {n} tested controls read faster or slower at 95%: with no difference, about "
                     f"{0.05 * n:.1f} would by chance. The margin used for every verdict is "

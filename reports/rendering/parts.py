@@ -160,15 +160,21 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
     wls = sorted({str(w) for w in df["workload"].dropna()})
+    sets = "steady_from" in df.columns and bool(df["steady_from"].astype(str).str.startswith("sets").any())
+    unit, units = ("set", "sets") if sets else ("process", "processes")
+    design = ("timed side by side in process sets: a case's step time is the geometric mean over sets of its "
+              "blocks' time per call, with a 95% t interval over sets, and two configurations compare paired by "
+              "set; cold sets (every cache empty) give the cold first calls, warm sets the warm ones" if sets else
+              "a case's step time is the geometric mean of its warm processes' median round times, with a 95% t "
+              "interval over those processes; cold processes (every cache empty for every case) give the first "
+              "calls")
     b.append(("p", f"{stats.plural(len(df), 'case')} of {stats.plural(len(fws), 'framework')} "
                    f"({', '.join(fws) or 'none'}) on the workload{'s' if len(wls) != 1 else ''} "
                    f"{', '.join(wls) or 'n/a'}, up to "
-                   f"{stats.plural(int(df.attrs.get('max_processes', 0)), 'steady-state process')} each. A case's "
-                   "step time is the geometric mean of its warm processes' median round times, with a 95% t "
-                   "interval over those processes; cold processes (every cache empty for every case) give the "
-                   "first calls. Each comparison reads faster or slower (by at least the "
+                   f"{stats.plural(int(df.attrs.get('max_processes', 0)), 'steady-state ' + unit)} each, "
+                   f"{design}. Each comparison reads faster or slower (by at least the "
                    f"{m} margin, or not), equivalent within +-{m}, inconclusive, or not tested "
-                   "(fewer than 3 processes); "
+                   f"(fewer than 3 {units}); "
                    + (f"the {fam.m} tested comparisons of this report share one 5% chance of any false faster/slower "
                       "(a correction for testing many comparisons at once, Holm's procedure: Method), so each "
                       "verdict's interval is shown at its own level, wider than 95%." if fam.m else
