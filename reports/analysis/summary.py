@@ -245,8 +245,8 @@ def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> li
             f"Steady state, {what} modes: the fastest framework is faster than the second-fastest in {stated} of "
             f"{compared} tasks: " + ", ".join(f"{f} in {len(v)}" for f, v in ranked)
             + (f"; the other {rest} {'is' if rest == 1 else 'are'} equivalent or inconclusive" if rest else "")
-            + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op (each operation "
-                                           "dispatched alone, nothing compiled)." if cls == "eager" else ""),
+            + " (ratios in the table)." + (" JAX's and TensorFlow's eager modes run op by op."
+                                           if cls == "eager" else ""),
             f"{what} modes: fastest over the second-fastest", sorted(x for _, v in ranked for x in v)))
     return out
 
