@@ -190,6 +190,9 @@ def _span(v: list[int]) -> str:
 def process_words(df: pd.DataFrame) -> str:
     """'2 cold and 7 warm processes per framework', '1-2 cold processes per framework and no warm one'."""
     cold, warm = _processes(df)
+    if "steady_from" in df.columns and df["steady_from"].astype(str).str.startswith("sets").any():
+        return (f"{_span(cold) if cold else 'no'} cold and {_span(warm) if warm else 'no'} warm process sets, each "
+                "one process per framework and a control, timed side by side")
     c = f"{_span(cold)} cold" if cold else "no cold"
     w = f"{_span(warm)} warm" if warm and max(warm) > 0 else ""
     many = max(cold + warm, default=0) > 1
@@ -269,7 +272,8 @@ def _interval(a: Any, b: Any) -> tuple[float, float, float, str]:
         return math.nan, math.nan, math.nan, ""
     r = stats.ratio(a, b)
     if r.tested:
-        return r.value, *r.interval(), "95% interval over processes"
+        unit = "sets" if all(k.startswith("set ") for k in a.logs) else "processes"
+        return r.value, *r.interval(), f"95% interval over {unit}"
     lo, hi = stats.rounds_ratio(a.rounds, b.rounds)
     if not (finite(lo) and finite(hi)):
         return math.nan, math.nan, math.nan, ""
