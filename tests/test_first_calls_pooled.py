@@ -16,7 +16,7 @@ import reports
 from reports.analysis import replicates, stats
 from reports.rendering import document
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design's default run
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design
 INTERVAL = re.compile(r"^[0-9.]+ (\u00b5s|ms|s|min|h) \[([0-9.]+), ([0-9.]+)\] "
                       r"\(n=(\d+); spread pooled over \d+ cases, df \d+\)$")
 VALUES = re.compile(r"^([0-9.]+ (\u00b5s|ms|s|min|h)(, )?)+ \(n=(\d+), not tested\)$")

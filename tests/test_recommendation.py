@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design's default run
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "cases.csv").exists(), reason="no committed example")
 NS = (100, 100_000)          # the default jobs of a model task (reports.analysis.jobs.SHORT, LONG)
 

@@ -18,7 +18,7 @@ import reports
 from reports.analysis import findings, replicates, stats, summary
 from reports.rendering import document
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design's default run
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design
 NUM = r"([0-9.]+)%"
 
 
