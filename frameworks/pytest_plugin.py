@@ -59,7 +59,7 @@ from frameworks.base import default_cache_dir, prepare_placement, set_cache_role
 from frameworks.harness import machine, sidebyside
 from workloads import options
 from workloads.base import FwbenchError, split_names
-from workloads.case import PRECISIONS, declared_cases
+from workloads.case import PRECISIONS, Case, declared_cases
 from workloads.parallel import device_counts
 
 _SESSION_KEY = pytest.StashKey[harness.Session]()
@@ -179,7 +179,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def task_of(item: pytest.Item) -> str | None:
     """The task a benchmark case belongs to, 'workload/task' (None for any other item)."""
     case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
-    return f"{case.workload}/{case.task}" if case is not None else None
+    return f"{case.workload}/{case.task}" if isinstance(case, Case) else None   # a test's own 'case' is not one
 
 
 @pytest.hookimpl(tryfirst=True)
