@@ -329,7 +329,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = {o.name: getattr(args, o.name) for o in options.HARNESS
              if o.cli and o.name not in QUICK_SETS and getattr(args, o.name) is not None}
     by_device = options.device_defaults(args.device or "cpu", args.quick)   # a GPU: its presets, rounds by budget
-    lone = args.cycles == 0             # --cycles 0: lone processes, their own default counts
+    # --cycles 0 (lone processes) and --processes-per-case (job steps: running.distributed) keep their own defaults
+    lone = args.cycles == 0 or bool(args.processes_per_case)
     opts = runner.RunOptions(frameworks=tuple(wanted), **given,
                              workloads=args.workload or (QUICK_WORKLOADS if args.quick else None),
                              preset=args.preset or by_device["preset"],
