@@ -132,7 +132,7 @@ def test_what_the_startup_leaves_in_a_modes_first_case_is_stated():
     assert pos["torch/compiled"][0] == pytest.approx(math.sqrt((4.0 / 2.0) * (2.0 / 1.0)))
     assert "torch compiled 2.00x (2 cases)" in document.position_line(pos)
 
-    example = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
+    example = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # 2 cold processes
     d = pd.read_csv(example / "data.csv", low_memory=False)
     d = d[(d.status == "ok") & (d.compile_cache == "cold") & (d["mode"] != "eager") & d.first_call_s.notna()
           & (d.first_call_valid != False)]                                          # noqa: E712
