@@ -403,7 +403,7 @@ def control_alarm(ctrl: pd.DataFrame) -> list[Block]:
 
 
 def _set_walls(sets: pd.DataFrame) -> str:
-    """' The run took ... ': the sets' own wall times (start of the first process to the end of
+    """' The sets took ... ': the sets' own wall times (start of the first process to the end of
     the last), in all and per role; '' where the files do not carry them."""
     if "set_wall_s" not in sets.columns:
         return ""
