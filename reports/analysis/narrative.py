@@ -190,7 +190,7 @@ def _span(v: list[int]) -> str:
 def process_words(df: pd.DataFrame) -> str:
     """'2 cold and 7 warm processes per framework', '1-2 cold processes per framework and no warm one'."""
     cold, warm = _processes(df)
-    if "steady_from" in df.columns and df["steady_from"].astype(str).str.startswith("sets").any():
+    if summary.side_by_side(df):
         return (f"{_span(cold) if cold else 'no'} cold and {_span(warm) if warm else 'no'} warm process sets, each "
                 "one process per framework and a control, timed side by side")
     c = f"{_span(cold)} cold" if cold else "no cold"

@@ -160,7 +160,7 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
     wls = sorted({str(w) for w in df["workload"].dropna()})
-    sets = "steady_from" in df.columns and bool(df["steady_from"].astype(str).str.startswith("sets").any())
+    sets = summary.side_by_side(df)
     unit, units = ("set", "sets") if sets else ("process", "processes")
     design = ("timed side by side in process sets: a case's step time is the geometric mean over sets of its "
               "blocks' time per call, with a 95% t interval over sets, and two configurations compare paired by "
