@@ -1,4 +1,4 @@
 """`python -m reports` is the `fwbench` command."""
-from reports.cli import main
+from reports.commands.cli import main
 
 raise SystemExit(main())

@@ -19,8 +19,9 @@ import pytest
 from scipy import stats as sps
 
 import reports
-from reports import cli
-from reports.analysis import stats, variance
+from reports.commands import cli
+from reports.conclusions import variance
+from reports.measures import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "measurements" / "lone-cpu-2core"    # the default lone run (--cycles 0) before issue 39

@@ -1,4 +1,4 @@
-"""The seven claims answered by name (reports.analysis.claims; issues 28 and 40): one rule per
+"""The seven claims answered by name (reports.conclusions.claims; issues 28 and 40): one rule per
 kind of claim, each tested at its edge on data built here, so the verdict a reader acts on
 follows from the numbers beside it."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 import reports
 from reports import sections
-from reports.analysis import claims, data, findings, replicates, stats
+from reports.conclusions import claims, findings, replicates
+from reports.measures import data, stats
 from tests.support.reports_fixtures import axis_folder, simulated_processes, stream_fields
 
 

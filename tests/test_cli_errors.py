@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from reports import cli
+from reports.commands import cli
 from reports.rendering import document
-from reports.running import atomic
+from reports.util import atomic
 from tests.support.reports_fixtures import plausible_processes, write
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import reports
-from reports import cli
-from reports.running import runner
+from reports.commands import cli, runner
 from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 
 COMMANDS = ("run", "report", "compare", "env")
@@ -145,51 +144,29 @@ def test_reports_modules_import_no_circle_and_no_frameworks():
     assert "reports.rendering.document" in edges["reports"]     # imports inside functions count too
 
 
-# The layers inside reports/, bottom to top (docs/ARCHITECTURE.md, "Layers inside reports/"): a
-# module imports from its own layer or one below, never above. A name ending in ".*" is a
-# package and everything in it; the longest match places a module.
-LAYERS = (
-    ("utilities", ("reports.running.signals", "reports.running.atomic", "reports.rendering.escape")),
-    ("measures", ("reports.analysis", "reports.analysis.stats", "reports.analysis.validate", "reports.analysis.data",
-                  "reports.analysis.verdicts", "reports.analysis.precision", "reports.analysis.scaleout",
-                  "reports.analysis.bullets", "reports.analysis.peers", "reports.analysis.controls",
-                  "reports.analysis.distributed")),
-    ("judging halves", ("reports.sections", "reports.sections.*")),
-    ("conclusions", ("reports.analysis.replicates", "reports.analysis.findings", "reports.analysis.summary",
-                     "reports.analysis.compare", "reports.analysis.variance", "reports.analysis.jobs",
-                     "reports.analysis.claims", "reports.analysis.narrative")),
-    ("drawing", ("reports.rendering", "reports.rendering.figures", "reports.rendering.latex",
-                 "reports.rendering.formats", "reports.rendering.parts", "reports.rendering.choice",
-                 "reports.rendering.paper", "reports.rendering.bibliography",
-                 "reports.rendering.sections",
-                 "reports.rendering.sections.*")),
-    ("document", ("reports.rendering.document",)),
-    ("commands", ("reports", "reports.__main__", "reports.cli", "reports.running", "reports.running.*")),
-)
-
-
 def _layer(m: str) -> int | None:
-    """The index of m's layer in LAYERS: its exact name, else the longest package ("x.*") holding it."""
-    best: tuple[int, int] | None = None
-    for i, (_, names) in enumerate(LAYERS):
-        for n in names:
-            if n == m:
-                return i
-            if n.endswith(".*") and m.startswith(n[:-1]) and (best is None or len(n) > best[1]):
-                best = (i, len(n))
-    return best[0] if best else None
+    """The index in reports.LAYERS of the folder holding module m (reports.<folder>...); the
+    package's top-level modules (reports, reports.__main__) sit above every folder; None for a
+    folder that is not a layer."""
+    parts = m.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return len(reports.LAYERS)
+    return reports.LAYERS.index(parts[1]) if parts[1] in reports.LAYERS else None
 
 
-def test_reports_imports_run_down_the_layers():
-    """No import inside reports/ runs back up LAYERS (analysis's measures < the sections'
-    judging halves < the analysis that reads them < drawing < the document < the commands),
-    imports inside functions included; every module has a layer."""
+def test_reports_imports_run_down_the_folders():
+    """reports/'s folders are its layers (reports.LAYERS, bottom up): a module imports only from
+    its own folder or the folders below it, imports inside functions included; every folder is a
+    layer. A new module needs no edit here: its folder places it."""
     edges, _ = _reports_imports()
-    assert [m for m in edges if _layer(m) is None] == [], "a reports module without a layer: add it to LAYERS"
-    up = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+    assert [m for m in edges if _layer(m) is None] == [], f"a reports folder not in reports.LAYERS {reports.LAYERS}"
+    up = [f"{m} ({reports.LAYERS[_layer(m)]}) imports {t} ({reports.LAYERS[_layer(t)]})"
           for m, ts in sorted(edges.items()) for t in sorted(ts) if _layer(t) > _layer(m)]
     assert up == []
-    assert _layer("reports.sections.scaleout") < _layer("reports.analysis.findings") < _layer(
+    root = Path(reports.__file__).parent
+    folders = sorted(d.name for d in root.iterdir() if d.is_dir() and any(d.rglob("*.py")) and d.name != "examples")
+    assert folders == sorted(reports.LAYERS)
+    assert _layer("reports.sections.scaleout") < _layer("reports.conclusions.findings") < _layer(
         "reports.rendering.sections.scaleout")      # the judging half below its readers, the drawing half above
 
 
@@ -375,12 +352,12 @@ def test_absent_framework_gets_a_missing_file(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "installed", lambda name: False)
     path = runner.write_absent("tensorflow", runner.RunOptions(frameworks=()), tmp_path)
     df = reports.load(path)
-    missing = reports.analysis.data.missing_frameworks(df)
+    missing = reports.measures.data.missing_frameworks(df)
     assert df.empty and missing == {"tensorflow": runner.absent_reason("tensorflow")}
 
 
 def test_installed_does_not_import_frameworks():
-    code = ("import sys; from reports.running import runner; [runner.installed(f) for f in runner.FRAMEWORKS]; "
+    code = ("import sys; from reports.commands import runner; [runner.installed(f) for f in runner.FRAMEWORKS]; "
             "[runner.absent_reason(f) for f in runner.FRAMEWORKS]; "
             "print(sorted(m for m in ('torch', 'jax', 'tensorflow', 'frameworks') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -179,7 +179,7 @@ def test_every_harness_option_is_declared_once():
     import dataclasses
 
     from frameworks.harness import Options
-    from reports.running import runner
+    from reports.commands import runner
     from workloads import options
 
     def declared(cls, skip):
@@ -202,7 +202,7 @@ def test_every_harness_option_is_declared_once():
 def test_fwbench_run_passes_its_harness_options_on(tmp_path):
     """What `fwbench run` takes (workloads.options: cli=True) reaches each process's pytest
     command line by the same declaration, defaults left out."""
-    from reports.running import runner
+    from reports.commands import runner
     opts = runner.RunOptions(frameworks=("torch",), precision="fp32,bf16", threads=2, device="cpu")
     cmd = runner.pytest_command("torch", opts, tmp_path / "x.json", repeat=1, role="warm")
     text = " ".join(cmd)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.analysis import distributed as ad
-from reports.running import distributed as rd
+from reports.commands import distributed as rd
+from reports.measures import distributed as ad
 from tests.support.helpers import INSTALLED
 from tests.test_slurm import _env, slurm  # noqa: F401  (the fixture: a Slurm that answers, or skip/fail)
 from workloads import commmodel, gpt, parallel
@@ -355,7 +355,8 @@ def test_the_processes_table_pairs_repeats_and_keeps_measured_apart_from_modelle
 
 def test_claim_5_states_the_mechanism_and_the_model_never_a_verdict_from_a_cpu(tmp_path):
     from reports import sections
-    from reports.analysis import claims, data, findings, replicates
+    from reports.conclusions import claims, findings, replicates
+    from reports.measures import data
     from tests.support.reports_fixtures import simulated_processes
     simulated_processes(tmp_path, "torch", {("gpt", "train_step", "eager"): 0.01}, cold=1, warm=2, seed=3)
     _docs(tmp_path)

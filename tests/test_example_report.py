@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import data, replicates
+from reports.conclusions import replicates
+from reports.measures import data
 from workloads import options
 
 ROOT = Path(__file__).resolve().parent.parent

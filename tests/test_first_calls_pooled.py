@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import replicates, stats
+from reports.conclusions import replicates
+from reports.measures import stats
 from reports.rendering import document
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design

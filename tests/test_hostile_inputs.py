@@ -10,9 +10,9 @@ import re
 import pytest
 
 import reports
-from reports import cli
-from reports.analysis import validate
-from reports.rendering import escape
+from reports.commands import cli
+from reports.measures import validate
+from reports.util import escape
 from tests.support.reports_fixtures import BAD_FILES, INJECT, bad_file, injected_run, plausible_run, write
 from workloads.record import FIELDS
 

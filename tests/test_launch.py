@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import reports
-from reports.running import runner
+from reports.commands import runner
 from tests.support import reports_fixtures as fx
 from tests.test_cli_fwbench import fake_suite  # noqa: F401,F811  (fixture)
 

@@ -64,7 +64,7 @@ def test_the_summary_table_names_the_instrument(tmp_path):
     where every framework's records carry the same source, each framework's otherwise."""
     import reports
     from frameworks.harness.memory import CPU_SOURCE
-    from reports.analysis import replicates, summary
+    from reports.conclusions import replicates, summary
     from tests.support.reports_fixtures import record, result_json, times
 
     def instrument(tf_source: str) -> str:
@@ -86,7 +86,7 @@ def test_a_case_carries_the_memory_of_the_process_that_measured_it(tmp_path):
     is that process's, whichever process's record comes first."""
     import reports
     from frameworks.harness.memory import CPU_SOURCE
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from tests.support.reports_fixtures import record, result_json, times
     for i, (peak, src) in enumerate([(None, "not measured in this process"), (SIZE, CPU_SOURCE)]):
         rec = record("tensorflow", "forward", "compiled", peak_memory_bytes=peak, peak_memory_source=src)

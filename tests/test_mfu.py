@@ -11,8 +11,7 @@ import pytest
 import frameworks
 from frameworks import harness
 from frameworks.harness import gemm
-from reports import cli
-from reports.running import runner, sets
+from reports.commands import cli, runner, sets
 from workloads import diffusion, gpt, options
 from workloads import record as record_mod
 from workloads.case import Case
@@ -179,7 +178,7 @@ def test_each_framework_measures_its_bf16_peak_on_the_cpu(name):
 
 def test_the_report_shows_ms_throughput_and_mfu_per_device(tmp_path):
     import reports
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from reports.rendering import document
     from tests.support.reports_fixtures import record, result_json, times, write
     # GPT-2 on an H200: 12 x 1024 tokens, flops of one step, 40 ms; bf16 measured peak 700 TFLOP/s
@@ -206,7 +205,7 @@ def test_the_report_shows_ms_throughput_and_mfu_per_device(tmp_path):
 
 def test_an_older_file_without_peaks_shows_mfu_as_na(tmp_path):
     import reports
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from reports.rendering import document
     from tests.support.reports_fixtures import record, result_json, times, write
     write(tmp_path / "old.json", result_json([(record("torch", "forward", "eager"), times(0.1))]))
@@ -254,7 +253,7 @@ def test_utilisation_divides_by_the_gemm_rate_at_the_cases_precision(tmp_path):
     from before peaks has no utilisation (its file's only rate was fp32's); an older fp32 one
     divides by gemm_flops as it did."""
     import reports
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from tests.support.reports_fixtures import record, result_json, times, write
     bf = record("torch", "forward", "eager", flops=1e9, precision="bf16", peak_precision="bf16", peak_flops=2e10)
     fp = record("torch", "forward", "compiled", flops=1e9, peak_precision="fp32", peak_flops=4e10)

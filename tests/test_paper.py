@@ -87,7 +87,7 @@ def test_quotes_and_times_signs_are_typeset():
 
 def test_a_command_keeps_its_two_hyphens():
     """'--job' typeset as an en dash: a copied command failed (issue 41)."""
-    from reports.rendering import escape
+    from reports.util import escape
     assert escape.latex("fwbench report --job TASK:N") == "fwbench report -{}-job TASK:N"
     tex = latex.prose("fwbench run --quick")            # no '--' ligature, and both hyphens kept
     assert "--" not in tex and tex.count("-") == 2

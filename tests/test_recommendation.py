@@ -14,7 +14,7 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "cases.csv").exists(), reason="no committed example")
-NS = (100, 100_000)          # the default jobs of a model task (reports.analysis.jobs.SHORT, LONG)
+NS = (100, 100_000)          # the default jobs of a model task (reports.conclusions.jobs.SHORT, LONG)
 
 
 def _sentence() -> str:

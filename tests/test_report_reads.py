@@ -10,10 +10,11 @@ import pytest
 
 import reports
 from reports import sections
-from reports.analysis import findings, replicates
-from reports.rendering import escape, figures
+from reports.conclusions import findings, replicates
+from reports.rendering import figures
 from reports.rendering import sections as drawings
 from reports.sections.common import has
+from reports.util import escape
 from tests.support.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import findings, replicates, summary
+from reports.conclusions import findings, replicates, summary
 from reports.rendering import document
 from reports.rendering import sections as drawings
 from reports.rendering.sections import derivatives as derivatives_draw
@@ -305,7 +305,8 @@ def test_concern_weights_names_and_one_line_errors():
 def test_cli_help_names_every_concern(capsys):
     """--weights' help lists findings.CONCERNS (the sections' from the registry) with each
     section's label, read when help is printed."""
-    from reports import cli, sections
+    from reports import sections
+    from reports.commands import cli
     with pytest.raises(SystemExit):
         cli.main(["report", "--help"])
     text = " ".join(capsys.readouterr().out.split())
@@ -380,7 +381,7 @@ def test_dynamic_table_without_its_fields_is_a_note(tmp_path):
 
 
 def test_a_per_process_value_needs_two_processes_for_an_interval():
-    from reports.analysis import stats
+    from reports.measures import stats
     one = stats.Est.of({"p0": 1.0})
     assert all(v != v for v in one.interval()) and one.draws("x") is None
     assert stats.ratio(one, stats.Est.of({"q0": 1.0, "q1": 1.1})).kind == "untested"

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from reports import cli
-from reports.analysis import compare, stats
+from reports.commands import cli
+from reports.conclusions import compare
+from reports.measures import stats
 from tests.support.reports_fixtures import (
     benchmark_entry,
     plausible_processes,

@@ -6,7 +6,7 @@ import math
 import pytest
 
 import reports
-from reports.analysis import data, stats
+from reports.measures import data, stats
 from tests.support.reports_fixtures import plausible_run, record, result_json, times, write
 from workloads.base import FwbenchError
 
@@ -161,14 +161,14 @@ def test_missing_frameworks_are_reported(tmp_path):
 
 def test_runner_knows_the_registry_frameworks():
     import frameworks
-    from reports.running.runner import FRAMEWORKS
+    from reports.commands.runner import FRAMEWORKS
     assert FRAMEWORKS == frameworks.names()
 
 
 def test_one_gpu_is_one_device_and_cases_never_reached_leave_coverage(tmp_path):
     """torch names the GPU cuda, JAX gpu: one device for the report; a case whose process
     ended before it (runner's not_reached) is unknown, not a failure of the framework."""
-    from reports.analysis import findings, replicates, summary
+    from reports.conclusions import findings, replicates, summary
     from workloads.record import not_reached
     gpu = lambda rec: {**rec, "device": "gpu" if rec["framework"] == "jax" else "cuda"}  # noqa: E731
     torch_doc = result_json([(gpu(record("torch", t, m)), times(0.01)) for t in ("forward", "train_step")
@@ -195,7 +195,7 @@ def test_one_gpu_is_one_device_and_cases_never_reached_leave_coverage(tmp_path):
 def test_a_case_a_later_process_never_reached_keeps_its_measurement(tmp_path):
     """The runner's placeholder for a case its process never started (shape n/a, no matmul
     precision) joins the measured configuration instead of replacing it as the newest."""
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from workloads.record import not_reached
     write(tmp_path / "jax-0.json", result_json([(record("jax", "forward", "compiled"), times(0.01))],
                                                frameworks=("jax",), date="2025-01-01T00:00:00+00:00"))

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from reports import cli, sections
-from reports.analysis import data, findings, jobs, replicates
+from reports import sections
+from reports.commands import cli
+from reports.conclusions import findings, jobs, replicates
+from reports.measures import data
 from reports.rendering import choice
 from tests.support.reports_fixtures import simulated_processes
 from workloads.base import FwbenchError
@@ -60,7 +62,7 @@ def test_leader_change_is_where_the_costs_cross(tmp_path):
     """A compiled mode twice as fast whose first call costs more: the change of leader is the
     N where first call + N x step of the two configurations cross (within one count)."""
     c, _ = _cases(tmp_path, {"torch": {("gpt", "forward", "eager"): 0.020, ("gpt", "forward", "compiled"): 0.010}})
-    from reports.analysis import stats
+    from reports.measures import stats
     conf = jobs.configurations(c)
     for mode, first in (("compiled", 5.0), ("eager", 0.1)):      # compiling costs 5 s, eager 0.1 s
         i = conf.index[conf["mode"] == mode][0]
@@ -130,7 +132,7 @@ def _row(fw: str, mode: str, steps: dict[str, float], first: dict[str, float], s
     """A configuration as jobs.configurations makes one, from per-process values chosen here."""
     import pandas as pd
 
-    from reports.analysis import stats
+    from reports.measures import stats
     e, f = stats.Est.of(steps), stats.Est.of(first)
     su = stats.Est.of(startup) if startup else None
     return {"workload": "gpt", "task": task, "framework": fw, "mode": mode, "strategy": None, "case": f"{fw}/{mode}",
@@ -190,7 +192,7 @@ def test_a_first_call_of_two_processes_gives_no_range_and_the_pooled_one_an_inte
     assert lo < value < hi
     lo1, hi1 = r["first_call_cold_lo_s"], r["first_call_cold_hi_s"]       # the pooled interval, as printed
     assert lo1 < r["first_call_cold_s"] < hi1 and (lo1, hi1) != r["est_first_cold"].range()
-    from reports.analysis import stats
+    from reports.measures import stats
     left_out = r.copy()
     left_out["est_first_cold"] = stats.Est(r["est_first_cold"].logs, pool=(math.nan, 0.0, 0))
     assert math.isnan(jobs.cost(left_out, 100)[1])

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import data, findings, replicates
+from reports.conclusions import findings, replicates
+from reports.measures import data
 from reports.rendering import choice, document, figures, formats, parts
 from tests.support.reports_fixtures import plausible_run, record, result_json, simulated_processes, times, write
 from workloads.base import FwbenchError

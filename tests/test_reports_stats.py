@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 
 import reports
-from reports import cli
-from reports.analysis import compare, findings, replicates, stats
+from reports.commands import cli
+from reports.conclusions import compare, findings, replicates
+from reports.measures import stats
 from reports.rendering import document, parts
 from tests.support.reports_fixtures import (
     SB,
@@ -466,7 +467,7 @@ def test_bf16_over_fp32_is_a_finding_only_where_the_cpu_has_bf16(tmp_path, flags
     """bf16 at half fp32's time in the same processes: a verdict (faster by the margin) with
     its interval where the CPU multiplies bf16 natively; elsewhere the times and why no
     finding is stated. bf16 cases stay out of the framework comparisons and the choice."""
-    from reports.analysis import precision
+    from reports.measures import precision
     medians = {("gpt", t, m, p): (0.01 if p == "fp32" else 0.005) * (2 if m == "eager" else 1)
                for t in ("forward", "train_step") for m in ("eager", "compiled") for p in ("fp32", "bf16")}
     simulated_processes(tmp_path / "r", "torch", medians, cold=1, warm=4, seed=3, cpu_flags=flags)

@@ -15,7 +15,8 @@ import pytest
 from scipy import stats as sps
 
 import reports
-from reports.analysis import findings, replicates, stats, summary
+from reports.conclusions import findings, replicates, summary
+from reports.measures import stats
 from reports.rendering import document
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lone-cpu-2core"   # the lone design

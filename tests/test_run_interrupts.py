@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 import reports
-from reports import cli
-from reports.running import runner
+from reports.commands import cli, runner
 from tests.test_cli_fwbench import FAKE_CONFTEST, FAKE_TEST, _run, fake_suite  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +33,7 @@ def _start(tmp_path, behaviour, *args):
     """`fwbench run` (the real CLI, in its own process) on the stand-in suite, lone processes
     (--cycles 0: one after another; a set's interrupts: tests/test_sets.py)."""
     suite = _suite(tmp_path)
-    code = ("import sys; from pathlib import Path; from reports import cli; from reports.running import runner; "
+    code = ("import sys; from pathlib import Path; from reports.commands import cli, runner; "
             f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     env = dict(os.environ, FAKE=behaviour, FAKE_PIDFILE=str(tmp_path / "child.pid"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -85,7 +84,7 @@ def test_a_signal_keeps_finished_cases_kills_the_child_and_says_so(tmp_path, sig
     assert st[("forward", "graph")][0] == "unsupported"
     assert st[("forward", "compiled")][0] == "failed" and f"interrupted by {name}" in st[("forward", "compiled")][1]
     assert st[("train_step", "compiled")][1].startswith("not run")
-    missing = reports.analysis.data.missing_frameworks(df)
+    missing = reports.measures.data.missing_frameworks(df)
     assert f"interrupted by {name} before jax started" in missing["jax"]
     rc = cli.main(["report", str(out), "-o", str(tmp_path / "report")])
     md = (tmp_path / "report" / "report.md").read_text()

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import reports
-from reports.running import runner
+from reports.commands import runner
 from tests.test_cli_fwbench import _an_installed_framework, fake_suite  # noqa: F401  (fixture)
 
 

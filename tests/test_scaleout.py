@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.analysis import scaleout, stats
-from reports.running import runner
+from reports.commands import runner
+from reports.measures import scaleout, stats
 from tests.support.helpers import INSTALLED
 from workloads import parallel
 from workloads.base import FwbenchError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import reports
-from reports.analysis import findings, replicates
+from reports.conclusions import findings, replicates
 from reports.rendering import sections as drawings
 from reports.rendering.sections import serving as draw
 from reports.sections import SECTIONS

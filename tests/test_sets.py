@@ -1,4 +1,4 @@
-"""Side by side (reports.running.sets, frameworks.harness.sidebyside): a set's processes take
+"""Side by side (reports.commands.sets, frameworks.harness.sidebyside): a set's processes take
 turns block by block, the order drawn per cycle and the start order per set, and a difference
 injected into one configuration is found by the paired estimate, on a short real run: one set
 design, JAX alone with its control process (a second JAX process), the GPT's forward at the tiny
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import reports
-from reports.analysis import controls, stats
-from reports.running import runner, sets
+from reports.commands import runner, sets
+from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
 SLOW = 1.20    # 3 sets of the tiny forward: 2.5-4% SD per set measured, a t(2) half-width up to 9%

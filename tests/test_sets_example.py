@@ -2,7 +2,7 @@
 gpt,diffusion` of sets on the 2-core AMD EPYC, stopped after 1 cold and 2 warm sets of the 6 then
 planned, 50 minutes): what the run is, its controls' false alarms against the stated rate, and
 the issue's allocation targets simulated at the run's own components for the default allocation
-(reports.analysis.variance's side plan: per comparison between frameworks, the SD of a cycle's
+(reports.conclusions.variance's side plan: per comparison between frameworks, the SD of a cycle's
 log ratio and of a set's mean beyond its cycles'). Targets out of reach on this machine are
 strict xfails that say the measured figure."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from scipy import stats as sps
 
 import reports
-from reports.analysis import controls, variance
+from reports.conclusions import variance
+from reports.measures import controls
 from workloads import options
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"

@@ -64,7 +64,7 @@ def _start(tmp_path: Path, behaviour: str, *args: str, frameworks: str = "torch"
     suite.mkdir(exist_ok=True)
     (suite / "conftest.py").write_text(FAKE_CONFTEST)
     (suite / "test_fake.py").write_text(FAKE_TEST)
-    code = ("import sys; from pathlib import Path; from reports import cli; from reports.running import runner; "
+    code = ("import sys; from pathlib import Path; from reports.commands import cli, runner; "
             f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     return subprocess.Popen([sys.executable, "-c", code, "run", "--framework", frameworks, "--preset", "tiny",
                              "--out", "out", "--no-report", "--cold", "1", "--warm", "0", "--timeout-s", "120",
@@ -241,14 +241,14 @@ def test_a_job_pending_on_a_limit_it_cannot_meet_stops_the_run(slurm, tmp_path):
     (["--launcher", "slurm", "--sbatch=-p gpu"], "--sbatch takes sbatch's long options as --name=value or --flag"),
 ])
 def test_slurm_options_refused_where_they_mean_nothing_in_one_line(args, words, capsys):
-    from reports import cli
+    from reports.commands import cli
     assert cli.main(["run", "--framework", "torch", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
 
 
 def test_the_jobs_sbatch_options():
-    from reports.running import launch
+    from reports.commands import launch
     assert launch.time_limit(600) == 16 and launch.time_limit(3600) == 71     # 10% and 5 minutes over --timeout-s
     assert launch.sbatch_extra(["--constraint=a100", "--requeue", "--comment=a=b c"]) == \
         {"constraint": "a100", "requeue": True, "comment": "a=b c"}

@@ -118,7 +118,7 @@ def test_what_the_startup_leaves_in_a_modes_first_case_is_stated():
 
     import pandas as pd
 
-    from reports.analysis import replicates
+    from reports.conclusions import replicates
     from reports.rendering import document
 
     def rec(proc, order, case, mode, first, cache="cold", valid=True):
@@ -239,7 +239,7 @@ def test_a_case_timed_on_a_busy_machine_is_measured_again_once_the_hog_stops(ben
 
 def test_a_case_that_stays_busy_is_left_out_and_counted_on_page_one(benchmark, monkeypatch, hog, tmp_path):
     import reports
-    from reports.analysis import findings, replicates
+    from reports.conclusions import findings, replicates
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
     t0 = time.perf_counter()

@@ -57,10 +57,10 @@ def test_a_tally_reads_the_same_in_every_process():
     import subprocess
     import sys
 
-    from reports.analysis.bullets import tally
+    from reports.measures.bullets import tally
     assert tally(["torch", "jax", "torch", "tensorflow", "torch", "torch"]) == [("torch", 4), ("jax", 1),
                                                                                  ("tensorflow", 1)]
-    code = "from reports.analysis.bullets import tally; print(tally(['jax', 'tensorflow', 'torch', 'b', 'a']))"
+    code = "from reports.measures.bullets import tally; print(tally(['jax', 'tensorflow', 'torch', 'b', 'a']))"
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
     assert len(outs) == 1 and "('jax', 1), ('tensorflow', 1), ('torch', 1)" in outs.pop()

@@ -4,11 +4,11 @@ on) from the launcher's environment, and the result document the run's rank 0 wr
 
 One process per device, as a user who outgrows one machine runs it: started by the cluster
 (`srun --ntasks=N`, Slurm's environment) or, on one machine, by fwbench's own launcher
-(reports/running/distributed.py, FWBENCH_DIST_* variables), then joined by each
+(reports/commands/distributed.py, FWBENCH_DIST_* variables), then joined by each
 framework's own distributed runtime (frameworks/<fw>/distributed.py: torch.distributed from
 the environment, jax.distributed.initialize, MultiWorkerMirroredStrategy from TF_CONFIG).
 The program every rank runs is frameworks/harness/distributed.py (`python -m
-frameworks.distributed`); the report reads the documents (reports/analysis/distributed.py).
+frameworks.distributed`); the report reads the documents (reports/measures/distributed.py).
 
 Ports: the runtime's coordinator listens on `port` at rank 0's host (torch's store, JAX's
 coordination service); TensorFlow's workers each listen on `port + rank` (ranks sharing a
@@ -28,7 +28,7 @@ from workloads.base import FwbenchError
 KIND = "fwbench-distributed"      # a distributed result document's `kind`
 SCHEMA = 1
 FOLDER = "distributed"            # the run folder's sub-folder of distributed documents
-# The variables fwbench's local launcher sets (reports/running/distributed.py).
+# The variables fwbench's local launcher sets (reports/commands/distributed.py).
 RANK, SIZE, HOSTS, PORT = "FWBENCH_DIST_RANK", "FWBENCH_DIST_SIZE", "FWBENCH_DIST_HOSTS", "FWBENCH_DIST_PORT"
 # Seconds a runtime waits for its peers (to join, and inside a collective) before it fails;
 # FWBENCH_DIST_TIMEOUT_S sets another (peer_timeout_s).

@@ -1,6 +1,6 @@
 """The harness's options, declared once (issue 20): the pytest plugin adds them
 (frameworks.pytest_plugin), checks and reads them into frameworks.harness.options.Options; `fwbench
-run` (reports.cli) takes the user-facing ones into reports.running.runner.RunOptions and
+run` (reports.commands.cli) takes the user-facing ones into reports.commands.runner.RunOptions and
 passes them to each framework's pytest process (argv). Both dataclasses are made from HARNESS
 (`fields`), so a new option is one Option here and the code that reads it. Framework-free.
 
@@ -116,7 +116,7 @@ HARNESS: tuple[Option, ...] = (
 
 # Processes per framework (the unit of replication) and timed rounds per case in a full
 # `fwbench run` (issue 30; docs/design/statistics.md, "Allocation"; `python -m
-# reports.analysis.variance --allocation docs/measurements/allocation-basis-xeon` prints the
+# reports.conclusions.variance --allocation docs/measurements/allocation-basis-xeon` prints the
 # options): simulated with the variance components of the run they were chosen on (then the
 # committed example, a 2-core Intel Xeon), 7 warm processes call a
 # true 20% difference between frameworks "faster" in 83% of tasks (5: 66%), with any false
@@ -127,7 +127,7 @@ HARNESS: tuple[Option, ...] = (
 # over a framework's cases has degrees of freedom.
 RUN_COLD, RUN_WARM = 2, 7
 RUN_ROUNDS = 4
-# Side by side (reports.running.sets, fwbench run's default): cold and warm sets, cycles of blocks
+# Side by side (reports.commands.sets, fwbench run's default): cold and warm sets, cycles of blocks
 # per task in each set, and a block's length (docs/design/statistics.md, "Allocation, side by
 # side"). Six sets: with fewer, the t quantile at the Holm levels (df = sets - 1) swamps any gain
 # from more cycles; two of them cold, so a cold first call has a spread pooled over a mode's cases
@@ -146,7 +146,7 @@ def device_defaults(device: str | None, quick: bool = False) -> dict[str, Any]:
     (GPT-2 124M at batch 12, the DDPM paper's CIFAR-10 UNet at its batch 128), fp32 (TF32 off:
     --matmul-precision highest) and bf16 both, rounds sized by the time budget (a GPU step of
     these presets is milliseconds to a second, so a fixed round count would be too few or too
-    long); --quick on a GPU keeps the GPU presets and runs fewer processes (reports/cli.py),
+    long); --quick on a GPU keeps the GPU presets and runs fewer processes (reports/commands/cli.py),
     never the tiny ones, which only measure launch overhead there."""
     if device in GPU_DEVICES:
         return {"preset": "gpt=gpt2,diffusion=ddpm-cifar", "precision": "fp32,bf16", "rounds_by_budget": True}

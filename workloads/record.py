@@ -242,7 +242,7 @@ RUN_INFO: dict[str, str] = {
                  "the same in every framework's process, so it keys the machine",
     "devices": "devices of this process's placement (data parallel over them when more than 1)",
     "simulated_devices": "true when those devices are simulated on the CPU",
-    "job": "{host, start, end, job_id} of a process run as a submitit job (reports.running.launch)",
+    "job": "{host, start, end, job_id} of a process run as a submitit job (reports.commands.launch)",
     "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.harness.machine.BF16_FLAGS "
                  "(null: unread)",
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
@@ -266,7 +266,7 @@ RUN_INFO: dict[str, str] = {
     "compiler_startup": "{'framework/mode': seconds}: the process's compiler start-up in each compiled mode it "
                         "ran, a throw-away program compiled before the mode's first case "
                         "(frameworks.harness.timing.compiler_startup), so no case's first call carries it",
-    # written by fwbench run's coordinator after the process ended (reports.running.sets)
+    # written by fwbench run's coordinator after the process ended (reports.commands.sets)
     "set": "index of the process set this process belonged to (its configurations were timed side by side with "
            "the set's other processes'); absent in a lone process",
     "set_role": "cold / warm: the set's caches started empty or as the run's filled folder",

@@ -1,6 +1,6 @@
 """The program every rank of a multi-process data-parallel run executes (issue 43), as
 `python -m frameworks.distributed` (frameworks/distributed.py parses its options), started
-once per device by srun or by fwbench's local launcher (reports/running/distributed.py).
+once per device by srun or by fwbench's local launcher (reports/commands/distributed.py).
 
 Every rank, in step with the others (the framework's own barrier between phases):
 

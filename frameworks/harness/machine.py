@@ -79,7 +79,7 @@ def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
     it: the same machine type), `host` the name it ran on. The framework versions, also part
     of what a number depends on, are in every file's `frameworks` (each process records its
     own framework's, so they cannot key a machine). Reports never state a ratio between
-    numbers of different machines (reports.analysis.data.machine_groups)."""
+    numbers of different machines (reports.measures.data.machine_groups)."""
     import socket
     # the GPU as nvidia-smi names it, the same in every framework's process (the frameworks'
     # own names differ, and one that failed to start its GPU client names none)
@@ -203,7 +203,7 @@ def node_info() -> dict[str, Any]:
 
 def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
     """The machine part of machine_info for a result file that `fwbench run` rebuilds after
-    its benchmark process ended early (reports.running.runner.host_info runs this in a fresh
+    its benchmark process ended early (reports.commands.runner.host_info runs this in a fresh
     process, after set_threads, at the same thread count): CPU, C heap policy, CPUs, commit, the GEMM rate
     on the CPU, and the framework's modes (so modes it lacks become `unsupported`)."""
     info: dict[str, Any] = {"cpu": cpu_name(), "allocator": configure_allocator(),

@@ -35,7 +35,7 @@ class Session:
 
     def node(self) -> dict[str, Any]:
         """The machine this process runs on, for fwbench run's event stream
-        (reports.running.pytest_events), read once."""
+        (reports.util.pytest_events), read once."""
         if not hasattr(self, "_node"):
             self._node = self.describe_node()
         return self._node

@@ -1,6 +1,6 @@
 """Side by side: a benchmark process of a set (`fwbench run`'s design, docs/design/statistics.md)
 whose configurations of each task take turns with those of the other processes of its set, one
-block of calls at a time, at the word of the set's coordinator (reports.running.sets). Without a
+block of calls at a time, at the word of the set's coordinator (reports.commands.sets). Without a
 coordinator (`pytest --benchmark-only` alone) nothing here runs and a case is timed as before.
 
 In a set, the process runs its cases task by task, in the task order every process of the set

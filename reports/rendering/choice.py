@@ -1,8 +1,8 @@
 """The choice per job and the claims, drawn (issue 28): the Summary's page-1 blocks (the job
 table, the claims table, the --quick warning) and the section "The choice per job" (the
 Pareto fronts of steady step against first call, as a table and a figure per workload, and
-every task's jobs with a warm cache). The numbers come from reports.analysis.jobs and
-reports.analysis.claims; nothing here computes a cost.
+every task's jobs with a warm cache). The numbers come from reports.conclusions.jobs and
+reports.conclusions.claims; nothing here computes a cost.
 """
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from reports.analysis import claims, jobs, stats
-from reports.analysis.data import framework_order
-from reports.rendering import escape
+from reports.conclusions import claims, jobs
+from reports.measures import stats
+from reports.measures.data import framework_order
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Block, figure_block
+from reports.util import escape
 
 PANELS_PER_ROW = 4
 

@@ -6,7 +6,7 @@ ways (reports.rendering.formats).
     tables.tex    every table as a booktabs `table` environment, ready for \\input
     paper.tex     the article (reports.rendering.latex)
     data.csv      the tidy frame (without the per-round times): same JSON in, same bytes out
-    cases.csv     one row per case, its processes pooled (reports.analysis.replicates.cases)
+    cases.csv     one row per case, its processes pooled (reports.conclusions.replicates.cases)
 
 The blocks come from the registered sections (reports.rendering.sections, each drawing half
 beside its judging half in reports.sections), the report's generic parts
@@ -25,10 +25,11 @@ from typing import Any
 import pandas as pd
 
 from reports import sections
-from reports.analysis import claims, controls, findings, narrative, peers, replicates, stats, summary
-from reports.analysis import data as rdata
-from reports.analysis.data import TIMED, finite
-from reports.analysis.jobs import Job
+from reports.conclusions import claims, findings, narrative, replicates, summary
+from reports.conclusions.jobs import Job
+from reports.measures import controls, peers, stats
+from reports.measures import data as rdata
+from reports.measures.data import TIMED, finite
 from reports.rendering import bibliography, choice, figures, latex
 from reports.rendering import paper as paper_
 from reports.rendering import sections as drawings
@@ -48,7 +49,7 @@ from reports.rendering.parts import (
     without_empty_columns,
 )
 from reports.rendering.sections.common import Block
-from reports.running import atomic
+from reports.util import atomic
 from workloads.framework_facts import FACTS
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
@@ -356,7 +357,7 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     parts in the order a reader meets them: the introduction, the Summary, each section's
     workload, the model workloads' results, replication, compilation, findings, the choice
     per job, what did not run, the method and the appendices (the weighted concerns last).
-    jobs: the reader's own (--job), else analysis.jobs' defaults; records: the records before
+    jobs: the reader's own (--job), else conclusions.jobs' defaults; records: the records before
     aggregation (the side-by-side blocks, the A/A controls), where df is already aggregated."""
     records = df if records is None else records
     ctrl = controls.aa(records, margin)
@@ -416,7 +417,7 @@ def _set_walls(sets: pd.DataFrame) -> str:
 
 
 def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> list[Block]:
-    """The side-by-side design's own checks (reports.analysis.controls): the A/A controls, the
+    """The side-by-side design's own checks (reports.measures.controls): the A/A controls, the
     false alarms among them and the position effect; nothing for files from before sets."""
     if "set" not in records.columns or not records["set"].map(rdata.finite).any():
         return []
@@ -457,7 +458,7 @@ def side_blocks(records: pd.DataFrame, ctrl: pd.DataFrame, margin: float) -> lis
 
 def peer_blocks(df: pd.DataFrame) -> list[Block]:
     """Fairness as a number: per framework, its implementations against their peers, from the
-    latest peers table for each device kind of the run (reports.analysis.peers)."""
+    latest peers table for each device kind of the run (reports.measures.peers)."""
     b: list[Block] = []
     fws = rdata.framework_order(df["framework"])
     for device in sorted(set(df["device"].dropna())):
@@ -694,7 +695,7 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
 
 
 def paper_text(cases: pd.DataFrame, blocks: list[Block], jobs: list[Job] | None = None) -> paper_.Text:
-    """What paper.tex says beyond the report's blocks (reports.analysis.narrative), for this run."""
+    """What paper.tex says beyond the report's blocks (reports.conclusions.narrative), for this run."""
     df = sections.judged_in_report(cases)
     fam = findings.family_of(cases)
     ct = next((b[1] for b in blocks if b[0] == "table" and b[3] == "claims"), None)

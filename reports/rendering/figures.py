@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the tidy frame of analysis.data, each saved as PNG and PDF.
+"""The report's figures, drawn from the tidy frame of measures.data, each saved as PNG and PDF.
 
 Every function serves every workload: panels are laid out by the record's fields (a row
 of panels per workload, a panel per task), bars by mode and framework, labels from the
@@ -32,7 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from reports.analysis.data import (
+from reports.measures.data import (
     OP_BY_OP_EAGER,
     TIMED,
     finite,
@@ -41,7 +41,7 @@ from reports.analysis.data import (
     mode_order,
     not_applicable,
 )
-from reports.rendering import escape
+from reports.util import escape
 from workloads.framework_facts import FACTS
 from workloads.record import MODES
 

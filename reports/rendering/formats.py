@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from reports.rendering import escape, latex
+from reports.rendering import latex
 from reports.rendering.sections.common import Block
+from reports.util import escape
 
 
 def _text(x: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.rendering import escape
+from reports.util import escape
 
 PACKAGES = r"\usepackage{booktabs,longtable,array,pdflscape}"
 # after these (escaped) characters a cell may break its line; \allowbreak adds no space

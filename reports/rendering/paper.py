@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.analysis import claims, stats
-from reports.analysis.data import TIMED
-from reports.rendering import bibliography, escape, latex
+from reports.conclusions import claims
+from reports.measures import stats
+from reports.measures.data import TIMED
+from reports.rendering import bibliography, latex
 from reports.rendering.parts import CAVEATS, DETAILS_LABEL
+from reports.util import escape
 
 RECOMMENDATION = "Recommendation for "       # summary.recommendation's first words (page 1's first paragraph)
 APPENDIX_TITLES = {"Results": "Further results", "Method": "The method in full"}   # not the main text's names
@@ -99,7 +101,7 @@ class Meta:
 
 @dataclass
 class Text:
-    """What the paper says that the report's blocks do not hold (reports.analysis.narrative's)."""
+    """What the paper says that the report's blocks do not hold (reports.conclusions.narrative's)."""
     abstract: list[str]
     provenance: str
     work: str

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import bullets, findings, stats, summary
-from reports.analysis import data as rdata
-from reports.analysis.data import TIMED, finite
+from reports.conclusions import findings, summary
+from reports.measures import bullets, stats
+from reports.measures import data as rdata
+from reports.measures.data import TIMED, finite
 from reports.rendering.sections.common import Block, figure_block
 
 DETAILS_LABEL = "summary-details"   # the table under the Summary's bullets (paper.article keeps it there)
@@ -285,7 +286,7 @@ def missing_blocks(df: pd.DataFrame, missing: dict[str, str], short: list[str], 
 
 
 def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, answer: list[Block]) -> list[Block]:
-    """The Summary: what the data support (analysis.summary, then the sentences of sections
+    """The Summary: what the data support (conclusions.summary, then the sentences of sections
     judged from every case in a family of their own, such as scale-out's), the answer (the
     choice per job and the claims: rendering.choice.page_one), the per-mode table, then the
     scope of the run."""

@@ -2,25 +2,23 @@
 findings, score and concern, Summary sentences, per-process fields, and for a case axis the
 comparison of each variant with its baseline) is registered here; its drawing half (title,
 tables, figures, prose, method text) in reports.rendering.sections, under the same name.
-reports.analysis (findings and ranking, Summary, replicates) and the command line read
+reports.conclusions (findings and ranking, Summary, replicates) and the command line read
 SECTIONS; the document reads both halves.
 
     dynamic       workload axis: dynamic shapes, requests of varying shapes (workloads/dynamic.py)
     interop       workload axis: what could not be compiled, Python mixed with tensors (workloads/interop.py)
     derivatives   workload axis: higher-order derivatives and vmap (workloads/derivatives.py)
     serving       workload axis: deployable artefacts against the development path, claim 6 (workloads/serving.py)
-    precision     case axis: bf16 against fp32 (workloads/precision.py; reports.analysis.precision)
-    scaleout      case axis: data parallel against one device (workloads/parallel.py; reports.analysis.scaleout)
+    precision     case axis: bf16 against fp32 (workloads/precision.py; reports.measures.precision)
+    scaleout      case axis: data parallel against one device (workloads/parallel.py; reports.measures.scaleout)
 
 The model workloads (gpt, diffusion: every workload without a section), at every case
 axis' baseline, are the report's generic tables and figures. A new section is one module
 here that ends in `SECTION = Section(...)`, its SECTION added below in the order of the
 report, and its drawing half (reports/rendering/sections/).
 
-Layers (tests/test_cli_fwbench.py reads them from the code): reports.analysis's measures
-(stats, data, verdicts, precision, scaleout, ...) < these judging halves < the analysis
-that reads them (replicates, findings, summary, ...) < reports.rendering (the drawing
-halves, then the document); see docs/ARCHITECTURE.md.
+This folder is one layer of reports.LAYERS: a judging half imports reports.measures and
+reports.util only; reports.conclusions and reports.rendering read it (docs/ARCHITECTURE.md).
 """
 from __future__ import annotations
 

@@ -5,13 +5,13 @@ reads this half, never the other way round.
 
 A section reads records by field name and tolerates a field being absent: it appears when
 it has cases, and a table or figure whose fields are missing is a one-line note instead,
-never an error. It works on reports.analysis.replicates.cases (one row per case, processes
+never an error. It works on reports.conclusions.replicates.cases (one row per case, processes
 pooled); per-process scalars (a stream's cold pass, peak memory) come as `procs_<field>`
 ({process: value}, the fields a Section names in `per_process`), so that intervals over
 processes and the replication rule (stats.decided) apply to them as to step times. Its
 findings state verdicts against the report's margin (stats.verdict) under the report's one
-error rate (the stats.Family that reports.analysis.findings.report_family makes), through
-reports.analysis.verdicts; a section with `own_family` (scale-out) judges in a family of
+error rate (the stats.Family that reports.conclusions.findings.report_family makes), through
+reports.measures.verdicts; a section with `own_family` (scale-out) judges in a family of
 its own.
 
 Two kinds of section share this class:
@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from reports.analysis import stats
+from reports.measures import stats
 
 SHORT = 60                 # characters of a reason inside a matrix cell
 

@@ -18,10 +18,10 @@ import re
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.bullets import Finding
-from reports.analysis.data import TIMED, finite
-from reports.analysis.verdicts import fastest_per_framework, judge, judge_scalar, pairs, versus
+from reports.measures import stats
+from reports.measures.bullets import Finding
+from reports.measures.data import TIMED, finite
+from reports.measures.verdicts import fastest_per_framework, judge, judge_scalar, pairs, versus
 from reports.sections.common import (
     Lacking,
     Section,

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.bullets import Finding, tally
-from reports.analysis.data import TIMED, finite, framework_order
-from reports.analysis.verdicts import judge_scalar, pairs, procs
+from reports.measures import stats
+from reports.measures.bullets import Finding, tally
+from reports.measures.data import TIMED, finite, framework_order
+from reports.measures.verdicts import judge_scalar, pairs, procs
 from reports.sections.common import (
     Lacking,
     Section,

@@ -15,9 +15,9 @@ import math
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.bullets import Finding
-from reports.analysis.data import TIMED, finite, framework_order
+from reports.measures import stats
+from reports.measures.bullets import Finding
+from reports.measures.data import TIMED, finite, framework_order
 from reports.sections.common import Lacking, Section, has_mode
 
 # interop outcomes (workloads/interop.py) and the status each is recorded with; records

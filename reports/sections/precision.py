@@ -1,5 +1,5 @@
 """The precision section's judging half (a case axis: workloads/precision.py): every case
-at a precision other than fp32 against the same case at fp32 (reports.analysis.precision,
+at a precision other than fp32 against the same case at fp32 (reports.measures.precision,
 paired over the processes that ran both). Its comparisons join the report's family; their
 verdicts are in its table (reports.rendering.sections.precision), so it states no findings
 list. The model workloads' comparisons, scores and Summary read the fp32 cases (baseline).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.analysis import precision, stats
+from reports.measures import precision, stats
 from reports.sections.common import Lacking, Section
 
 

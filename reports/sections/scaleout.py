@@ -1,5 +1,5 @@
 """The scale-out section's judging half (a case axis: workloads/parallel.py): data-parallel
-train steps against the same step on one device (reports.analysis.scaleout), judged in a
+train steps against the same step on one device (reports.measures.scaleout), judged in a
 Holm family of the section's own, from every case. Every other comparison of the report
 reads the one-device cases (baseline); its tables and prose are its drawing half
 (reports.rendering.sections.scaleout).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.analysis import scaleout, stats
+from reports.measures import scaleout, stats
 from reports.sections.common import Lacking, Section
 
 

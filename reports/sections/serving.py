@@ -13,7 +13,7 @@ engine") is answered by claim6(), which the claims table reads.
 
 A case's path is its record's serve_kind (development, artefact, other engine). Ratios of
 per-process scalars (latency percentiles, throughput, cold start) are judged over processes
-in the report's family (reports.analysis.verdicts: one comparison wherever it is stated).
+in the report's family (reports.measures.verdicts: one comparison wherever it is stated).
 """
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite, framework_order
-from reports.analysis.verdicts import name, proc_est, procs
+from reports.measures import stats
+from reports.measures.data import TIMED, finite, framework_order
+from reports.measures.verdicts import name, proc_est, procs
 from reports.sections.common import Lacking, Section
 
 DEVELOPMENT, ARTEFACT, OTHER_ENGINE = "development", "artefact", "other engine"
-# the claims table's words (reports.analysis.claims)
+# the claims table's words (reports.conclusions.claims)
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_RUN = "supported", "not supported", "inconclusive", "not tested in this run"
 INDICATIVE = " (indicative)"
 CLAIM_FRAMEWORK = "torch"
@@ -44,7 +44,7 @@ RULE = ("per task and measure (latency p50 at batch 1; best offline throughput),
         "claim's way beyond the margin, else the other way; indicative); supported where more than half the "
         "comparisons go the claim's way, not supported where more than half go the other way, inconclusive "
         "otherwise")
-# an own-against-other verdict from the other-against-own one (reports.analysis.claims' Side reads the former)
+# an own-against-other verdict from the other-against-own one (reports.conclusions.claims' Side reads the former)
 FLIPPED = {stats.FASTER_M: stats.SLOWER_M, stats.FASTER: stats.SLOWER, stats.SLOWER: stats.FASTER,
            stats.SLOWER_M: stats.FASTER_M}
 
@@ -61,7 +61,7 @@ def kind(r: pd.Series) -> str:
 
 def served(d: pd.DataFrame) -> pd.DataFrame:
     """The cases that served (timed, with a latency in a process the report keeps: a case timed
-    only on a busy machine decides nothing, reports.analysis.replicates)."""
+    only on a busy machine decides nothing, reports.conclusions.replicates)."""
     if d.empty or "latency_p50_s" not in d.columns:
         return d.iloc[:0]
     kept = [r["status"] in TIMED and r.get("busy") is not True and bool(procs(r, "latency_p50_s"))
@@ -97,7 +97,7 @@ class Claim6:
     in this run; "(indicative)" after it where a comparison rests on fewer than 3 processes),
     what was measured in words, a caveat, the device and sizes, `table` (a row per framework and
     task: see claim6) and `sides`: per comparison of the claim's framework, (label, x, verdict)
-    as reports.analysis.claims' Side takes them: x = its best artefact's time over the other
+    as reports.conclusions.claims' Side takes them: x = its best artefact's time over the other
     engine's (above 1 the claim's way), verdict that of its artefact against the other engine
     (stats' verdict key; None for point estimates)."""
     verdict: str
@@ -109,7 +109,7 @@ class Claim6:
     sides: tuple[tuple[str, float, str | None], ...] = ()
 
     def answer(self) -> tuple[str, str, str]:
-        """(verdict, what was measured, caveat): a row of reports.analysis.claims' table."""
+        """(verdict, what was measured, caveat): a row of reports.conclusions.claims' table."""
         return self.verdict, self.what, self.caveat
 
 
@@ -160,7 +160,7 @@ def compared(d: pd.DataFrame, fam: stats.Family) -> tuple[list[dict[str, object]
 def claim6(df: pd.DataFrame, fam: stats.Family, framework: str = CLAIM_FRAMEWORK) -> Claim6:
     """Claim 6, "PyTorch is excellent for development, but production inference is best run in
     a different framework or engine" (Luitjens), from the serving workload's cases (rows of
-    reports.analysis.replicates.cases; other workloads' rows are ignored).
+    reports.conclusions.replicates.cases; other workloads' rows are ignored).
 
     Pieces (`table`, a row per framework and task): the framework's best development path, its
     best artefact (its own deployable export) and its ONNX export in ONNX Runtime, each as

@@ -16,12 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from reports import sections
-from reports.analysis import data as rdata
-from reports.analysis import stats
-from reports.rendering import escape, figures
+from reports.measures import data as rdata
+from reports.measures import stats
+from reports.rendering import figures
 from reports.rendering.sections import derivatives, dynamic, interop, precision, scaleout, serving
 from reports.rendering.sections.common import Block, Drawing, figure_block
 from reports.sections.common import Section, has, missing_note
+from reports.util import escape
 
 DRAWINGS: dict[str, Drawing] = {d.name: d for d in (dynamic.DRAWING, interop.DRAWING, derivatives.DRAWING,
                                                      serving.DRAWING, precision.DRAWING, scaleout.DRAWING)}

@@ -1,7 +1,7 @@
 """What every section's drawing half uses: the `Drawing` it registers (its registry is
 reports.rendering.sections, keyed by the names of reports.sections.SECTIONS), its `Table`s
 and `Plot`s, the document's `Block`s, and the helpers the drawings share. A drawing reads
-its judging half (reports.sections) and reports.analysis; nothing below reads a drawing.
+its judging half (reports.sections), the measures and the conclusions; nothing below reads a drawing.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from reports.analysis import stats
+from reports.measures import stats
 from reports.rendering import figures as F
 from reports.sections.common import Lacking
 

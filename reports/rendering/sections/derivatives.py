@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports.analysis.data import TIMED, finite, framework_order, mode_order
+from reports.measures.data import TIMED, finite, framework_order, mode_order
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, has_mode, short, strategy_label

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite, framework_order
-from reports.analysis.verdicts import procs
+from reports.measures import stats
+from reports.measures.data import TIMED, finite, framework_order
+from reports.measures.verdicts import procs
 from reports.rendering import figures as F
 from reports.rendering.sections.common import MARKS, Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, missing_note, strategy_label

@@ -12,8 +12,8 @@ from typing import Callable
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite, framework_order, mode_order
+from reports.measures import stats
+from reports.measures.data import TIMED, finite, framework_order, mode_order
 from reports.rendering.sections.common import Drawing, Table
 from reports.sections.common import Lacking, has_mode, short
 from reports.sections.interop import _as_written, _rewritten, outcome

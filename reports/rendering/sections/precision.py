@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.analysis import precision, stats
+from reports.measures import precision, stats
 from reports.rendering.sections.common import Block, Drawing
 
 
 def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """bf16 against fp32 where a run has both (reports.analysis.precision)."""
+    """bf16 against fp32 where a run has both (reports.measures.precision)."""
     t = precision.table(df, fam)
     if t.empty:
         return []

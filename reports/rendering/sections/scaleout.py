@@ -2,7 +2,7 @@
 framework's data parallel in words, weak scaling, exposed communication, the slowdown split
 into its non-communication and communication factors, per-device state memory, what a step
 communicates, the equivalence checks and placement, and published results for orientation;
-then data parallel across processes (issue 43: reports.analysis.distributed), the alpha-beta
+then data parallel across processes (issue 43: reports.measures.distributed), the alpha-beta
 fit and the model's predictions, with the model's curves as one figure (model_figure)."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports.analysis import distributed, scaleout, stats
-from reports.analysis.data import framework_order
+from reports.measures import distributed, scaleout, stats
+from reports.measures.data import framework_order
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Block, Drawing, Plot
 from workloads import commmodel
@@ -21,8 +21,8 @@ MODEL_FIGURE = "scaleout-model"
 
 
 def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
-    """Data-parallel train steps against one device (reports.analysis.scaleout), then across
-    processes (reports.analysis.distributed)."""
+    """Data-parallel train steps against one device (reports.measures.scaleout), then across
+    processes (reports.measures.distributed)."""
     docs = distributed.documents(df)
     if not scaleout.has(df):
         return [("h", 2, "Scale-out: data parallel"), *process_blocks(docs)] if docs else []

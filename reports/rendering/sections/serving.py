@@ -18,9 +18,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite, framework_order, mode_order
-from reports.analysis.verdicts import procs
+from reports.measures import stats
+from reports.measures.data import TIMED, finite, framework_order, mode_order
+from reports.measures.verdicts import procs
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Drawing, Plot, Table
 from reports.sections.common import Lacking, short

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.data import finite
+from reports.measures import stats
+from reports.measures.data import finite
 
 
 def name(r: pd.Series) -> str:

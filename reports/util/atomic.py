@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from reports.running import signals
+from reports.util import signals
 from workloads.base import FwbenchError
 
 

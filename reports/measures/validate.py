@@ -64,11 +64,11 @@ MACHINE_TYPES: dict[str, tuple[type, ...]] = {
     # the machine's fingerprint (frameworks.harness.machine.machine_fingerprint) and placement
     "machine_id": (str,), "host": (str,), "cores": (int,), "isa_flags": (list,), "driver": (str,),
     "gpu_model": (str,), "devices": (int,),
-    # the scheduler's job that ran the process (reports.running.launch.job_info): id, host, start, end
+    # the scheduler's job that ran the process (reports.commands.launch.job_info): id, host, start, end
     "job": (dict,),
     # the compiler's start-up per compiled mode: {"framework/mode": seconds}
     "compiler_startup": (dict,),
-    # the process's place in its set (reports.running.sets): set index, cold or warm, start position,
+    # the process's place in its set (reports.commands.sets): set index, cold or warm, start position,
     # whether it is the set's control (a second process of one framework), and which of the two is
     # the control comparison's reference in this set
     "set": (int,), "set_role": (str,), "start_position": (int,), "control": (bool,), "control_reference": (str,),
@@ -203,7 +203,7 @@ def _short(v: Any, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-# fwbench.blocks (a set's blocks: reports.running.sets): field -> accepted types
+# fwbench.blocks (a set's blocks: reports.commands.sets): field -> accepted types
 BLOCK_TYPES: dict[str, tuple[type, ...]] = {
     "set": (int,), "cycle": (int,), "position": (int,), "calls": (int,), "seconds": (int, float),
     "compilations": (int,), "label": (str,), "task": (str,), "workload": (str,), "mode": (str,),

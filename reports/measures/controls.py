@@ -1,4 +1,4 @@
-"""What the side-by-side design measures about itself (reports.running.sets): the A/A controls and
+"""What the side-by-side design measures about itself (reports.commands.sets): the A/A controls and
 the position effect.
 
 An A/A control: every set runs one framework's process twice (the control process), so each of
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite
+from reports.measures import stats
+from reports.measures.data import TIMED, finite
 
 
 def _logs_by_cycle(r: pd.Series) -> dict[int, float]:

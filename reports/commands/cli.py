@@ -47,7 +47,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# --weights' help names the concerns (reports.analysis.findings.CONCERNS: the model workloads'
+# --weights' help names the concerns (reports.conclusions.findings.CONCERNS: the model workloads'
 # three, then one per section of reports.sections), filled in only when help is printed
 # (HelpFormatter): the sections import pandas and matplotlib, which a command need not wait for.
 WEIGHTS_HELP = ("framework-choice weights, e.g. throughput=2,compile=1 (an unnamed concern weighs 1); concerns: "
@@ -58,7 +58,7 @@ def concerns_text() -> str:
     """'throughput, compile, ..., dynamic, ... (dynamic: dynamic shapes, ...)': every concern
     --weights takes, and what each section's concern is called in the report."""
     from reports import sections
-    from reports.analysis.findings import CONCERNS
+    from reports.conclusions.findings import CONCERNS
     return (", ".join(CONCERNS) + " (" + ", ".join(f"{s.concern}: {s.concern_label}" for s in sections.SECTIONS
                                                                     if s.concern)
             + ")")
@@ -72,7 +72,7 @@ class HelpFormatter(argparse.HelpFormatter):
         return text.replace("{concerns}", concerns_text()) if text and "{concerns}" in text else text
 
 def _frameworks_arg(values: list[str] | None) -> tuple[str, ...] | None:
-    from reports.running.runner import FRAMEWORKS
+    from reports.commands.runner import FRAMEWORKS
     if not values:
         return None
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
@@ -111,7 +111,7 @@ def _option(o: options.Option) -> Any:
 def _path(text: str) -> Path:
     """A path argument, made absolute against the working directory at start (the run's
     processes and jobs run elsewhere)."""
-    from reports.running.atomic import absolute
+    from reports.util.atomic import absolute
     return absolute(text)
 
 
@@ -148,7 +148,7 @@ def _margin(text: str) -> float:
 
 
 def make_parser() -> Parser:
-    from reports.running import launch
+    from reports.commands import launch
     p = Parser(prog="fwbench", description="Equal-work benchmarks of PyTorch, JAX and TensorFlow, and their reports.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
@@ -264,7 +264,7 @@ def make_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports.running import signals
+    from reports.util import signals
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
@@ -273,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FwbenchError as e:
         print(f"fwbench {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.running.signals)
+    except KeyboardInterrupt as e:      # SIGINT, SIGTERM or SIGHUP (reports.util.signals)
         sig = signals.of(e)
         print(f"fwbench {args.command}: interrupted by {sig.name}", file=sys.stderr)
         return sig.exit_code
@@ -286,9 +286,10 @@ def _warn(cmd: str, problems: list[str]) -> None:
 
 def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
             margin: float | None = None, job_texts: list[str] | None = None, meta: Any = None) -> int:
-    from reports.analysis import data, findings, jobs, replicates
+    from reports.conclusions import findings, jobs, replicates
+    from reports.measures import data
     from reports.rendering import document
-    from reports.running.atomic import safe_write
+    from reports.util.atomic import safe_write
     weights = findings.parse_weights(weights_text)      # before the slow part: a typo fails fast
     job_list = [jobs.parse_job(j) for j in job_texts or []] or None
     df = data.load(results)
@@ -316,8 +317,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from reports.analysis import findings
-    from reports.running import runner, sets
+    from reports.commands import runner, sets
+    from reports.conclusions import findings
     findings.parse_weights(args.weights)
     chosen = _frameworks_arg(args.framework)
     fws = chosen or runner.FRAMEWORKS
@@ -356,7 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     progress = runner.Progress()
     if args.processes_per_case:     # one process per device, N per job step: documents of their own (issue 43)
-        from reports.running import distributed
+        from reports.commands import distributed
         distributed.run(opts, args.out, progress)
         return distributed.finish(args.out, progress, time.monotonic() - t0)
     written = sets.run(opts, args.out, progress)
@@ -373,9 +374,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _slurm_options(args: argparse.Namespace) -> Any:
-    """The Slurm options of `fwbench run` (reports.running.launch.SlurmOptions); refused with the
+    """The Slurm options of `fwbench run` (reports.commands.launch.SlurmOptions); refused with the
     local launcher, whose processes are no jobs."""
-    from reports.running import launch
+    from reports.commands import launch
     opts = launch.SlurmOptions(partition=args.partition, account=args.account, qos=args.qos, time=args.time,
                                gpus_per_node=args.gpus_per_node, mem=args.mem, sbatch=args.sbatch)
     launch.sbatch_extra(opts.sbatch)            # a malformed pass-through fails before anything runs
@@ -386,9 +387,10 @@ def _slurm_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from reports.analysis import compare, stats
-    from reports.rendering import escape
-    from reports.running.atomic import safe_write
+    from reports.conclusions import compare
+    from reports.measures import stats
+    from reports.util import escape
+    from reports.util.atomic import safe_write
     t = compare.compare(args.old, args.new, stats.MARGIN if args.margin is None else args.margin)
     empty = [side for side, n in t.attrs["records"].items() if n == 0]
     if empty:       # one line: what each empty side's problems were
@@ -416,7 +418,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     so that reports imports neither a framework nor the frameworks package."""
     import subprocess
 
-    from reports.running.runner import CHECKOUT
+    from reports.commands.runner import CHECKOUT
     rc = subprocess.run([sys.executable, "-m", "frameworks.env"], cwd=CHECKOUT).returncode
     return rc if rc >= 0 else 128 - rc          # killed by signal N: 128 + N, as a shell says
 

@@ -56,9 +56,9 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import stats
-from reports.analysis.data import TIMED, finite, framework_order
-from reports.analysis.verdicts import proc_est
+from reports.measures import stats
+from reports.measures.data import TIMED, finite, framework_order
+from reports.measures.verdicts import proc_est
 from reports.sections.dynamic import hit_limit, served_cost
 from workloads.base import FwbenchError
 

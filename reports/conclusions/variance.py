@@ -1,8 +1,8 @@
 """Variance components of a set of runs, and the allocation of processes and rounds they
 imply (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 
-    python -m reports.analysis.variance RESULTS...           # the components
-    python -m reports.analysis.variance --allocation FOLDER  # simulated reports per allocation (issue 30)
+    python -m reports.conclusions.variance RESULTS...           # the components
+    python -m reports.conclusions.variance --allocation FOLDER  # simulated reports per allocation (issue 30)
 
 Per case with two or more warm processes, on the log scale (so each is about a relative SD):
 
@@ -34,11 +34,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.analysis import replicates, stats
-from reports.analysis.data import TIMED
+from reports.conclusions import replicates
+from reports.measures import stats
+from reports.measures.data import TIMED
 from workloads import options
 
-GAP_S = 0.1     # the coordinator's pause before each block (reports.running.sets.GAP_S; running sits above)
+GAP_S = 0.1     # the coordinator's pause before each block (reports.commands.sets.GAP_S; running sits above)
 
 
 @dataclass
@@ -159,7 +160,7 @@ def plan(df: pd.DataFrame, folder: Path | None = None) -> Plan:
     """The report's plan from a run's records (reports.load): its family as the report builds
     it (findings.report_family), the per-case components and, from `folder`'s logs, the
     process costs."""
-    from reports.analysis import findings  # findings imports the sections, which import analysis
+    from reports.conclusions import findings  # findings imports the sections, which import analysis
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
     between, within, framework = {}, {}, {}
     for case, g in t.groupby("case"):
@@ -354,7 +355,7 @@ def allocation_table(pl: Plan, trials: int = 1000, seed: int = 0) -> list[str]:
 def allocation_report(folder: str, trials: int = 4000) -> list[str]:
     """What `--allocation FOLDER` prints: the components, the options' table, per task the
     power at the defaults, and how it was made."""
-    from reports.analysis.data import load
+    from reports.measures.data import load
     from workloads.base import FwbenchError
     df = load([folder])
     if "set" in df.columns and df["set"].notna().any():      # a run of sets: their own components
@@ -382,18 +383,18 @@ def allocation_report(folder: str, trials: int = 4000) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports.analysis.data import load  # not reports.load: analysis imports nothing above it
+    from reports.measures.data import load  # not reports.load: analysis imports nothing above it
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--allocation"]:
         if len(args) != 2 or not Path(args[1]).is_dir():
-            print("usage: python -m reports.analysis.variance --allocation RUN_FOLDER (a folder of result JSON "
+            print("usage: python -m reports.conclusions.variance --allocation RUN_FOLDER (a folder of result JSON "
                   "with its logs/, e.g. reports/examples/cpu-2core)")
             return 2
         from workloads.base import FwbenchError
         try:
             print("\n".join(allocation_report(args[1])))
         except FwbenchError as e:
-            print(f"python -m reports.analysis.variance --allocation: {e}", file=sys.stderr)
+            print(f"python -m reports.conclusions.variance --allocation: {e}", file=sys.stderr)
             return 2
         return 0
     if not args:
@@ -409,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 @dataclass
 class SidePlan:
-    """The components of a run timed side by side (reports.running.sets), per comparison of the
+    """The components of a run timed side by side (reports.commands.sets), per comparison of the
     report's family (key, a, b, group, measured log ratio, SD of one cycle's log ratio within a
     set, SD of a set's mean log ratio beyond its cycles'), and the run's costs: a set's wall time
     outside its cycles and one cycle's (every task's), from the run's own clock."""
@@ -444,7 +445,7 @@ def side_plan(df: pd.DataFrame, wall_s: float | None = None) -> SidePlan:
     """The side-by-side plan of a run's records (reports.load): its family as the report builds
     it, each comparison's components from its blocks, and, from the run's wall time (`wall_s`,
     default: the sum of its sets' own, set_wall_s), the cost of a set and of a cycle."""
-    from reports.analysis import findings  # findings imports the sections, which import analysis
+    from reports.conclusions import findings  # findings imports the sections, which import analysis
     t = df[df["status"].isin(TIMED)]
     logs = {case: _cycle_logs(g.to_dict("records")) for case, g in t.groupby("case")}
     framework = {case: str(g["framework"].iloc[0]) for case, g in t.groupby("case")}
@@ -473,7 +474,7 @@ def side_plan(df: pd.DataFrame, wall_s: float | None = None) -> SidePlan:
     # one cycle: every block of every set's processes (controls too), and the coordinator's gap before each
     timed_blocks = [b for bl in t.get("blocks", []) if isinstance(bl, list) for b in bl]
     cycle_s = (sum(b["seconds"] for b in timed_blocks) + GAP_S * len(timed_blocks)) / max(sets * cycles, 1)
-    if wall_s is None:          # every set's own wall time (reports.running.sets writes it)
+    if wall_s is None:          # every set's own wall time (reports.commands.sets writes it)
         walls = t.dropna(subset=["set"]).groupby("set")["set_wall_s"].max() if "set_wall_s" in t else pd.Series()
         wall_s = float(walls.sum()) if len(walls) else math.nan
     fixed = (wall_s - sets * cycles * cycle_s) / sets if sets else math.nan

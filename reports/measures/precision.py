@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.data import TIMED, framework_order
+from reports.measures import stats
+from reports.measures.data import TIMED, framework_order
 from workloads.precision import DEFAULT, PRECISIONS, native_words
 from workloads.precision import native as native_on
 

@@ -6,7 +6,7 @@ twin is the same framework, workload, task, mode, strategy, precision, preset, d
 and threads per device. Each process of the N-device unit is paired with the one-device
 process of the same round (`torch-x2-1.json` with `torch-1.json`: they ran back to back in
 the run's schedule), and t(N) / t(1) is judged as one estimate over those pairs in a Holm
-family of the section's own (reports.analysis.stats.Family), so its verdict reads:
+family of the section's own (reports.measures.stats.Family), so its verdict reads:
 N devices "slower" (efficiency below 1 - margin), "equivalent" (perfect weak scaling within
 the margin) or "inconclusive". A case with more devices x threads than CPUs
 (`oversubscribed`) measures sharing, not scaling: it gets no efficiency.
@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from reports.analysis import stats
-from reports.analysis.bullets import Finding
-from reports.analysis.data import TIMED, framework_order
+from reports.measures import stats
+from reports.measures.bullets import Finding
+from reports.measures.data import TIMED, framework_order
 from workloads.parallel import NO_SYNC, SHARDED, one_device_strategy
 from workloads.record import NOT_ITS_API
 

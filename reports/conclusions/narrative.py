@@ -20,7 +20,7 @@ numbers, no markup (reports.rendering.paper typesets them, cites and cross-refer
     conclusion(df, fam, jobs)      two or three sentences
 
 Nothing here states a number that the report's tables do not hold or recompute: the ratios come
-from analysis.jobs (the job table), stats (rounds of one process) and the cases' own intervals.
+from conclusions.jobs (the job table), stats (rounds of one process) and the cases' own intervals.
 """
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ import pandas as pd
 
 import workloads
 from reports import sections
-from reports.analysis import claims, jobs, stats, summary
-from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order
+from reports.conclusions import claims, jobs, summary
+from reports.measures import stats
+from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order
 
 ABSTRACT_WORDS = 200
 REPOSITORY = Path(__file__).resolve().parents[2]

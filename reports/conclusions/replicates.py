@@ -69,7 +69,7 @@ Columns (besides the record's fields, taken from the case's first process):
                        median
 
 Break-even and the stability flags depend on the report's comparisons (its error rate over
-all of them) and are added by reports.analysis.findings (break_even, flag columns) when a
+all of them) and are added by reports.conclusions.findings (break_even, flag columns) when a
 report is built.
 
 `attrs`: `warm_spread` (median over cases with two steady-state processes or more of
@@ -85,9 +85,9 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import data as rdata
-from reports.analysis import stats
-from reports.analysis.data import TIMED, _joined, _sort_key, finite
+from reports.measures import data as rdata
+from reports.measures import stats
+from reports.measures.data import TIMED, _joined, _sort_key, finite
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
@@ -190,7 +190,7 @@ def _est(recs: list[Rec], col: str = "median_s") -> stats.Est:
 
 
 def set_key(r: Rec) -> str:
-    """The set a record's process belonged to (reports.running.sets): the replicate of a case
+    """The set a record's process belonged to (reports.commands.sets): the replicate of a case
     timed side by side."""
     return f"set {int(r['set'])}"
 
@@ -288,8 +288,8 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     if measured is not None:
         row.update({k: measured[k] for k in ("peak_memory_bytes", "peak_memory_source", "memory_note")
                     if k in measured})
-    # a set's control process (a second process of one framework, reports.running.sets) is the
-    # A/A comparison's only (reports.analysis.controls): no case value comes from it
+    # a set's control process (a second process of one framework, reports.commands.sets) is the
+    # A/A comparison's only (reports.measures.controls): no case value comes from it
     timed = [r for r in g if r["status"] in TIMED and finite(r["median_s"]) and r.get("control") is not True]
     # a process that timed the case on a busy machine (still busy after the harness measured it
     # again: record `busy`) decides nothing: left out of every estimate, and counted

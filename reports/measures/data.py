@@ -49,7 +49,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.analysis import distributed, stats, validate
+from reports.measures import distributed, stats, validate
 from workloads.base import FwbenchError
 from workloads.case import FRAMEWORKS
 from workloads.framework_facts import FACTS
@@ -286,7 +286,7 @@ def block_key(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _blocks(path: Path, top: dict[str, Any], probs: list[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    """The file's blocks (a set's side-by-side timings, reports.running.sets) by case: each
+    """The file's blocks (a set's side-by-side timings, reports.commands.sets) by case: each
     case's blocks in cycle order, {"cycle", "s" (seconds per call), "seconds" (the block's),
     "position" (in its cycle), "after" (the process and configuration of the block just before,
     None first)}; a bad row is one line and left out."""
@@ -459,7 +459,7 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
     instead. `df.attrs["runs"]` holds each file's machine information and missing frameworks.
     Rows are sorted by workload, task, framework, mode, so the same files give the same frame.
     `df.attrs["distributed"]`: the multi-process documents in each folder's distributed/
-    (reports.analysis.distributed).
+    (reports.measures.distributed).
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     files, probs = find_files(paths)

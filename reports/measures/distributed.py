@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from reports.analysis import stats
+from reports.measures import stats
 from workloads import commmodel
 from workloads import distributed as wd
 from workloads.case import FRAMEWORKS
@@ -35,7 +35,7 @@ LOOPBACK = ("fitted on this machine's processes over loopback (functional: CPU c
 
 
 def framework_order(names: Iterable[str]) -> list[str]:
-    """The report's framework order (reports.analysis.data reads this module: not imported here)."""
+    """The report's framework order (reports.measures.data reads this module: not imported here)."""
     names = set(names)
     return [f for f in FRAMEWORKS if f in names] + sorted(names - set(FRAMEWORKS))
 
@@ -74,7 +74,7 @@ def _invalid(doc: Any) -> str | None:
 
 
 def documents(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """The report's distributed documents (reports.analysis.data.load puts them in attrs)."""
+    """The report's distributed documents (reports.measures.data.load puts them in attrs)."""
     return list(df.attrs.get("distributed") or [])
 
 

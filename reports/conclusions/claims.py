@@ -36,8 +36,9 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from reports.analysis import distributed, findings, jobs, replicates, scaleout, stats, verdicts
-from reports.analysis.data import TIMED, finite, framework_order, lacking_modes, not_applicable
+from reports.conclusions import findings, jobs, replicates
+from reports.measures import distributed, scaleout, stats, verdicts
+from reports.measures.data import TIMED, finite, framework_order, lacking_modes, not_applicable
 from reports.sections import interop, serving
 from workloads import code_size
 

@@ -1,5 +1,5 @@
 """A pytest plugin that `fwbench run` loads into each framework's pytest process
-(`-p reports.running.pytest_events`): it appends one JSON line per event to the file named by
+(`-p reports.util.pytest_events`): it appends one JSON line per event to the file named by
 the FWBENCH_EVENTS environment variable, and does nothing when that is unset.
 
     {"event": "collected", "cases": [{"nodeid": ..., "workload": "gpt", "framework": ..., ...}]}

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.running import launch, runner, signals
+from reports.commands import launch, runner
+from reports.util import signals
 from workloads.base import FwbenchError
 
 GAP_S = 0.1         # the pause before each block (thread pools of the last process go idle)
@@ -371,7 +372,7 @@ def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | N
 
 
 def run_sets(opts: runner.RunOptions, out: Path, progress: runner.Progress) -> list[Path]:
-    """The run as process sets, one after another on this machine (reports.running.sets)."""
+    """The run as process sets, one after another on this machine (reports.commands.sets)."""
     run_units = runner.units(opts.frameworks, opts.devices)
     written: list[Path] = []
     sets_ = plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
@@ -400,7 +401,7 @@ def run(opts: runner.RunOptions, out: Path, progress: runner.Progress | None = N
 
 
 def set_job(spec: SetSpec, opts: runner.RunOptions, out: Path) -> list[str]:
-    """One set inside a scheduler's job (a whole node, reports.running.launch): run there as on
+    """One set inside a scheduler's job (a whole node, reports.commands.launch): run there as on
     this machine, each result stamped with the node and the job's start and end."""
     start = launch.now()
     paths = run_set(spec, opts, out, runner.Progress(), opts.cycles, opts.block_s)

@@ -24,8 +24,9 @@ from typing import Iterable
 
 import pandas as pd
 
-from reports.analysis import replicates, stats
-from reports.analysis.data import TIMED, load
+from reports.conclusions import replicates
+from reports.measures import stats
+from reports.measures.data import TIMED, load
 
 Paths = Iterable[str | os.PathLike] | str | os.PathLike
 COLUMNS = ["case", "old_median_s", "new_median_s", "ratio", "ratio_lo", "ratio_hi", "level", "verdict"]

@@ -54,9 +54,10 @@ import numpy as np
 import pandas as pd
 
 from reports import sections
-from reports.analysis import replicates, stats, verdicts
-from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
-from reports.analysis.verdicts import fastest_per_framework, pairs, versus
+from reports.conclusions import replicates
+from reports.measures import stats, verdicts
+from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from reports.measures.verdicts import fastest_per_framework, pairs, versus
 from workloads.base import FwbenchError
 from workloads.record import NOT_REACHED
 
@@ -286,7 +287,7 @@ def break_even(df: pd.DataFrame, r: pd.Series, fam: stats.Family) -> tuple[float
     e = replicates.eager_of(df, r)
     if v != stats.FASTER or not (finite(r["first_call_s"]) and finite(e["first_call_s"])):
         return math.nan, math.nan, math.nan
-    from reports.analysis.data import break_even as point
+    from reports.measures.data import break_even as point
     n = point(r["first_call_s"], r["median_s"], e["first_call_s"], e["median_s"])
     fc, fe = (_first_est(x).draws(f"first|{x['case']}") for x in (r, e))
     sc = r["est"].draws(f"step|{r['case']}")

@@ -26,9 +26,10 @@ from scipy import optimize as sps_opt
 from scipy import stats as sps
 
 from reports import sections
-from reports.analysis import findings, jobs, precision, replicates, stats, verdicts
-from reports.analysis.bullets import Finding, tally
-from reports.analysis.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from reports.conclusions import findings, jobs, replicates
+from reports.measures import precision, stats, verdicts
+from reports.measures.bullets import Finding, tally
+from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
 from workloads.record import NOT_REACHED
 
 
@@ -360,7 +361,7 @@ MAX_NEEDED = 60  # warm processes (sets) per framework beyond which a report say
 
 
 def side_by_side(df: pd.DataFrame) -> bool:
-    """Whether the report's cases were timed side by side in process sets (reports.running.sets)."""
+    """Whether the report's cases were timed side by side in process sets (reports.commands.sets)."""
     return "steady_from" in df.columns and bool(df["steady_from"].map(
         lambda x: isinstance(x, str) and x.startswith("sets")).any())
 
@@ -543,7 +544,7 @@ def recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job]
     which device, by how much (the next framework's cost over its own, with the interval at the
     job's level), the jobs no framework is resolved cheapest for, and how sure (the job's level
     and the run's resolution between frameworks)."""
-    from reports.analysis import claims
+    from reports.conclusions import claims
     outs = [o for o in jobs.outcomes(df, job_list, "cold") if len(o.best) > 1]
     if not outs:
         return ""

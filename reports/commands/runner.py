@@ -21,7 +21,7 @@ framework (Mytkowicz et al. 2009).
 For each process it runs
 
     python -m pytest <checkout>/tests/benchmarks --benchmark-only --framework X \
-        --benchmark-json <tmp> --benchmark-save-data -p reports.running.pytest_events ...
+        --benchmark-json <tmp> --benchmark-save-data -p reports.util.pytest_events ...
 
 in its own process group (three runtimes' thread pools in one process disturb each other),
 shows progress from the plugin's event stream, and moves the finished JSON into place with
@@ -54,8 +54,9 @@ from dataclasses import Field, field, make_dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from reports.analysis import stats
-from reports.running import atomic, launch, signals
+from reports.commands import launch
+from reports.measures import stats
+from reports.util import atomic, signals
 from workloads import options
 from workloads.base import FwbenchError, available_cpus, git_commit, merge_tree, split_presets
 from workloads.case import FRAMEWORKS  # noqa: F401  (fwbench's frameworks, in report order; the CLI reads it here)
@@ -136,10 +137,10 @@ RUN_FIELDS: tuple[tuple[str, Any, Any], ...] = (
     ("run_id", str | None, None),      # set by run(): names the run's cache folder, in every JSON
     ("cache_dir", Path | None, None),  # the run's compile caches (default: ~/.cache/fwbench/runs/<run id>)
     ("keep_cache", bool, False),       # leave the run's cache folder in place afterwards
-    ("launcher", str, "local"),        # where processes run (reports.running.launch.LAUNCHERS)
+    ("launcher", str, "local"),        # where processes run (reports.commands.launch.LAUNCHERS)
     ("slurm", launch.SlurmOptions | None, None),   # what each Slurm job asks for (--launcher slurm)
     ("suite", Path | None, None),      # the benchmark cases (default: the checkout's tests/benchmarks)
-    # side by side (reports.running.sets): cycles of blocks per task in each set; 0 runs each process
+    # side by side (reports.commands.sets): cycles of blocks per task in each set; 0 runs each process
     # alone, one after another (the lone design: no pairing)
     ("cycles", int, 0),
     ("block_s", float, 0.25),          # seconds a block of calls lasts (sized from each case's own rounds)
@@ -280,7 +281,7 @@ def _describe(case: dict[str, Any]) -> str:
 def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | None = None,
                    role: str | None = None, task_order_seed: int | None = None) -> list[str]:
     """The command line of one framework process: pytest-benchmark on the checkout's cases
-    with the event plugin (reports.running.pytest_events) and the run's options, written by
+    with the event plugin (reports.util.pytest_events) and the run's options, written by
     the options' one declaration (workloads.options); in a set, its task-order seed."""
     values = {o.name: getattr(opts, o.name) for o in options.HARNESS if hasattr(opts, o.name)}
     fw, n = split_unit(fw)
@@ -290,7 +291,7 @@ def pytest_command(fw: str, opts: RunOptions, json_path: Path, repeat: int | Non
         values.update(repeat=repeat, repeats=opts.repeats, cold=opts.cold, warm=opts.warm,
                       case_order_seed=case_order_seed(opts.seed, fw, repeat))
     return [sys.executable, "-m", "pytest", str(opts.suite or benchmarks_dir()), "--benchmark-only",
-            "-p", "reports.running.pytest_events", "-p", "no:cacheprovider", "-q",
+            "-p", "reports.util.pytest_events", "-p", "no:cacheprovider", "-q",
             "--benchmark-json", str(json_path), "--benchmark-save-data", *options.argv(values), *opts.extra]
 
 
@@ -345,7 +346,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
                 if time.monotonic() - t_start > opts.timeout_s:
                     ended = f"timed out after {opts.timeout_s:g} s (--timeout-s)"
                     _kill_group(proc)
-        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.running.signals)
+        except KeyboardInterrupt as e:      # SIGINT, SIGTERM, SIGHUP (reports.util.signals)
             interrupted = signals.of(e)
             ended = f"interrupted by {interrupted.name} (fwbench run was stopped)"
             _kill_group(proc)
@@ -662,7 +663,7 @@ def job(unit: str, opts: RunOptions, out: Path, repeat: int, role: str, cache: P
 
 def run_jobs(opts: RunOptions, out: Path, progress: Progress, order: list[launch.Item]) -> list[Path]:
     """`fwbench run --launcher slurm|submitit-local|submitit`: each process a job
-    (reports.running.launch), round by round; a job that dies leaves a result file rebuilt
+    (reports.commands.launch), round by round; a job that dies leaves a result file rebuilt
     from its event stream. Ctrl-C, SIGTERM or SIGHUP, or a job that cannot start, cancels
     every job of the run and writes the same "not run" files as the local launcher."""
     kind = launch.kind_of(opts.launcher)
@@ -784,7 +785,7 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None,
     """Run every selected framework `opts.cold` + `opts.warm` times, each time in a fresh
     process, in the order of `schedule`; merge each cold process's cache folder into the
     run's shared one when it ends; return the JSON files written (one per process). With
-    `sets` (reports.running.sets.run_sets), the run's folders and caches are set up the same
+    `sets` (reports.commands.sets.run_sets), the run's folders and caches are set up the same
     and `sets` runs its processes instead."""
     progress = progress or Progress()
     out = atomic.absolute(out)           # the processes run elsewhere (the checkout, a node)
@@ -803,10 +804,10 @@ def run(opts: RunOptions, out: Path, progress: Progress | None = None,
         counts = device_counts(opts.devices)
         if opts.threads is None and max(counts) > 1:   # the same threads per device in every process
             opts.threads = max(1, available_cpus() // max(counts))
-        if sets is not None:                  # side by side (reports.running.sets)
+        if sets is not None:                  # side by side (reports.commands.sets)
             return sets(opts, out, progress)
         order = schedule(units(opts.frameworks, opts.devices), opts.cold, opts.warm, opts.seed)
-        if opts.launcher != "local":          # jobs, round by round (reports.running.launch)
+        if opts.launcher != "local":          # jobs, round by round (reports.commands.launch)
             return run_jobs(opts, out, progress, order)
         for i, (fw, repeat, role, folder) in enumerate(order):
             who = process_names(fw, repeat, opts.repeats)[1]

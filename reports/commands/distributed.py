@@ -16,7 +16,7 @@ the cause (the rank's own error line where it wrote one, srun's or the exit stat
 otherwise); the document keeps every finished case and records the one under way, and those
 never reached, as failed with that line. --timeout-s limits a step the same way.
 
-Imports no framework: the reports read the documents (reports/analysis/distributed.py).
+Imports no framework: the reports read the documents (reports/measures/distributed.py).
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reports.running import atomic, launch
+from reports.commands import launch
+from reports.util import atomic
 from workloads import distributed as wd
 from workloads.base import FwbenchError, available_cpus, split_names
 from workloads.parallel import device_counts
@@ -134,7 +135,7 @@ def _signal(p: subprocess.Popen[Any], sig: int) -> None:
 def launch_local(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, parts: Path, log: Path) -> str | None:
     """The N ranks as processes of this machine; None when every rank ended normally, else
     the one line: which rank ended first and how (its own error line where it wrote one)."""
-    from reports.running.runner import _die_with_parent
+    from reports.commands.runner import _die_with_parent
     port = free_ports(n)
     hosts = ",".join(["127.0.0.1"] * n)
     procs = []
@@ -300,7 +301,7 @@ def run(opts: Any, out: Path, progress: Any) -> list[Path]:
     <out>/distributed/. The run's compile caches as runner.run keeps them: a folder per
     cold process, merged into the one the warm processes share, removed at the end unless
     --keep-cache."""
-    from reports.running import runner
+    from reports.commands import runner
     out = atomic.absolute(out)
     opts.run_id = opts.run_id or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
     own = opts.cache_dir is None
@@ -375,7 +376,7 @@ def summary(out: Path) -> str:
     """The run's processes x frameworks table, alpha-beta fit and the model at 64/1,024/4,096
     GPUs as Markdown (what fwbench run prints after a --processes-per-case run, and writes to
     <out>/distributed/summary.md)."""
-    from reports.analysis import distributed as ad
+    from reports.measures import distributed as ad
     docs, probs = ad.read([out])
     parts = ["# Data parallel across processes", ""]
     for title, t in (("Processes x frameworks (measured)", ad.table(docs)),
