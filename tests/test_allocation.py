@@ -19,9 +19,9 @@ import pytest
 from scipy import stats as sps
 
 import reports
-from reports.commands import cli
 from reports.conclusions import variance
 from reports.measures import stats
+from workloads import options
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "measurements" / "lone-cpu-2core"    # the default lone run (--cycles 0) before issue 39
@@ -42,7 +42,7 @@ def example_plan() -> variance.Plan:
 @pytest.fixture(scope="module")
 def example_defaults(example_plan) -> dict:
     """The defaults simulated at the committed example's components (shared by its two tests)."""
-    return variance.simulate(example_plan, cli.RUN_WARM, cli.RUN_ROUNDS, trials=TRIALS, seed=30)
+    return variance.simulate(example_plan, options.RUN_WARM, options.RUN_ROUNDS, trials=TRIALS, seed=30)
 
 
 def test_the_plan_is_estimated_from_the_example(plan):
@@ -60,11 +60,11 @@ def test_the_plan_is_estimated_from_the_example(plan):
 
 
 def test_the_default_allocation_meets_the_target(plan):
-    s = variance.simulate(plan, cli.RUN_WARM, cli.RUN_ROUNDS, trials=TRIALS, seed=30)
+    s = variance.simulate(plan, options.RUN_WARM, options.RUN_ROUNDS, trials=TRIALS, seed=30)
     assert s["power"] >= 0.80, s
     assert s["false"] <= 0.05, s
     assert 0.935 <= s["coverage"] <= 0.965 and 0.935 <= s["case_coverage"] <= 0.965, s
-    assert plan.run_time(cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS) <= 45 * 60
+    assert plan.run_time(options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS) <= 45 * 60
 
 
 def test_on_the_committed_example_false_claims_and_coverage_hold(example_plan, example_defaults):
@@ -83,7 +83,7 @@ def test_on_the_committed_example_false_claims_and_coverage_hold(example_plan, e
 def test_on_the_committed_example_the_defaults_meet_the_target(example_plan, example_defaults):
     s = example_defaults
     assert s["power"] >= 0.80, s
-    assert example_plan.run_time(cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS) <= 45 * 60
+    assert example_plan.run_time(options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS) <= 45 * 60
 
 
 def test_the_allocation_before_issue_30_misses_it(plan):
@@ -97,7 +97,7 @@ def test_vectorised_decisions_are_stats_family_decisions(plan):
     rng = np.random.default_rng(5)
     truth = np.array([c[5] for c in plan.comparisons])
     truth[plan.between_frameworks()] = -math.log(1.2)
-    la, lb = variance.draw(plan, cli.RUN_WARM, cli.RUN_ROUNDS, truth, 25, rng)
+    la, lb = variance.draw(plan, options.RUN_WARM, options.RUN_ROUNDS, truth, 25, rng)
     diff, se, df = variance.tests(plan, la, lb)
     rej, _ = variance.holm(2 * sps.t.sf(np.abs(diff) / se, df), [c[3] for c in plan.comparisons])
     groups = {c[0]: c[3] for c in plan.comparisons}

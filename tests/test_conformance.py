@@ -179,7 +179,7 @@ def test_every_harness_option_is_declared_once():
     import dataclasses
 
     from frameworks.harness import Options
-    from reports.commands import runner
+    from reports.commands import plan
     from workloads import options
 
     def declared(cls, skip):
@@ -187,10 +187,10 @@ def test_every_harness_option_is_declared_once():
     own = {"frameworks", "workloads", "max_rounds", "seed", "presets"}     # not options of a process
     assert declared(Options, own) == {o.name: o.default for o in options.HARNESS
                                       if o.name not in ("framework", "workload")}
-    run_own = {"frameworks", "workloads", *(name for name, _, _ in runner.RUN_FIELDS)}
-    assert declared(runner.RunOptions, run_own) == {o.name: o.default for o in options.HARNESS
+    run_own = {"frameworks", "workloads", *(name for name, _, _ in plan.RUN_FIELDS)}
+    assert declared(plan.RunOptions, run_own) == {o.name: o.default for o in options.HARNESS
                                                     if not o.process and o.name not in ("framework", "workload")}
-    assert {"budget_s", "min_rounds", "variants", "matmul_precision"} <= declared(runner.RunOptions, run_own).keys()
+    assert {"budget_s", "min_rounds", "variants", "matmul_precision"} <= declared(plan.RunOptions, run_own).keys()
     assert options.argv({"threads": 2, "bare_loop": True, "rounds": None, "cache_role": "cold"}) == \
         ["--threads", "2", "--bare-loop", "--cache-role", "cold"]
     with pytest.raises(workloads.FwbenchError, match="--threads must be a positive integer, got 0"):
@@ -202,9 +202,9 @@ def test_every_harness_option_is_declared_once():
 def test_fwbench_run_passes_its_harness_options_on(tmp_path):
     """What `fwbench run` takes (workloads.options: cli=True) reaches each process's pytest
     command line by the same declaration, defaults left out."""
-    from reports.commands import runner
-    opts = runner.RunOptions(frameworks=("torch",), precision="fp32,bf16", threads=2, device="cpu")
-    cmd = runner.pytest_command("torch", opts, tmp_path / "x.json", repeat=1, role="warm")
+    from reports.commands import plan, process
+    opts = plan.RunOptions(frameworks=("torch",), precision="fp32,bf16", threads=2, device="cpu")
+    cmd = process.pytest_command("torch", opts, tmp_path / "x.json", repeat=1, role="warm")
     text = " ".join(cmd)
     for flag in ("--framework torch", "--precision fp32,bf16", "--threads 2", "--repeat 1", "--cache-role warm"):
         assert flag in text, flag

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import reports
-from reports.commands import runner
+from reports.commands import checkout, plan, results, runner
 from tests.support import reports_fixtures as fx
 from tests.test_cli_fwbench import fake_suite  # noqa: F401,F811  (fixture)
 
@@ -25,9 +25,9 @@ def test_submitit_local_jobs_never_overlap_and_a_killed_job_fails_alone(fake_sui
     pytest.importorskip("submitit")
     monkeypatch.setenv("FAKE", "kill_job")
     monkeypatch.setenv("FAKE_KILL", "1")
-    opts = runner.RunOptions(frameworks=("torch",), preset="tiny", timeout_s=120.0, cold=1, warm=2,
-                             launcher="submitit-local", suite=runner.benchmarks_dir(), cache_dir=tmp_path / "cache")
-    paths = runner.run(opts, fake_suite, runner.Progress())
+    opts = plan.RunOptions(frameworks=("torch",), preset="tiny", timeout_s=120.0, cold=1, warm=2,
+                             launcher="submitit-local", suite=checkout.benchmarks_dir(), cache_dir=tmp_path / "cache")
+    paths = runner.run(opts, fake_suite, results.Progress())
     assert sorted(p.name for p in paths) == ["torch-0.json", "torch-1.json", "torch-2.json"]
     docs = {p.name: json.loads(p.read_text()) for p in paths}
     jobs = [d["machine_info"]["fwbench"]["job"] for n, d in docs.items() if n != "torch-1.json"]

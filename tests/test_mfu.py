@@ -11,7 +11,7 @@ import pytest
 import frameworks
 from frameworks import harness
 from frameworks.harness import gemm
-from reports.commands import cli, runner, sets
+from reports.commands import checkout, cli, flags, sets
 from workloads import diffusion, gpt, options
 from workloads import record as record_mod
 from workloads.case import Case
@@ -45,12 +45,12 @@ def test_a_pytest_process_takes_the_devices_defaults_and_explicit_options_win():
 
 
 @pytest.mark.parametrize("argv, preset, rounds, cold_warm", [
-    (["--device", "cuda"], GPU_PRESETS, None, (cli.SETS_COLD, cli.SETS_WARM)),
-    (["--device", "cuda", "--quick"], GPU_PRESETS, None, (cli.QUICK_COLD, cli.QUICK_WARM)),
-    (["--device", "cuda", "--preset", "tiny", "--rounds", "3"], "tiny", 3, (cli.SETS_COLD, cli.SETS_WARM)),
-    ([], "small", cli.RUN_ROUNDS, (cli.SETS_COLD, cli.SETS_WARM)),
-    (["--cycles", "0"], "small", cli.RUN_ROUNDS, (cli.RUN_COLD, cli.RUN_WARM)),
-    (["--quick"], "tiny", None, (cli.QUICK_COLD, cli.QUICK_WARM)),
+    (["--device", "cuda"], GPU_PRESETS, None, (options.SETS_COLD, options.SETS_WARM)),
+    (["--device", "cuda", "--quick"], GPU_PRESETS, None, (flags.QUICK_COLD, flags.QUICK_WARM)),
+    (["--device", "cuda", "--preset", "tiny", "--rounds", "3"], "tiny", 3, (options.SETS_COLD, options.SETS_WARM)),
+    ([], "small", options.RUN_ROUNDS, (options.SETS_COLD, options.SETS_WARM)),
+    (["--cycles", "0"], "small", options.RUN_ROUNDS, (options.RUN_COLD, options.RUN_WARM)),
+    (["--quick"], "tiny", None, (flags.QUICK_COLD, flags.QUICK_WARM)),
 ])
 def test_fwbench_run_plans_by_device(argv, preset, rounds, cold_warm, monkeypatch, tmp_path):
     seen = {}
@@ -59,7 +59,7 @@ def test_fwbench_run_plans_by_device(argv, preset, rounds, cold_warm, monkeypatc
         seen["opts"] = opts
         return []
     monkeypatch.setattr(sets, "run", fake_run)
-    monkeypatch.setattr(runner, "installed", lambda f: True)
+    monkeypatch.setattr(checkout, "installed", lambda f: True)
     assert cli.main(["run", "--framework", "torch", "--no-report", "--out", str(tmp_path), *argv]) == 0
     opts = seen["opts"]
     assert (opts.preset, opts.rounds, (opts.cold, opts.warm)) == (preset, rounds, cold_warm)

@@ -161,7 +161,7 @@ def test_missing_frameworks_are_reported(tmp_path):
 
 def test_runner_knows_the_registry_frameworks():
     import frameworks
-    from reports.commands.runner import FRAMEWORKS
+    from workloads.case import FRAMEWORKS
     assert FRAMEWORKS == frameworks.names()
 
 

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import reports
-from reports.commands import cli
 from reports.conclusions import compare, findings, replicates
 from reports.measures import stats
 from reports.rendering import document, parts
@@ -35,8 +34,9 @@ from tests.support.reports_fixtures import (
     times,
     write,
 )
+from workloads import options
 
-COLD, WARM, ROUNDS = cli.RUN_COLD, cli.RUN_WARM, cli.RUN_ROUNDS
+COLD, WARM, ROUNDS = options.RUN_COLD, options.RUN_WARM, options.RUN_ROUNDS
 DECIDED_WORDS = re.compile(r" is (faster|slower) than ")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import reports
-from reports.commands import cli, runner
+from reports.commands import checkout, cli, plan, results
 from tests.test_cli_fwbench import FAKE_CONFTEST, FAKE_TEST, _run, fake_suite  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +33,8 @@ def _start(tmp_path, behaviour, *args):
     """`fwbench run` (the real CLI, in its own process) on the stand-in suite, lone processes
     (--cycles 0: one after another; a set's interrupts: tests/test_sets.py)."""
     suite = _suite(tmp_path)
-    code = ("import sys; from pathlib import Path; from reports.commands import cli, runner; "
-            f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
+    code = ("import sys; from pathlib import Path; from reports.commands import checkout, cli; "
+            f"checkout.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     env = dict(os.environ, FAKE=behaviour, FAKE_PIDFILE=str(tmp_path / "child.pid"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "out"
@@ -125,13 +125,13 @@ def _umask():
 
 
 def test_a_full_disk_keeps_the_results_elsewhere_and_says_where(fake_suite, monkeypatch, capsys):  # noqa: F811
-    real = runner.write_json_atomic
+    real = results.write_json_atomic
 
     def full(path, doc):
         if Path(path).parent == fake_suite:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real(path, doc)
-    monkeypatch.setattr(runner, "write_json_atomic", full)
+    monkeypatch.setattr(results, "write_json_atomic", full)
     [path] = _run(fake_suite, monkeypatch, "crash")
     err = capsys.readouterr().err
     try:
@@ -152,7 +152,7 @@ def test_a_really_full_disk(tmp_path, monkeypatch, capsys):
         pytest.skip("needs root to mount a small tmpfs")
     try:
         suite = _suite(tmp_path)
-        monkeypatch.setattr(runner, "benchmarks_dir", lambda: suite)
+        monkeypatch.setattr(checkout, "benchmarks_dir", lambda: suite)
         monkeypatch.setenv("FAKE_FILL", str(disk))
         [path] = _run(disk / "out", monkeypatch, "fill_disk")
         err = capsys.readouterr().err
@@ -166,15 +166,15 @@ def test_a_really_full_disk(tmp_path, monkeypatch, capsys):
 
 
 def test_cases_never_reached_in_a_mode_the_framework_lacks_are_unsupported(monkeypatch):
-    monkeypatch.setattr(runner, "host_info", lambda fw, threads, device: {"cpu": "CPU X", "allocator": "kept",
+    monkeypatch.setattr(checkout, "host_info", lambda fw, threads, device: {"cpu": "CPU X", "allocator": "kept",
                                                                           "modes": ["eager", "compiled"]})
-    w = runner._Watch("torch", runner.Progress())
+    w = results.Watch("torch", results.Progress())
     cases = [{"nodeid": f"t[{m}]", "workload": "gpt", "task": "forward", "mode": m}
              for m in ("eager", "graph", "compiled")]
     w.on({"event": "collected", "cases": cases})
     w.on({"event": "done", "nodeid": "t[eager]", "outcome": "passed", "benchmark": None, "records": []})
     w.on({"event": "start", "nodeid": "t[compiled]"})
-    doc = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")
+    doc = w.rebuild("torch", plan.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")
     st = {r["mode"]: (r["status"], r["reason"]) for r in doc["fwbench"]["records"]}
     assert st["graph"] == ("unsupported", "torch has no 'graph' mode (it has eager, compiled)")
     assert st["compiled"] == ("failed", "process killed by SIGKILL during this case")
@@ -184,9 +184,9 @@ def test_cases_never_reached_in_a_mode_the_framework_lacks_are_unsupported(monke
 def test_crash_reasons_carry_no_progress_characters(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("$ python -m pytest ...\n..s.F  [ 40%]\n..sFatal Python error: Aborted\n")
-    assert runner._tail(log) == "Fatal Python error: Aborted"
+    assert results.log_tail(log) == "Fatal Python error: Aborted"
     log.write_text("$ cmd\n.sEException: boom\n")
-    assert runner._tail(log) == "Exception: boom"
+    assert results.log_tail(log) == "Exception: boom"
 
 
 def test_a_result_rebuilt_on_another_host_keeps_the_nodes_machine(monkeypatch):
@@ -195,19 +195,19 @@ def test_a_result_rebuilt_on_another_host_keeps_the_nodes_machine(monkeypatch):
     submitting host's would be the wrong denominator)."""
     here = {"cpu": "Submit CPU", "allocator": "kept", "host": "login1", "machine_id": "m-login",
             "gemm_flops": 5e10, "gemm_rates": {"numpy": 5e10}, "gemm_note": "numpy", "modes": ["eager"]}
-    monkeypatch.setattr(runner, "host_info", lambda fw, threads, device: dict(here))
+    monkeypatch.setattr(checkout, "host_info", lambda fw, threads, device: dict(here))
     node = {"cpu": "Node CPU", "allocator": "kept", "host": "node7", "machine_id": "m-node", "cores": 64}
-    w = runner._Watch("torch", runner.Progress())
+    w = results.Watch("torch", results.Progress())
     w.on({"event": "collected", "cases": [{"nodeid": "t[eager]", "workload": "gpt", "task": "forward",
                                            "mode": "eager"}]})
     w.on({"event": "machine", "machine": node})
     w.on({"event": "done", "nodeid": "t[eager]", "outcome": "passed", "benchmark": None, "records": []})
-    info = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")[
+    info = w.rebuild("torch", plan.RunOptions(frameworks=("torch",)), "process killed by SIGKILL")[
         "machine_info"]["fwbench"]
     assert (info["cpu"], info["host"], info["machine_id"], info["cores"]) == ("Node CPU", "node7", "m-node", 64)
     assert info["gemm_flops"] is None and "gemm_rates" not in info and "ran on node7" in info["gemm_note"]
     w.machine = dict(node, host="login1")                   # the same host: measured here, as before
-    info = w.rebuild("torch", runner.RunOptions(frameworks=("torch",)), "x")["machine_info"]["fwbench"]
+    info = w.rebuild("torch", plan.RunOptions(frameworks=("torch",)), "x")["machine_info"]["fwbench"]
     assert info["gemm_flops"] == 5e10 and info["cpu"] == "Submit CPU"
 
 
@@ -217,8 +217,8 @@ def test_the_event_stream_names_the_machine_the_process_ran_on(fake_suite, monke
     crash leaves it there."""
     import socket
     events = []
-    real = runner._Watch.on
-    monkeypatch.setattr(runner._Watch, "on", lambda self, ev: (events.append(ev), real(self, ev))[1])
+    real = results.Watch.on
+    monkeypatch.setattr(results.Watch, "on", lambda self, ev: (events.append(ev), real(self, ev))[1])
     [path] = _run(fake_suite, monkeypatch, "crash")
     kinds = [e["event"] for e in events]
     assert "machine" in kinds and kinds.index("machine") < kinds.index("done")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.commands import runner
+from reports.commands import plan, process
 from reports.measures import scaleout, stats
 from tests.support.helpers import INSTALLED
 from workloads import parallel
@@ -259,11 +259,11 @@ def test_placement_declares_only_parallel_tasks() -> None:
 
 
 def test_runner_units_name_a_process_per_device_count() -> None:
-    assert runner.units(("torch", "jax"), "1,2") == ("torch", "jax", "torch-x2", "jax-x2")
-    assert runner.split_unit("torch-x2") == ("torch", 2)
-    assert runner.split_unit("tensorflow") == ("tensorflow", 1)
-    opts = runner.RunOptions(frameworks=("torch",), devices="1,2", simulated_devices=True, threads=1)
-    cmd = runner.pytest_command("torch-x2", opts, Path("x.json"), 0, "cold")
+    assert plan.units(("torch", "jax"), "1,2") == ("torch", "jax", "torch-x2", "jax-x2")
+    assert plan.split_unit("torch-x2") == ("torch", 2)
+    assert plan.split_unit("tensorflow") == ("tensorflow", 1)
+    opts = plan.RunOptions(frameworks=("torch",), devices="1,2", simulated_devices=True, threads=1)
+    cmd = process.pytest_command("torch-x2", opts, Path("x.json"), 0, "cold")
     assert cmd[cmd.index("--framework") + 1] == "torch" and cmd[cmd.index("--devices") + 1] == "2"
     assert "--simulated-devices" in cmd
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports.commands import runner, sets
+from reports.commands import plan, results, sets
 from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
@@ -22,7 +22,7 @@ LABEL = "jax-compiled-forward"
 
 
 def test_a_plan_runs_every_unit_once_per_set_and_the_control_twice():
-    plan = sets.plan(("torch", "jax", "tensorflow"), cold=2, warm=6, seed=3, control="torch")
+    plan = sets.plan_sets(("torch", "jax", "tensorflow"), cold=2, warm=6, seed=3, control="torch")
     assert [p.role for p in plan][0] == "cold" and [p.role for p in plan].count("cold") == 2
     for p in plan:
         units = sorted(u for u, _, _ in p.members)
@@ -34,7 +34,7 @@ def test_a_plan_runs_every_unit_once_per_set_and_the_control_twice():
     assert {p.reference for p in plan} == {"primary", "control"}
     repeats = [r for p in plan for u, r, _ in p.members if u == "torch"]
     assert sorted(repeats) == list(range(16))                      # one result file each
-    assert sets.plan(("jax",), 1, 0, 0, control=None)[0].members == [("jax", 0, False)]
+    assert sets.plan_sets(("jax",), 1, 0, 0, control=None)[0].members == [("jax", 0, False)]
     assert sets.calls_for(0.001, 0.25) == 250 and sets.calls_for(2.0, 0.25) == 1
 
 
@@ -46,10 +46,10 @@ def side_run(tmp_path_factory):
     import os
     os.environ["FWBENCH_SLOWDOWN"] = f"{LABEL}={SLOW}"
     try:
-        opts = runner.RunOptions(frameworks=("jax",), workloads="gpt", preset="tiny", rounds=3, warmup_rounds=1,
+        opts = plan.RunOptions(frameworks=("jax",), workloads="gpt", preset="tiny", rounds=3, warmup_rounds=1,
                                  cold=1, warm=2, cycles=8, block_s=0.05, control="jax", variants="default",
                                  timeout_s=300, extra=["-k", "forward"], seed=1)
-        paths = sets.run(opts, out, runner.Progress())
+        paths = sets.run(opts, out, results.Progress())
     finally:
         os.environ.pop("FWBENCH_SLOWDOWN", None)
     return out, paths

@@ -64,8 +64,8 @@ def _start(tmp_path: Path, behaviour: str, *args: str, frameworks: str = "torch"
     suite.mkdir(exist_ok=True)
     (suite / "conftest.py").write_text(FAKE_CONFTEST)
     (suite / "test_fake.py").write_text(FAKE_TEST)
-    code = ("import sys; from pathlib import Path; from reports.commands import cli, runner; "
-            f"runner.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
+    code = ("import sys; from pathlib import Path; from reports.commands import checkout, cli; "
+            f"checkout.benchmarks_dir = lambda: Path({str(suite)!r}); sys.exit(cli.main(sys.argv[1:]))")
     return subprocess.Popen([sys.executable, "-c", code, "run", "--framework", frameworks, "--preset", "tiny",
                              "--out", "out", "--no-report", "--cold", "1", "--warm", "0", "--timeout-s", "120",
                              *(() if "--cycles" in args else ("--cycles", "0")), *args],

@@ -1,6 +1,6 @@
 """The harness's options, declared once (issue 20): the pytest plugin adds them
 (frameworks.pytest_plugin), checks and reads them into frameworks.harness.options.Options; `fwbench
-run` (reports.commands.cli) takes the user-facing ones into reports.commands.runner.RunOptions and
+run` (reports.commands.cli) takes the user-facing ones into reports.commands.plan.RunOptions and
 passes them to each framework's pytest process (argv). Both dataclasses are made from HARNESS
 (`fields`), so a new option is one Option here and the code that reads it. Framework-free.
 

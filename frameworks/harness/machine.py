@@ -203,7 +203,7 @@ def node_info() -> dict[str, Any]:
 
 def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
     """The machine part of machine_info for a result file that `fwbench run` rebuilds after
-    its benchmark process ended early (reports.commands.runner.host_info runs this in a fresh
+    its benchmark process ended early (reports.commands.checkout.host_info runs this in a fresh
     process, after set_threads, at the same thread count): CPU, C heap policy, CPUs, commit, the GEMM rate
     on the CPU, and the framework's modes (so modes it lacks become `unsupported`)."""
     info: dict[str, Any] = {"cpu": cpu_name(), "allocator": configure_allocator(),

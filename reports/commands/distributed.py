@@ -2,7 +2,7 @@
 one process per device, each framework in its own distributed idiom.
 
 Per framework, workload, process count and repeat (the run's cold and warm processes, in the
-runner's seeded rounds: runner.schedule), one job step of N processes runs
+runner's seeded rounds: plan.schedule), one job step of N processes runs
 `python -m frameworks.distributed` (frameworks/harness/distributed.py): on Slurm
 (--launcher slurm, or submitit where srun is on the PATH) `srun --ntasks=N
 --kill-on-bad-exit=1`, the ranks finding each other from Slurm's environment; locally
@@ -32,13 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reports.commands import launch
+from reports.commands import checkout, launch, plan
 from reports.util import atomic
 from workloads import distributed as wd
 from workloads.base import FwbenchError, available_cpus, split_names
 from workloads.parallel import device_counts
 
-CHECKOUT = Path(__file__).resolve().parents[2]
 POLL_S = 0.1
 GRACE_S = 5.0          # after a rank failed, what the others get between SIGTERM and SIGKILL
 # srun's line for a task that ended badly: "srun: error: vm: task 1: Killed",
@@ -92,7 +91,7 @@ def rank_command(framework: str, workload: str, doc: Path, args: list[str]) -> l
 def _env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FWBENCH_DIST_")
            and k not in ("XLA_FLAGS", "FWBENCH_SIMULATED_DEVICES", "TF_CONFIG")}
-    env["PYTHONPATH"] = str(CHECKOUT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(checkout.CHECKOUT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     return {**env, **extra}
 
@@ -135,7 +134,7 @@ def _signal(p: subprocess.Popen[Any], sig: int) -> None:
 def launch_local(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, parts: Path, log: Path) -> str | None:
     """The N ranks as processes of this machine; None when every rank ended normally, else
     the one line: which rank ended first and how (its own error line where it wrote one)."""
-    from reports.commands.runner import _die_with_parent
+    from reports.commands.process import _die_with_parent
     port = free_ports(n)
     hosts = ",".join(["127.0.0.1"] * n)
     procs = []
@@ -144,7 +143,7 @@ def launch_local(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, 
         out.flush()
         for r in range(n):
             e = _env({**env, wd.RANK: str(r), wd.SIZE: str(n), wd.HOSTS: hosts, wd.PORT: str(port)})
-            procs.append(subprocess.Popen(cmd, cwd=CHECKOUT, env=e, stdout=out, stderr=subprocess.STDOUT,
+            procs.append(subprocess.Popen(cmd, cwd=checkout.CHECKOUT, env=e, stdout=out, stderr=subprocess.STDOUT,
                                           start_new_session=True, preexec_fn=_die_with_parent))
         t0 = time.monotonic()
         failed: list[tuple[int, int]] = []         # (rank, rc) of the ranks that ended badly, in the order seen
@@ -217,7 +216,7 @@ def launch_srun(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, p
     with open(log, "w", encoding="utf-8") as out:
         out.write("$ " + " ".join(line) + "\n")
         out.flush()
-        proc = subprocess.Popen(line, cwd=CHECKOUT, env=e, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(line, cwd=checkout.CHECKOUT, env=e, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             proc.wait(timeout=timeout_s)
@@ -322,7 +321,7 @@ def _steps(opts: Any, out: Path, progress: Any, runner: Any) -> list[Path]:
     workloads = split_names(opts.workloads or "gpt", "workload", ("gpt", "diffusion"))
     folder = out / wd.FOLDER
     units = tuple(f"{fw}-p{n}" for n in ns for fw in opts.frameworks)
-    order = runner.schedule(units, opts.cold, opts.warm, opts.seed)
+    order = plan.schedule(units, opts.cold, opts.warm, opts.seed)
     progress.line(f"data parallel across processes: {', '.join(map(str, ns))} process(es) per case, {threads} "
                   f"thread(s) each, launched by {'srun (Slurm)' if kind == 'srun' else 'this machine'}; documents in "
                   f"{folder}")
@@ -336,13 +335,13 @@ def _steps(opts: Any, out: Path, progress: Any, runner: Any) -> list[Path]:
             doc_path = folder / name
             label = f"{fw}-p{n}#{repeat}" + ("" if len(workloads) == 1 else f" {w}")
             rounds = opts.rounds or 10
-            args = ["--preset", runner.preset_for(w, opts.preset), "--device", opts.device, "--threads", str(threads),
+            args = ["--preset", plan.preset_for(w, opts.preset), "--device", opts.device, "--threads", str(threads),
                     "--rounds", str(rounds), "--warmup", str(opts.warmup_rounds if opts.warmup_rounds is not None
                                                              else 2),
                     "--strategies", ",".join("default" if s is None else s for s in planned), "--seed",
                     str(opts.seed), "--run", json.dumps({"run_id": opts.run_id, "repeat": repeat, "role": role})]
             base = {"kind": wd.KIND, "schema": wd.SCHEMA, "framework": fw, "workload": w, "processes": n,
-                    "preset": runner.preset_for(w, opts.preset), "device": opts.device, "threads_per_process": threads,
+                    "preset": plan.preset_for(w, opts.preset), "device": opts.device, "threads_per_process": threads,
                     "launcher": "srun" if kind == "srun" else "local", "planned": planned, "run_id": opts.run_id,
                     "repeat": repeat, "role": role}
             (opts.cache_dir / cache).mkdir(parents=True, exist_ok=True)
@@ -350,7 +349,7 @@ def _steps(opts: Any, out: Path, progress: Any, runner: Any) -> list[Path]:
             progress.line(f"{label}: starting {n} process(es) ({role}), step {i + 1} of {len(order)} "
                           f"({progress.elapsed()} elapsed)")
             path, why = step(fw, w, n, doc_path, args, planned, base, kind, opts.timeout_s, threads, label,
-                             runner.log_file(out, name), env, opts.slurm)
+                             plan.log_file(out, name), env, opts.slurm)
             doc = json.loads(path.read_text())
             kept = sum(c.get("status") in ("ok", "checked", "unsupported") for c in doc["cases"])
             if why and not doc.get("complete"):
@@ -360,7 +359,7 @@ def _steps(opts: Any, out: Path, progress: Any, runner: Any) -> list[Path]:
                 progress.line(f"{label}: done, {said}" + (f"; then {why}" if why else ""))
             written.append(path)
         if role == "cold":
-            runner.merge_cache(opts.cache_dir / cache, opts.cache_dir / runner.SHARED_CACHE)
+            plan.merge_cache(opts.cache_dir / cache, opts.cache_dir / plan.SHARED_CACHE)
     return written
 
 

@@ -27,7 +27,7 @@ A set, run by `run_set` on this machine:
      set, set_role, start_position, control).
 
 A process that dies leaves the set: its configurations drop out of the cycles, its JSON is
-rebuilt from its event stream as for a lone process (runner._keep), the others go on.
+rebuilt from its event stream as for a lone process (results.keep), the others go on.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.commands import launch, runner
+from reports.commands import checkout, launch, plan, process, results, runner
 from reports.util import signals
 from workloads.base import FwbenchError
 
@@ -61,7 +61,7 @@ class SetSpec:
     reference: str = "primary"     # the A/A control's reference in this set: "primary" or "control"
 
 
-def plan(units: tuple[str, ...], cold: int, warm: int, seed: int, control: str | None) -> list[SetSpec]:
+def plan_sets(units: tuple[str, ...], cold: int, warm: int, seed: int, control: str | None) -> list[SetSpec]:
     """The run's sets: the first cold (its caches start empty), then the other cold ones and the
     warm ones (the run's filled cache) in a seeded order, as the lone processes' rounds were; in
     each, a process per unit and, where `control` names a unit, a second process of it (the A/A
@@ -77,7 +77,7 @@ def plan(units: tuple[str, ...], cold: int, warm: int, seed: int, control: str |
             members.append((u, count[u], len(members) >= len(units)))
             count[u] += 1
         rng.shuffle(members)
-        folder = f"cold-{colds}" if role == "cold" else runner.SHARED_CACHE
+        folder = f"cold-{colds}" if role == "cold" else plan.SHARED_CACHE
         colds += role == "cold"
         sets.append(SetSpec(k, role, members, folder, rng.randrange(1 << 30), rng.choice(("primary", "control"))))
     return sets
@@ -147,7 +147,7 @@ class Member:
 class Coordinator:
     """Runs one set on this machine: its processes, their turns and blocks, their results."""
 
-    def __init__(self, spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.Progress,
+    def __init__(self, spec: SetSpec, opts: plan.RunOptions, out: Path, progress: results.Progress,
                  cycles: int, block_s: float, gap_s: float = GAP_S) -> None:
         self.spec, self.opts, self.out, self.progress = spec, opts, out, progress
         self.cycles, self.block_s, self.gap_s = cycles, block_s, gap_s
@@ -159,15 +159,15 @@ class Coordinator:
     def start(self, cache: Path) -> None:
         self.t0 = time.monotonic()
         for m in self.members:
-            name, label = runner.process_names(m.unit, m.repeat, self.opts.repeats)
-            m.paths = {"log": runner.log_file(self.out, name), "tmp": self.out / f".{name}.benchmark.json.tmp",
+            name, label = plan.process_names(m.unit, m.repeat, self.opts.repeats)
+            m.paths = {"log": plan.log_file(self.out, name), "tmp": self.out / f".{name}.benchmark.json.tmp",
                        "events": self.out / f".{name}.events.jsonl"}
             m.paths["log"].parent.mkdir(parents=True, exist_ok=True)
             for p in (m.paths["tmp"], m.paths["events"]):
                 p.unlink(missing_ok=True)
-            cmd = runner.pytest_command(m.unit, self.opts, m.paths["tmp"], m.repeat, self.spec.role,
+            cmd = process.pytest_command(m.unit, self.opts, m.paths["tmp"], m.repeat, self.spec.role,
                                         task_order_seed=self.spec.seed)
-            env = runner.process_env(m.unit, self.opts, m.paths["events"], m.repeat, cache)
+            env = process.process_env(m.unit, self.opts, m.paths["events"], m.repeat, cache)
             to_child_r, to_child_w = os.pipe()
             from_child_r, from_child_w = os.pipe()
             env["FWBENCH_COORD"] = f"{to_child_r},{from_child_w}"
@@ -175,8 +175,8 @@ class Coordinator:
             log = open(m.paths["log"], "w", encoding="utf-8")
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
-            m.proc = subprocess.Popen(cmd, cwd=runner.CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True, preexec_fn=runner._die_with_parent,
+            m.proc = subprocess.Popen(cmd, cwd=checkout.CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True, preexec_fn=process._die_with_parent,
                                       pass_fds=(to_child_r, from_child_w))
             log.close()
             os.close(to_child_r)
@@ -185,7 +185,7 @@ class Coordinator:
             m.frm = os.fdopen(from_child_r, "rb", buffering=0)
             os.set_blocking(m.frm.fileno(), False)
             m.started = time.monotonic()
-            m.watch = runner._Watch(label + (" (control)" if m.control else ""), self.progress)
+            m.watch = results.Watch(label + (" (control)" if m.control else ""), self.progress)
 
     def _poll(self, wait: float) -> None:
         """Read every member's pipe and event stream for up to `wait` seconds; a member whose
@@ -206,7 +206,7 @@ class Coordinator:
             if m.alive and time.monotonic() - m.started > limit:
                 m.ended = (f"timed out after {limit:g} s (--timeout-s {self.opts.timeout_s:g} for each of the set's "
                            f"{len(self.members)} processes)")
-                runner._kill_group(m.proc)
+                process._kill_group(m.proc)
                 m.alive = False
 
     def expect(self, m: Member, key: str, value: Any = None) -> dict[str, Any] | None:
@@ -297,7 +297,7 @@ class Coordinator:
                 continue
             m.watch.read(m.paths["events"])
             with signals.held():
-                path = runner._keep(m.unit, self.opts, self.out, m.proc.returncode, m.ended, m.watch, self.progress,
+                path = results.keep(m.unit, self.opts, self.out, m.proc.returncode, m.ended, m.watch, self.progress,
                                     m.paths["tmp"], m.paths["log"], m.repeat, self.spec.role)
                 m.paths["events"].unlink(missing_ok=True)
                 placed(path, m, self.spec, wall)
@@ -309,23 +309,23 @@ class Coordinator:
         for m in self.members:
             if m.proc is not None and m.proc.poll() is None:
                 m.ended = m.ended or why
-                runner._kill_group(m.proc)
+                process._kill_group(m.proc)
                 m.alive = False
 
 
 def placed(path: Path, m: Member, spec: SetSpec, wall_s: float) -> None:
     """Add the member's blocks and its place in the set (and the set's wall time) to its result file."""
-    doc = runner._read_json(path)
+    doc = results.read_json(path)
     if doc is None:
         return
     info = doc.setdefault("machine_info", {}).setdefault("fwbench", {})
     info.update(set=spec.index, set_role=spec.role, start_position=m.position, control=m.control,
                 control_reference=spec.reference, set_wall_s=round(wall_s, 3))
     doc.setdefault("fwbench", {})["blocks"] = m.blocks
-    runner.write_json_atomic(path, doc)
+    results.write_json_atomic(path, doc)
 
 
-def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.Progress, cycles: int,
+def run_set(spec: SetSpec, opts: plan.RunOptions, out: Path, progress: results.Progress, cycles: int,
             block_s: float) -> list[Path]:
     """One set on this machine (module docstring); the result files of its processes."""
     cache = opts.cache_dir / spec.folder
@@ -347,7 +347,7 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
         raise
     finally:
         if spec.role == "cold":
-            runner.merge_cache(cache, opts.cache_dir / runner.SHARED_CACHE)
+            plan.merge_cache(cache, opts.cache_dir / plan.SHARED_CACHE)
 
 
 # The framework whose process a set runs twice by default (the A/A control), the first of these
@@ -358,7 +358,7 @@ def run_set(spec: SetSpec, opts: runner.RunOptions, out: Path, progress: runner.
 CONTROL_ORDER = ("tensorflow", "jax", "torch")
 
 
-def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | None:
+def control_unit(opts: plan.RunOptions, run_units: tuple[str, ...]) -> str | None:
     """The unit whose process each set runs twice: --control's framework, else the first of
     CONTROL_ORDER that runs, else the first unit; none with --control none."""
     if opts.control == "none":
@@ -371,11 +371,11 @@ def control_unit(opts: runner.RunOptions, run_units: tuple[str, ...]) -> str | N
     return next((u for u in CONTROL_ORDER if u in run_units), run_units[0] if run_units else None)
 
 
-def run_sets(opts: runner.RunOptions, out: Path, progress: runner.Progress) -> list[Path]:
+def run_sets(opts: plan.RunOptions, out: Path, progress: results.Progress) -> list[Path]:
     """The run as process sets, one after another on this machine (reports.commands.sets)."""
-    run_units = runner.units(opts.frameworks, opts.devices)
+    run_units = plan.units(opts.frameworks, opts.devices)
     written: list[Path] = []
-    sets_ = plan(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
+    sets_ = plan_sets(run_units, opts.cold, opts.warm, opts.seed, control_unit(opts, run_units))
     if opts.launcher != "local":
         return run_set_jobs(opts, out, progress, sets_)
     for i, spec in enumerate(sets_):
@@ -386,31 +386,31 @@ def run_sets(opts: runner.RunOptions, out: Path, progress: runner.Progress) -> l
             with signals.held():
                 for later in sets_[i + 1:]:
                     for u, r, _ in later.members:
-                        runner.write_absent(u, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
+                        results.write_absent(u, opts, out, f"not run: fwbench run was interrupted by {sig.name} "
                                                    f"before set {later.index} started", repeat=r, role=later.role)
             progress.line(f"interrupted by {sig.name}: results so far are in {out}")
             raise sig from None
     return written
 
 
-def run(opts: runner.RunOptions, out: Path, progress: runner.Progress | None = None) -> list[Path]:
+def run(opts: plan.RunOptions, out: Path, progress: results.Progress | None = None) -> list[Path]:
     """`fwbench run`'s processes: process sets (--cycles > 0) or lone processes (runner.run)."""
     if opts.cycles <= 0:
         return runner.run(opts, out, progress)
     return runner.run(opts, out, progress, sets=run_sets)
 
 
-def set_job(spec: SetSpec, opts: runner.RunOptions, out: Path) -> list[str]:
+def set_job(spec: SetSpec, opts: plan.RunOptions, out: Path) -> list[str]:
     """One set inside a scheduler's job (a whole node, reports.commands.launch): run there as on
     this machine, each result stamped with the node and the job's start and end."""
     start = launch.now()
-    paths = run_set(spec, opts, out, runner.Progress(), opts.cycles, opts.block_s)
+    paths = run_set(spec, opts, out, results.Progress(), opts.cycles, opts.block_s)
     for p in paths:
         launch.stamp(p, launch.job_info(start))
     return [str(p) for p in paths]
 
 
-def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, sets_: list[SetSpec]) -> list[Path]:
+def run_set_jobs(opts: plan.RunOptions, out: Path, progress: results.Progress, sets_: list[SetSpec]) -> list[Path]:
     """`fwbench run --launcher slurm|submitit...` with sets: each set a job on a node of its own,
     one set at a time (the first cold set fills the cache the warm ones find); a set's job that
     dies leaves its processes' result files rebuilt from their event streams; Ctrl-C, SIGTERM or
@@ -428,13 +428,13 @@ def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, 
     written: list[Path] = []
     for i, spec in enumerate(sets_):
         item = (f"set-{spec.index}", spec.index, spec.role, spec.folder)
-        watches = {(u, r): runner._Watch(runner.process_names(u, r, opts.repeats)[1], progress)
+        watches = {(u, r): results.Watch(plan.process_names(u, r, opts.repeats)[1], progress)
                    for u, r, _ in spec.members}
 
         def follow(_: Any) -> None:
             """The set's processes' cases as they finish, from their event streams (a shared folder)."""
             for (u, r), w in watches.items():
-                w.read(out / f".{runner.process_names(u, r, opts.repeats)[0]}.events.jsonl")
+                w.read(out / f".{plan.process_names(u, r, opts.repeats)[0]}.events.jsonl")
         try:
             j = jobs.submit(item, set_job, spec, opts, out)
             progress.line(f"set {spec.index} ({spec.role}): submitted as {kind} job {j.job_id}")
@@ -448,9 +448,9 @@ def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, 
                 except Exception as e:   # submitit's FailedJobError / UncompletedJobError
                     why = f"{kind} job {j.job_id} ended without a result ({type(e).__name__})"
                 progress.line(f"set {spec.index}: {why}")
-                written += [runner.write_failed(u, opts, out, why, r, spec.role) for u, r, _ in spec.members]
+                written += [results.write_failed(u, opts, out, why, r, spec.role) for u, r, _ in spec.members]
             if spec.role == "cold":
-                runner.merge_cache(opts.cache_dir / spec.folder, opts.cache_dir / runner.SHARED_CACHE)
+                plan.merge_cache(opts.cache_dir / spec.folder, opts.cache_dir / plan.SHARED_CACHE)
         except (KeyboardInterrupt, launch.Unstartable) as e:
             stopped = f"interrupted by {signals.of(e).name}" if isinstance(e, KeyboardInterrupt) else "stopped"
             with signals.held():
@@ -459,12 +459,12 @@ def run_set_jobs(opts: runner.RunOptions, out: Path, progress: runner.Progress, 
                 cancelled = jobs.cancel()
                 if any(jobs.ran(jid) for jid in live):    # the running set: its finished cases kept
                     for u, r, _ in spec.members:
-                        written.append(runner.write_failed(
+                        written.append(results.write_failed(
                             u, opts, out, f"{stopped} (fwbench run was stopped; {kind} job cancelled)", r, spec.role,
                             watches[u, r]))
                 for later in sets_[i + 1 if any(jobs.ran(jid) for jid in live) else i:]:
                     for u, r, _ in later.members:
-                        written.append(runner.write_absent(u, opts, out, f"not run: fwbench run was {stopped} "
+                        written.append(results.write_absent(u, opts, out, f"not run: fwbench run was {stopped} "
                                                                          f"before set {later.index} started", r,
                                                            later.role))
             progress.line(f"{stopped}: cancelled {kind} job(s) {', '.join(cancelled) or 'none'}; results so far "
