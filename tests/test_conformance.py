@@ -333,7 +333,7 @@ def test_every_declared_precision_reaches_the_models_layers(framework):
     declared policy: their forward error against the float64 reference is at least the
     policy's unit roundoff u (measured: fp32 14-34 u, bf16 3-4 u), so a build that runs its
     layers at float32 while declaring a reduced policy (its error ~1e-6, 1e-3 u of bf16) fails.
-    (Which op runs at which dtype is each framework's own probe's: tests/test_bf16_<fw>.py.)"""
+    (Which op runs at which dtype is each framework's own probe's: tests/test_precision_<fw>.py.)"""
     if framework not in INSTALLED:
         pytest.skip(f"needs {framework}")
     from tests import test_diffusion_equivalence as TD

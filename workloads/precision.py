@@ -1,5 +1,5 @@
 """Numeric policies of a case (`Case.precision`, `--precision`), one definition for all three
-frameworks (issue 20). Framework-free.
+frameworks. Framework-free.
 
 fp32   every tensor and every operation in float32 (matmul precision `highest`: no TF32).
 
@@ -31,10 +31,10 @@ holds each policy's tolerances and the checks every framework runs (a probe of t
 programs actually use: products' inputs in the compute dtype; norms, softmax, loss and
 optimizer float32; and equivalence against the float64 reference at the policy's tolerances).
 
-On a CPU without the policy's native instructions (bf16: AVX512-BF16 or AMX-BF16;
-frameworks.harness.machine.BF16_FLAGS, in every run's machine_info.cpu_flags) a reduced-precision product
-is emulated and can run 44-499x slower than fp32 (pytorch#146508): the report states no speed
-finding for that policy there.
+On a CPU without the policy's native instructions (bf16: AVX512-BF16 or AMX-BF16; every policy's
+`native` flags are recorded, with CONTEXT_FLAGS, in every run's machine_info.cpu_flags: cpu_flags())
+a reduced-precision product is emulated and can run 44-499x slower than fp32 (pytorch#146508):
+the report states no speed finding for that policy there.
 """
 from __future__ import annotations
 
@@ -68,6 +68,22 @@ PRECISIONS = tuple(POLICIES)        # their names (workloads.case.PRECISIONS)
 DEFAULT = PRECISIONS[0]
 POLICY = {name: p.statement for name, p in POLICIES.items()}   # each policy in one line
 PARAM_DTYPE = "float32"             # parameters, gradients, optimizer state, inputs and outputs: every policy
+
+
+# CPU flags recorded beside every policy's `native` ones, for context: AVX512F (the 512-bit base) and
+# the tile and VNNI units a reduced-precision kernel may use.
+CONTEXT_FLAGS = ("avx512f", "amx_tile", "avx_vnni")
+
+
+def cpu_flags() -> tuple[str, ...]:
+    """The CPU flags every run records (machine_info.cpu_flags): CONTEXT_FLAGS, then each policy's
+    native instructions, read from POLICIES when asked (a new policy's are recorded with no other edit)."""
+    return tuple(dict.fromkeys((*CONTEXT_FLAGS, *(f for p in POLICIES.values() for f in p.native))))
+
+
+def reduced() -> tuple[str, ...]:
+    """The policies other than the default, in POLICIES' order: what the precision section compares."""
+    return tuple(p for p in POLICIES if p != DEFAULT)
 
 
 def native(precision: str, cpu_flags: list[str] | None) -> bool | None:

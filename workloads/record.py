@@ -243,8 +243,8 @@ RUN_INFO: dict[str, str] = {
     "devices": "devices of this process's placement (data parallel over them when more than 1)",
     "simulated_devices": "true when those devices are simulated on the CPU",
     "job": "{host, start, end, job_id} of a process run as a submitit job (reports.commands.launch)",
-    "cpu_flags": "the CPU's bf16-relevant instruction flags it has, of frameworks.harness.machine.BF16_FLAGS "
-                 "(null: unread)",
+    "cpu_flags": "the CPU's instruction flags that decide its numeric policies' speed, of "
+                 "workloads.precision.cpu_flags() (each policy's native ones and context; null: unread)",
     "run_id": "identifier shared by every process of one `fwbench run` (null for a direct pytest run)",
     "repeat": "index of this process among its framework's in the run, in execution order (0 = first, cold)",
     "repeats": "how many processes per framework the run has (cold + warm)",

@@ -17,7 +17,7 @@ import frameworks
 from frameworks.base import available_cpus
 from frameworks.harness.options import Options, resolve_device
 from workloads.base import FwbenchError
-from workloads.precision import peak_kind
+from workloads.precision import POLICIES, peak_kind
 
 GEMM_N = 2048
 
@@ -98,15 +98,18 @@ def accelerator_gemm(opts: Options, fws: dict[str, Any], peaks: dict[tuple[str, 
 # ----------------------------------------------------------------------------- peaks for MFU
 
 # Dense (no sparsity) tensor peaks in FLOP/s from the vendors' datasheets, by a name the GPU's
-# model name contains (first match wins: H100 PCIe before H100). The datasheets state bf16 and
-# TF32 "with sparsity": the dense rate is half of it. NVIDIA H100 Tensor Core GPU datasheet
-# (H100 SXM: FP32 67 TF, TF32 989 TF*, BF16 1979 TF*; H100 PCIe: 51 / 756* / 1513*), NVIDIA H200
-# datasheet (H200 SXM: 67 / 989* / 1979*), NVIDIA A100 datasheet (19.5 / 156 / 312, dense).
+# model name contains (first match wins: H100 PCIe before H100), keyed by the dtype of the
+# products' inputs (a policy's `compute`, workloads/precision.py: POLICIES; "tf32" for float32
+# products at matmul precision tf32), so a policy finds its peak through its compute dtype. The
+# datasheets state FP16, BF16 and TF32 "with sparsity": the dense rate is half of it. NVIDIA H100
+# Tensor Core GPU datasheet (H100 SXM: FP32 67 TF, TF32 989 TF*, BF16 and FP16 1979 TF*; H100
+# PCIe: 51 / 756* / 1513*), NVIDIA H200 datasheet (H200 SXM: 67 / 989* / 1979*), NVIDIA A100
+# datasheet (19.5 / 156 / 312, dense).
 VENDOR_PEAKS: tuple[tuple[str, dict[str, float]], ...] = (
-    ("H100 PCIe", {"fp32": 51e12, "tf32": 378e12, "bf16": 756e12}),
-    ("H100", {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12}),
-    ("H200", {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12}),
-    ("A100", {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12}),
+    ("H100 PCIe", {"float32": 51e12, "tf32": 378e12, "bfloat16": 756e12, "float16": 756e12}),
+    ("H100", {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12}),
+    ("H200", {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12}),
+    ("A100", {"float32": 19.5e12, "tf32": 156e12, "bfloat16": 312e12, "float16": 312e12}),
 )
 PEAK_N = {"cpu": 1024, "accelerator": 8192}     # the GEMM size of a peak measurement (bf16 on a CPU
                                                 # without native instructions is emulated: slow)
@@ -114,10 +117,12 @@ PEAK_N = {"cpu": 1024, "accelerator": 8192}     # the GEMM size of a peak measur
 
 def vendor_peak(gpu_model: str | None, kind: str) -> float | None:
     """The vendor's dense peak of `kind` for the GPU named `gpu_model`, or None (a CPU, a GPU
-    not in VENDOR_PEAKS, a precision it does not list)."""
+    not in VENDOR_PEAKS, a precision it does not list). `kind`: a policy of
+    workloads/precision.py (its compute dtype's column) or "tf32"."""
+    column = POLICIES[kind].compute if kind in POLICIES else kind
     for name, peaks in VENDOR_PEAKS:
         if gpu_model and name.lower() in gpu_model.lower():
-            return peaks.get(kind)
+            return peaks.get(column)
     return None
 
 

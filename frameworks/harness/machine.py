@@ -16,6 +16,7 @@ from frameworks.base import available_cpus, configure_allocator, default_cache_d
 from frameworks.harness.gemm import GEMM_N, accelerator_gemm, cpu_gemm, measure_gemm_flops
 from frameworks.harness.host import env_bytes
 from frameworks.harness.options import Options, resolve_device
+from workloads import precision
 from workloads import record as rec_mod
 from workloads.base import FwbenchError, git_commit
 
@@ -32,14 +33,12 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-# The CPU's instructions that decide what a bf16 (or low-precision) number means on it: without
-# AVX512-BF16 or AMX-BF16 a bf16 matmul is emulated and can run 44-499x slower than fp32
-# (pytorch#146508); AVX512F and AVX-VNNI for context.
-BF16_FLAGS = ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx_vnni", "avx512_fp16")
-
-
-def cpu_flags(names: tuple[str, ...] = BF16_FLAGS) -> list[str] | None:
-    """Which of `names` the CPU has (/proc/cpuinfo's flags), None where they cannot be read."""
+def cpu_flags(names: tuple[str, ...] | None = None) -> list[str] | None:
+    """Which of `names` the CPU has (/proc/cpuinfo's flags), None where they cannot be read. By
+    default the flags that decide what a reduced-precision number means on it
+    (workloads.precision.cpu_flags: each policy's native instructions, from POLICIES; without
+    them a bf16 matmul is emulated and can run 44-499x slower than fp32, pytorch#146508)."""
+    names = names if names is not None else precision.cpu_flags()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -51,7 +50,8 @@ def cpu_flags(names: tuple[str, ...] = BF16_FLAGS) -> list[str] | None:
     return None
 
 
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", *BF16_FLAGS[1:])
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile",
+             "avx_vnni", "avx512_fp16")
 
 
 def _nvidia_smi(field: str) -> str | None:

@@ -53,7 +53,7 @@ def written_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: t
 
 # (device type, precision) -> the attention a layer runs; ATTENTION_IMPL[...] and its reason.
 # On the CPU at bf16 the fused kernel (_scaled_dot_product_flash_attention_for_cpu) hides its
-# softmax from the dtype probe (tests/test_bf16_torch.py), so the written-out form stays there.
+# softmax from the dtype probe (tests/test_precision_torch.py), so the written-out form stays there.
 SDPA, WRITTEN = "sdpa", "written"
 
 

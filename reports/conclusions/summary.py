@@ -466,6 +466,12 @@ def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     return [out + "."]
 
 
+def _policy_words(df: pd.DataFrame, policy: str) -> str:
+    """'bf16: workloads/precision.py's policy, the CPU multiplies it natively' or why no finding."""
+    return f"{policy}: workloads/precision.py's policy, " + (
+        "the CPU multiplies it natively" if precision.native(df, policy) is True else precision.why_silent(df, policy))
+
+
 def scope(df: pd.DataFrame) -> list[str]:
     """What the run can and cannot say."""
     runs = df.attrs.get("runs", [])
@@ -483,9 +489,9 @@ def scope(df: pd.DataFrame) -> list[str]:
              + f"; {', '.join(map(str, threads)) or '?'} intra-op thread{'' if threads == [1] else 's'} for every "
              "framework; dtype "
              f"{', '.join(sorted(set(df['param_dtype'].dropna())))}"
-             + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} (bf16: workloads/precision.py's "
-                "policy; " + (precision.why_silent(df) if precision.native(df) is not True else
-                              "the CPU multiplies bf16 natively") + ")" if precision.has_other(df) else "") + ".",
+             + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} ("
+                + "; ".join(_policy_words(df, p) for p in precision.others(df)) + ")"
+                if precision.has_other(df) else "") + ".",
              (f"Work: {', '.join(presets)}; sets: {'/'.join(map(str, cold)) or '?'} cold + "
               f"{'/'.join(map(str, warm)) or '?'} warm, each one process per framework and a control, the "
               "configurations of each task timed side by side (steady state from every set's blocks)."

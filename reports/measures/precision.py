@@ -1,5 +1,5 @@
 """Reduced precision against fp32 (issue 20): per framework and mode, the step time of each
-policy other than the default (workloads/precision.py POLICIES; bf16 so far) over the same
+policy other than the default (workloads/precision.py: POLICIES) over the same
 case's fp32 time, paired over the processes both ran in (every process runs both), as a
 geometric mean over the tasks with its interval and verdict under the report's one error
 rate, and per task.
@@ -21,7 +21,7 @@ import pandas as pd
 
 from reports.measures import stats
 from reports.measures.data import TIMED, framework_order
-from workloads.precision import DEFAULT, PRECISIONS, native_words
+from workloads.precision import DEFAULT, POLICIES, native_words
 from workloads.precision import native as native_on
 
 
@@ -42,12 +42,12 @@ def others(df: pd.DataFrame) -> list[str]:
     if "precision" not in df.columns:
         return []
     seen = set(df["precision"].dropna()) - {DEFAULT}
-    return [p for p in PRECISIONS if p in seen] + sorted(seen - set(PRECISIONS))
+    return [p for p in POLICIES if p in seen] + sorted(seen - set(POLICIES))
 
 
 def _subject(df: pd.DataFrame, precision: str | None) -> str:
     """`precision`, else the first policy besides fp32 the cases ran at (else the first defined)."""
-    return precision or (others(df) or [p for p in PRECISIONS if p != DEFAULT])[0]
+    return precision or (others(df) or [p for p in POLICIES if p != DEFAULT])[0]
 
 
 def native(df: pd.DataFrame, precision: str | None = None) -> bool | None:
@@ -81,7 +81,7 @@ def pairs(df: pd.DataFrame, precision: str | None = None) -> list[tuple[pd.Serie
 
 
 def _pooled(ps: list[tuple[pd.Series, pd.Series]]) -> stats.Est | None:
-    """Per process, the geometric mean over the tasks of bf16 over fp32 (processes that ran
+    """Per process, the geometric mean over the tasks of the policy over fp32 (processes that ran
     every pair), as one estimate over processes."""
     common = set.intersection(*(set(a["est"].logs) & set(b["est"].logs) for a, b in ps)) if ps else set()
     if not common:
@@ -142,7 +142,7 @@ def per_task(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def sentence(df: pd.DataFrame, fam: stats.Family | None) -> list[str]:
-    """The Summary's line: each framework's bf16 over fp32 ratio, or why none is stated."""
+    """The Summary's lines, one per policy besides fp32: each framework's ratio over fp32, or why none is stated."""
     t = table(df, fam)
     out = []
     for p in (others(df) if not t.empty else []):

@@ -51,6 +51,7 @@ from reports.rendering.parts import (
 from reports.rendering.sections.common import Block
 from reports.util import atomic
 from workloads.framework_facts import FACTS
+from workloads.precision import cpu_flags as precision_flags
 
 # What each framework's `compilations` counter counts (the record's compile_counter has the details).
 COUNTERS = {name: f.counter for name, f in FACTS.items()}
@@ -92,7 +93,7 @@ def setup_table(df: pd.DataFrame) -> pd.DataFrame:
         versions.setdefault(r["framework"], set()).add(str(r["framework_version"]))
     rows = [
         ("CPU", _uniq(r["cpu"] for r in runs)),
-        *([("CPU's bf16 instructions (of avx512f, avx512_bf16, amx_bf16, amx_tile, avx_vnni, avx512_fp16)",
+        *([(f"CPU's reduced-precision instructions (of {', '.join(precision_flags())})",
             _uniq(", ".join(r["cpu_flags"]) or "none" for r in runs if r.get("cpu_flags") is not None))]
           if any(r.get("cpu_flags") is not None for r in runs) else []),
         ("accelerator", _uniq(r["accelerator"] for r in runs) if any(r["accelerator"] for r in runs) else "none"),

@@ -9,7 +9,7 @@ SECTIONS; the document reads both halves.
     interop       workload axis: what could not be compiled, Python mixed with tensors (workloads/interop.py)
     derivatives   workload axis: higher-order derivatives and vmap (workloads/derivatives.py)
     serving       workload axis: deployable artefacts against the development path, claim 6 (workloads/serving.py)
-    precision     case axis: bf16 against fp32 (workloads/precision.py; reports.measures.precision)
+    precision     case axis: each policy besides fp32 against fp32 (workloads/precision.py; reports.measures.precision)
     scaleout      case axis: data parallel against one device (workloads/parallel.py; reports.measures.scaleout)
 
 The model workloads (gpt, diffusion: every workload without a section), at every case

@@ -1,6 +1,6 @@
 """The checks every framework runs for every reduced-precision policy (workloads/precision.py),
-and the one table of their tolerances per policy: the mixin of tests/test_bf16_torch.py,
-test_bf16_jax.py and test_bf16_tensorflow.py, as tests/support/equivalence.py is the fp32 tests'.
+and the one table of their tolerances per policy: the mixin of tests/test_precision_torch.py,
+test_precision_jax.py and test_precision_tensorflow.py, as tests/support/equivalence.py is the fp32 tests'.
 
 A framework's module subclasses `PrecisionChecks` (its name, the modes its equivalence runs
 in, how its training run is set up, and its float64 reference of the UNet's gradient) and
@@ -47,7 +47,7 @@ WORKLOADS = ("gpt", "diffusion")
 AT_LEAST = ("forward_floor", "grad_cosine", "grad_cosine_all", "gen_same", "gen_nocache_same", "gen_cache_same")
 
 # policy -> (framework, workload, check) -> tolerance. Each bf16 row was measured with its
-# framework's `python -m tests.test_bf16_<framework>` (docs/measurements/bf16-<framework>.txt:
+# framework's `python -m tests.test_precision_<framework>` (docs/measurements/bf16-<framework>.txt:
 # tiny presets, O(1) weights, 2-core CPU with native bf16); "achieved" follows each value.
 TOL: dict[str, dict[tuple[str, str, str], float]] = {
     "bf16": {

@@ -9,7 +9,7 @@ the loss and the optimizer's update run in float32; parameters, gradients and Ad
 stay float32; and the fp32 model runs no reduced op at all. Models that break the policy fail
 the probe.
 
-`python -m tests.test_bf16_torch` prints the measured errors (docs/measurements/bf16-torch.txt).
+`python -m tests.test_precision_torch` prints the measured errors (docs/measurements/bf16-torch.txt).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ training steps against fp32), and what only TensorFlow can do:
    probed graph's.
 2. The probe fails a wrong model: a LayerNorm, softmax or bias add in bf16, an fp32 graph.
 
-`python -m tests.test_bf16_tensorflow [modes...]` prints the measured errors
+`python -m tests.test_precision_tensorflow [modes...]` prints the measured errors
 (docs/measurements/bf16-tensorflow.txt).
 """
 from __future__ import annotations

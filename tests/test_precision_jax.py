@@ -14,7 +14,7 @@ what only JAX can do:
 2. The UNet's float64 gradient for the shared checks: the fp32 path run in float64 under
    jax.enable_x64; and the parameters, gradients and optax state stay float32.
 
-`python -m tests.test_bf16_jax` prints the measured errors (docs/measurements/bf16-jax.txt).
+`python -m tests.test_precision_jax` prints the measured errors (docs/measurements/bf16-jax.txt).
 """
 from __future__ import annotations
 
