@@ -32,6 +32,9 @@ from workloads import commmodel, gpt, parallel
 from workloads import distributed as wd
 from workloads.base import FwbenchError
 
+# timings, the machine's load or a one-node Slurm cluster: no other test beside it
+pytestmark = pytest.mark.alone
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = gpt.preset("tiny").config
 ANALYTIC = sum(math.prod(s) for s in gpt.param_shapes(TINY).values()) * 4          # every gradient once, fp32

@@ -74,6 +74,7 @@ def stubbed(framework: str, model, attr: str):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("framework", INSTALLED)
+@pytest.mark.alone           # a timing
 def test_a_call_costs_no_more_than_the_frameworks_own(framework, mode):
     adapter, model = built(framework, "gpt", mode if mode in frameworks.load(framework).modes else "eager")
     x = adapter.asarray(G.make_batch(GCFG, 1, seed=0)[0], "cpu")

@@ -17,6 +17,9 @@ from reports.commands import plan, results, sets
 from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
+# timings, the machine's load or a one-node Slurm cluster: no other test beside it
+pytestmark = pytest.mark.alone
+
 SLOW = 1.20    # 3 sets of the tiny forward: 2.5-4% SD per set measured, a t(2) half-width up to 9%
 LABEL = "jax-compiled-forward"
 

@@ -22,7 +22,7 @@ from tests.support import reports_fixtures as fx
 from tests.test_harness import FakeAdapter, session
 from workloads.case import Case
 
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.alone, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
 
 
 class StartingAdapter(FakeAdapter):
