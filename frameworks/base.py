@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import FwbenchError, Unsupported, available_cpus, choose  # noqa: F401  (re-exported)
+from workloads.base import FwbenchError, Unsupported, available_cpus, choose, is_accelerator  # noqa: F401  (re-exported)
 from workloads.case import Case, Placement
 from workloads.framework_facts import FACTS, facts
 
@@ -472,8 +472,8 @@ class Adapter:
         """The framework's own name for `device`: 'cuda' and 'gpu' name one accelerator (torch
         calls it cuda, JAX gpu); any other name, or one the framework lacks, as given."""
         devs = self.devices()
-        if device in ("cuda", "gpu") and device not in devs:
-            return next((d for d in devs if d in ("cuda", "gpu")), device)
+        if is_accelerator(device) and device not in devs:
+            return next((d for d in devs if is_accelerator(d)), device)
         return device
 
     def check_device(self, device: str) -> str:
@@ -493,7 +493,7 @@ class Adapter:
                         placement=Placement(device))
         choose("workload", case.workload, WORKLOADS)
         module = importlib.import_module(f"frameworks.{self.name}.{case.workload}")
-        have = getattr(module, "PRECISIONS", ("fp32",))     # the policies its build honours
+        have = module.PRECISIONS          # the policies its build honours (declared by each module)
         if case.precision not in have:
             raise Unsupported(f"{self.name}'s {case.workload} has no {case.precision} policy "
                               f"(it has {', '.join(have)}; workloads/precision.py defines them)")

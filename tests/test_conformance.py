@@ -143,8 +143,9 @@ def test_modes_and_rewrites_agree_with_the_frameworks_own_tables():
 
 @pytest.mark.parametrize("framework", list(frameworks.names()))
 def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
-    """Each case the plugin would collect at the tiny preset: its model builds, and where the
-    case's variant is not the framework's the refusal says so (Unsupported, not a crash).
+    """Each case the plugin would collect at the tiny preset: its model builds and is its
+    workload's declared MODEL (a Protocol: its methods and attributes), and where the case's
+    variant is not the framework's the refusal says so (Unsupported, not a crash).
     Nothing is called or compiled here (interop's programs are probed on first look-up, so
     they are only built)."""
     if framework not in INSTALLED:
@@ -162,9 +163,13 @@ def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
             try:
                 model = a.build(case, p.config, params)
                 if w == "dynamic":                          # its models are made on look-up
-                    getattr(model, W.task_spec(p.config, p.batch, case.task, strategy=case.strategy).method)
+                    method = W.task_spec(p.config, p.batch, case.task, strategy=case.strategy).method
+                    getattr(model, method)
+                    model = model.made(method) if method in ("prefill", "generate", "train") else None
                 elif w == "derivatives":                    # its strategies are checked per problem
                     model.strategy_for(W.problem_of(case.task)[0])
+                assert model is None or isinstance(model, W.MODEL), \
+                    f"{case}: {type(model).__name__} is not a {W.MODEL.__name__}"
                 built += 1
             except Unsupported as e:
                 assert str(e).strip(), case
@@ -351,3 +356,21 @@ def test_every_declared_precision_reaches_the_models_layers(framework):
                         M.CFG, M.PARAMS)
             err = _rel(a.to_numpy(getattr(m, method)(*(a.asarray(x, "cpu") for x in inputs))), expected)
             assert err >= POLICIES[precision].unit_roundoff, (w, precision, err)
+
+
+@pytest.mark.parametrize("framework", list(frameworks.names()))
+def test_every_workload_module_declares_the_policies_its_build_honours(framework):
+    """Adapter.build reads each frameworks/<fw>/<workload>.py's PRECISIONS as declared (no
+    default behind a probe): every module states it, and every name in it is a policy."""
+    import ast
+
+    from workloads.precision import POLICIES
+    for w in workloads.WORKLOADS:
+        path = Path(frameworks.__file__).parent / framework / f"{w}.py"
+        names = {t.id for n in ast.parse(path.read_text()).body if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        names |= {a.asname or a.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.ImportFrom)
+                  for a in n.names}
+        assert "PRECISIONS" in names, f"{path} declares no PRECISIONS"
+        if framework in INSTALLED:
+            assert set(importlib.import_module(f"frameworks.{framework}.{w}").PRECISIONS) <= set(POLICIES)

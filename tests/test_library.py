@@ -22,7 +22,7 @@ from workloads import diffusion as D
 from workloads import gpt as G
 
 GCFG, DCFG = G.preset("tiny").config, D.preset("tiny").config
-PROTOCOL = {"gpt": G.GPTModel, "diffusion": D.DiffusionModel}
+PROTOCOL = {"gpt": G.MODEL, "diffusion": D.MODEL}      # each workload's declared interface
 MODES = ("eager", "compiled")
 OVERHEAD_BUDGET_S = 1e-6
 

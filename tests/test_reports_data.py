@@ -144,15 +144,6 @@ def test_empty_input_gives_empty_frame_with_columns(tmp_path):
     assert df.empty and "median_s" in df.columns and len(df.attrs["problems"]) == 1
 
 
-def test_latest_keeps_the_newest_duplicate(tmp_path):
-    old = write(tmp_path / "old.json", plausible_run("torch", date="2025-01-01T00:00:00+00:00"))
-    new = write(tmp_path / "new.json", plausible_run("torch", slow=2.0, date="2025-02-01T00:00:00+00:00"))
-    df = reports.load([old, new])
-    cases, notes = data.latest(df)
-    assert len(cases) == len(df) // 2 and set(cases["run_file"]) == {"new.json"}
-    assert notes and all("using new.json" in n for n in notes)
-
-
 def test_missing_frameworks_are_reported(tmp_path):
     write(tmp_path / "torch.json", plausible_run("torch", missing={"tensorflow": "tensorflow is not installed"}))
     df = reports.load(tmp_path)

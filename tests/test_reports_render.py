@@ -85,8 +85,8 @@ def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1]
                                      if k.removeprefix("fig:") in figures.FIGURES else choice.caption(k[4:]))
             for k, v in paths.items() if k.startswith("fig:")}
-    cases, notes = data.latest(df)
-    blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), notes)
+    cases = replicates.cases(df)                    # as document.render builds its blocks
+    blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), cases.attrs["notes"], records=df)
     assert formats.markdown(blocks, out) == (out / "report.md").read_text()
     assert formats.latex_tables(blocks) == (out / "tables.tex").read_text()
     assert "times" not in (out / "data.csv").read_text().splitlines()[0].split(",")

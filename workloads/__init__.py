@@ -1,12 +1,12 @@
 """Framework-free workload definitions: what is computed, never how.
 
-Each workload module (workloads.gpt, workloads.diffusion, workloads.interop, workloads.dynamic)
-provides:
+Each workload module of WORKLOADS provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
     task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
     strategies(framework, mode, task) -> the case variants (the first is the default),
     optionally tasks(config) -> the task names of a preset (when names carry sizes),
-    and a Protocol for its model (docs/ARCHITECTURE.md: "Adding a workload or a framework").
+    and MODEL, the Protocol its frameworks' models implement (CONTRIBUTING.md: "A workload";
+    tests/test_conformance.py checks every framework's against it).
 """
 from __future__ import annotations
 

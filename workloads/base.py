@@ -73,6 +73,16 @@ class WrongResult(FwbenchError):
     "side effect at trace time only"). May carry `record_extra`, keys for the record."""
 
 
+# The device kinds a case or a run names; "cuda" and "gpu" name the same accelerator.
+ACCELERATORS = ("cuda", "gpu")
+DEVICE_KINDS = ("cpu", *ACCELERATORS)
+
+
+def is_accelerator(device: str) -> bool:
+    """Whether `device` ("cuda", "gpu", "cuda:1", "cpu", ...) names an accelerator."""
+    return str(device).split(":")[0] in ACCELERATORS
+
+
 def choose(kind: str, name: str, valid: Iterable[str]) -> str:
     """Return `name` if it is one of `valid`, else raise a one-line FwbenchError."""
     valid = tuple(valid)
@@ -302,7 +312,7 @@ CUDA_GRAPH_TASKS = ("forward", "train_step")
 def device_strategies(framework: str, mode: str, task: str, kind: str) -> tuple[str, ...]:
     """Strategies a model workload has on some devices only (`kind`: cpu, cuda, gpu):
     declared_cases adds them after the workload's `strategies`."""
-    if framework == "torch" and mode == "compiled" and task in CUDA_GRAPH_TASKS and kind in ("cuda", "gpu"):
+    if framework == "torch" and mode == "compiled" and task in CUDA_GRAPH_TASKS and is_accelerator(kind):
         return (CUDA_GRAPHS,)
     return ()
 

@@ -14,7 +14,7 @@ import importlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable
 
-from workloads.base import choose
+from workloads.base import DEVICE_KINDS, choose
 from workloads.framework_facts import FACTS
 from workloads.precision import PRECISIONS  # the numeric policies (their names)
 from workloads.record import MODES
@@ -22,7 +22,6 @@ from workloads.record import MODES
 # Every framework fwbench knows, in the order reports list them (the registry:
 # workloads/framework_facts.py; the reports read it, never `frameworks`).
 FRAMEWORKS = tuple(FACTS)
-DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
 
 @dataclass(frozen=True)

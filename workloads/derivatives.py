@@ -70,7 +70,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -828,6 +828,7 @@ def check_inputs(cfg: "DerivativesConfig", method: str, /, *args: Any, **kwargs:
 
 # ----------------------------------------------------------------------------- interface
 
+@runtime_checkable
 class DerivativesModel(Protocol):
     """What every framework implements (frameworks/<fw>/derivatives.py, `build(adapter,
     config, params, case)`). The case's `strategy` picks the transform for every
@@ -852,3 +853,7 @@ class DerivativesModel(Protocol):
 
     def nth_derivative(self, x: Any, order: int) -> Any:
         """(points,) the order-th derivative of sin(x) exp(x/2) at each point."""
+
+
+# What every framework's build returns: tests/test_conformance.py checks each against it.
+MODEL = DerivativesModel

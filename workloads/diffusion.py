@@ -768,3 +768,7 @@ def reference_sample(cfg: DiffusionConfig, params: dict[str, np.ndarray], x_T: n
                      steps: int = SAMPLE_STEPS) -> np.ndarray:
     coefs = sampler_coefficients(cfg.schedule, method, steps)
     return p_sample_loop(lambda x, t: reference_eps(cfg, params, x, t), coefs, x_T, noise)
+
+
+# What every framework's build returns: tests/test_conformance.py checks each against it.
+MODEL = DiffusionModel

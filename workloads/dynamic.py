@@ -85,7 +85,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -488,6 +488,10 @@ class ByTask:
     def __init__(self, **makers: Callable[[], Any]) -> None:
         self._makers = makers
 
+    def made(self, method: str) -> Any:
+        """The object `method`'s look-up makes (the task's model)."""
+        return self._makers[method]()
+
     def __getattr__(self, method: str) -> Any:
         makers = self.__dict__.get("_makers", {})
         if method not in makers:
@@ -689,6 +693,7 @@ def build(models: Models, adapter: Any, config: DynamicConfig, params: dict[str,
                   prefill_int=made(models.prefill_int, gpt_params, models.int_strategies, models.int_why))
 
 
+@runtime_checkable
 class PrefillModel(Protocol):
     """What every framework builds (frameworks/<fw>/dynamic.py: build(adapter, config, params,
     case), through workloads.dynamic.build); arrays are the framework's own."""
@@ -702,3 +707,8 @@ class PrefillModel(Protocol):
 
     def train(self, tokens: Any, targets: Any, weights: Any) -> dict[str, Any]:
         """(B, P) tokens, targets, float32 weights -> {"loss": sum(w ce) / sum(w), **gradients}."""
+
+
+# What every framework's build returns: the GPT model a prefill, generate or train request's
+# look-up makes (ByTask.made); tests/test_conformance.py checks each against it.
+MODEL = PrefillModel

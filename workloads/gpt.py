@@ -473,3 +473,7 @@ def reference_generate(cfg: GPTConfig, params: dict[str, np.ndarray], prompt: np
         nxt = reference_logits(cfg, params, seq)[:, -1].argmax(-1).astype(seq.dtype)
         seq = np.concatenate([seq, nxt[:, None]], axis=1)
     return seq
+
+
+# What every framework's build returns: tests/test_conformance.py checks each against it.
+MODEL = GPTModel

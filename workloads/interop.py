@@ -515,3 +515,8 @@ class Programs:
 def _with(e: Exception, extra: dict[str, Any]) -> Exception:
     e.record_extra = extra
     return e
+
+
+# What every framework's build returns, one class for every framework (its programs under the
+# framework's `make`); tests/test_conformance.py checks each against it.
+MODEL = Programs

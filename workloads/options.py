@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from workloads.base import FwbenchError, choose
+from workloads.base import DEVICE_KINDS, FwbenchError, choose
 from workloads.parallel import device_counts
 
 
@@ -69,7 +69,7 @@ HARNESS: tuple[Option, ...] = (
     Option("workload", str, None, "comma list of workloads (default: all)", cli=True),
     Option("preset", str, None, "preset for every workload, or per workload: gpt=gpt2,diffusion=ddpm-cifar "
            "(default by --device: small on the CPU, gpt=gpt2,diffusion=ddpm-cifar on a GPU)", cli=True),
-    Option("device", str, "cpu", "cpu (default), cuda or gpu", choices=("cpu", "cuda", "gpu"), cli=True),
+    Option("device", str, "cpu", "cpu (default), cuda or gpu", choices=DEVICE_KINDS, cli=True),
     Option("threads", int, None, "intra-op threads for every framework (default: all CPUs)", low=1,
            what="a positive integer", cli=True),
     Option("matmul_precision", str, "highest", "highest (default: full fp32, TF32 off) or tf32",

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -259,6 +259,7 @@ def check_error(task: str, got: Any, want: Any) -> float:
 
 # ----------------------------------------------------------------------------- interface
 
+@runtime_checkable
 class Servable(Protocol):
     """What frameworks/<fw>/serving.py's build(adapter, config, params, case) returns; nothing
     is exported or compiled until export() (building every declared case is cheap).
@@ -278,3 +279,7 @@ class Servable(Protocol):
 
     def expected(self, serve: Serve) -> list[Any]:
         ...
+
+
+# What every framework's build returns: tests/test_conformance.py checks each against it.
+MODEL = Servable

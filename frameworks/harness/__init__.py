@@ -11,12 +11,14 @@ splits its plugin; the pytest hooks themselves are frameworks/pytest_plugin.py.
     gemm.py      the fp32 GEMM rate (numpy's BLAS and each framework's matmul; an accelerator's)
     machine.py   machine_info (pytest-benchmark's machine_info.fwbench), machine_fingerprint,
                  host_info (for a result file `fwbench run` rebuilds)
+    memory.py    a case's peak memory (one instrument per device kind)
     scaleout.py  a data-parallel case's check against one device and its collectives
     serving.py   time_serving: a serving case exported, then checked and timed in a serving
                  process of its own (frameworks/serve.py)
+    distributed.py  the rank program of a multi-process data-parallel step (srun or local ranks)
 
-Imports run down that list's dependencies only (run -> serving -> timing -> host; machine ->
-gemm -> options), never back up. What a benchmark module needs is here:
+Each module imports only those before it in options, session, sidebyside, host, gemm, scaleout,
+timing, machine, memory, serving, run, distributed (a test reads the imports). What a benchmark module needs is here:
 
     from frameworks.harness import run_case
 """

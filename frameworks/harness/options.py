@@ -9,10 +9,8 @@ import frameworks
 import workloads
 from frameworks.base import Unsupported
 from workloads import options
-from workloads.base import FwbenchError, choose, split_presets
+from workloads.base import DEVICE_KINDS, FwbenchError, choose, is_accelerator, split_presets
 from workloads.case import Placement
-
-DEVICE_ALIASES = ("cpu", "cuda", "gpu")  # 'gpu' and 'cuda' name the same accelerator
 
 
 def parse_presets(text: str, selected: tuple[str, ...]) -> dict[str, str]:
@@ -80,11 +78,11 @@ Options.__module__ = __name__      # where pickle finds it (Python 3.12's module
 
 def resolve_device(adapter: frameworks.Adapter, device: str) -> str:
     """Map the user's device name onto the framework's ('cuda' and 'gpu' are one accelerator)."""
-    choose("device", device, DEVICE_ALIASES)
+    choose("device", device, DEVICE_KINDS)
     devs = adapter.devices()
     own = adapter.own_device(device)
     if own in devs:
         return own
-    if device in ("cuda", "gpu"):
+    if is_accelerator(device):
         raise Unsupported(f"{adapter.name} sees no GPU here (devices: {', '.join(devs)})")
     raise Unsupported(f"{adapter.name} has no device {device!r} (devices: {', '.join(devs)})")

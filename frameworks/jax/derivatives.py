@@ -34,6 +34,9 @@ from frameworks.jax import gpt as jgpt
 from workloads import derivatives as D
 from workloads import gpt as G
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 Params = dict[str, jax.Array]
 

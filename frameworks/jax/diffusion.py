@@ -240,10 +240,15 @@ class JaxDiffusion:
         scan = lax.scan if compiled else python_scan
         self._eps = jit(partial(eps, cfg=config, compute=compute))
         self._loss = jit(partial(loss, cfg=config, sched=sched, compute=compute))
-        self._grads = jit(jax.grad(partial(loss, cfg=config, sched=sched, compute=compute)))
+        # the loss the gradient programs differentiate (params, x0, t, noise), declared for the
+        # data-parallel steps that differentiate it themselves (frameworks/jax/parallel.py)
+        self.train_loss = partial(loss, cfg=config, sched=sched, compute=compute)
+        self._grads = jit(jax.grad(self.train_loss))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._train_step = jit(partial(train_step, cfg=config, sched=sched, tx=self.tx, compute=compute),
-                               donate_argnums=(0, 1))
+        # the pure step (params, opt_state, x0, t, noise -> params, opt_state, loss), declared for
+        # the data-parallel steps that place it (frameworks/jax/parallel.py)
+        self.pure_step = partial(train_step, cfg=config, sched=sched, tx=self.tx, compute=compute)
+        self._train_step = jit(self.pure_step, donate_argnums=(0, 1))
         self._sample = jit(partial(sample_loop, cfg=config, scan=scan, compute=compute))
 
     def _sampler(self, method: str, steps: int) -> dict[str, jax.Array]:

@@ -24,6 +24,9 @@ from workloads import dynamic as D
 from workloads import gpt as G
 from workloads.base import error_line
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 COMPILED = (None, "export", "bucketed")
 WHY = "jit specialises on every shape; jax.export is its symbolic-shape path"

@@ -334,10 +334,15 @@ class JaxGPT:
             if compute == F32 else {}
         self._logits = jit(partial(logits, cfg=config, compute=compute))
         self._loss = jit(partial(loss, cfg=config, compute=compute))
-        self._grads = jit(jax.grad(partial(loss, cfg=config, compute=compute, forms=grad_forms)))
+        # the loss the gradient programs differentiate (params, tokens, targets), declared for
+        # the data-parallel steps that differentiate it themselves (frameworks/jax/parallel.py)
+        self.train_loss = partial(loss, cfg=config, compute=compute, forms=grad_forms)
+        self._grads = jit(jax.grad(self.train_loss))
         # Donation lets XLA write the new parameters and moments into the old buffers.
-        self._train_step = jit(partial(train_step, cfg=config, tx=self.tx, compute=compute, forms=grad_forms),
-                               donate_argnums=(0, 1))
+        # the pure step (params, opt_state, tokens, targets -> params, opt_state, loss), declared
+        # for the data-parallel steps that place it (frameworks/jax/parallel.py)
+        self.pure_step = partial(train_step, cfg=config, tx=self.tx, compute=compute, forms=grad_forms)
+        self._train_step = jit(self.pure_step, donate_argnums=(0, 1))
         self._generate = jit(partial(generate_cached, cfg=config, loop=loop, compute=compute),
                              static_argnames="n_new")
         self._generate_full = jit(partial(generate_full, cfg=config, loop=loop, compute=compute),

@@ -21,6 +21,9 @@ from jax.experimental import io_callback
 from workloads import interop as I
 from workloads.case import Case
 from workloads.interop import LOG
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 
 def numpy_call(x):

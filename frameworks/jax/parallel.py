@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from workloads.base import Unsupported
+from workloads.base import Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import (
     NO_SYNC,
@@ -48,7 +48,7 @@ EAGER = ("JAX's data parallel is a compiled program over a device mesh (jit with
 
 def mesh_devices(case: Case) -> list[Any]:
     """The placement's devices, or Unsupported saying how many JAX sees."""
-    return take_devices("JAX", jax.devices("gpu" if case.placement.kind in ("cuda", "gpu") else "cpu"), case.placement)
+    return take_devices("JAX", jax.devices("gpu" if is_accelerator(case.placement.kind) else "cpu"), case.placement)
 
 
 def shard_spec(shape: tuple[int, ...], n: int) -> PartitionSpec:
@@ -60,13 +60,9 @@ def shard_spec(shape: tuple[int, ...], n: int) -> PartitionSpec:
     return PartitionSpec()
 
 
-SHARDED_STEP = ("the sharded step is the model's train_step written out with the gathers placed (its loss, "
-                "jax.value_and_grad, its optax chain): it needs frameworks/jax/<workload>.py's "
-                "train_step(p, opt_state, *batch, tx=..., **kw) and loss(p, *batch, **kw)")
-
-
-def fsdp_step(step: Any, sharded: Any, replicated: NamedSharding) -> Any:
-    """The model's step, partial(train_step, tx=..., **kw), as FSDP runs it: the sharded
+def fsdp_step(loss: Any, tx: Any, sharded: Any, replicated: NamedSharding) -> Any:
+    """The model's train step (its `train_loss`: params, *batch -> the loss its gradients are
+    of, and its optimizer `tx`, as the model declares them) as FSDP runs it: the sharded
     parameters gathered whole where the loss uses them (with_sharding_constraint to
     replicated: an all-gather), the loss and its gradients on the device's rows, the
     gradients constrained back onto the parameters' shards (a reduction that leaves each
@@ -77,17 +73,7 @@ def fsdp_step(step: Any, sharded: Any, replicated: NamedSharding) -> Any:
     N = 2: 17 all-to-alls of activations and 29 all-reduces of partial activations and
     gradients beside 42 all-gathers). The constrained program gathers each parameter once:
     XLA keeps the gathered copy for the backward (FSDP2 gathers again there)."""
-    import sys
-    from functools import partial
-
     import optax
-    kw = dict(getattr(step, "keywords", {}))
-    func = getattr(step, "func", None)
-    loss_fn = getattr(sys.modules.get(getattr(func, "__module__", ""), None), "loss", None)
-    if getattr(func, "__name__", "") != "train_step" or "tx" not in kw or loss_fn is None:
-        raise Unsupported(SHARDED_STEP)
-    tx = kw.pop("tx")
-    loss = partial(loss_fn, **kw)
 
     def grads(p: Any, *batch: Any) -> Any:
         full = jax.lax.with_sharding_constraint(p, jax.tree.map(lambda _: replicated, p))
@@ -147,9 +133,7 @@ class DataParallel:
         self.model, self.config, self.mode, self.device = model, model.config, model.mode, model.device
         self._replicated = NamedSharding(mesh, PartitionSpec())
         self._batch = NamedSharding(mesh, PartitionSpec("data"))
-        # The model's pure step, params, opt_state, *batch -> params, opt_state, loss (its jit
-        # wraps a functools.partial of frameworks/jax/<workload>.py's train_step).
-        step = getattr(model._train_step, "__wrapped__", model._train_step)
+        step = model.pure_step          # params, opt_state, *batch -> params, opt_state, loss
         if case.strategy == SHARDED:
             def placed(tree: Any) -> Any:
                 return jax.tree.map(lambda a: NamedSharding(mesh, shard_spec(np.shape(a), self.n)), tree)
@@ -158,7 +142,7 @@ class DataParallel:
             model.opt_state = put(model.opt_state, ss)
             # In: the arguments' own shardings (committed arrays); out: the same placements, so
             # every step keeps them sharded.
-            run = fsdp_step(step, ps, self._replicated)
+            run = fsdp_step(model.train_loss, model.tx, ps, self._replicated)
             model._train_step = jax.jit(run, out_shardings=(ps, ss, self._replicated), donate_argnums=(0, 1))
             self._grads = jax.jit(lambda p, *b: run.grads(p, *b)[1], out_shardings=ps)
             if mutation() == "sum":
@@ -184,7 +168,7 @@ class DataParallel:
         """The "sum" and "skip" mutations (workloads.parallel.MUTATIONS): each device's gradient
         of its rows' mean loss, psum'd over the mesh under shard_map, where GSPMD's program
         means them ("sum"); or pmean'd, then the last device keeps its own ("skip")."""
-        loss = getattr(model._loss, "__wrapped__", model._loss)
+        loss = model.train_loss
         skip, last = mutation() == "skip", mesh.devices.size - 1
 
         def per_device(p: Any, *batch: Any) -> Any:

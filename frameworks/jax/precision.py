@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from workloads.base import is_accelerator
+
 F32 = jnp.float32
 COMPUTE = {"fp32": jnp.float32, "bf16": jnp.bfloat16}   # policy -> dtype of the products' inputs
 PRECISIONS = tuple(COMPUTE)                               # the policies every JAX build honours
@@ -224,7 +226,7 @@ def attention_impl(device: str, precision: str) -> str:
     compute = COMPUTE[precision]
     if compute == F32:
         return XLA_ATTENTION
-    if device.split(":")[0] not in ("gpu", "cuda"):
+    if not is_accelerator(device):
         return WRITTEN
     why = cudnn_refusal(compute, *PROBE)
     if why is not None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from frameworks.peers.timing import Side
 from workloads import gpt as W
-from workloads.base import FwbenchError, Unsupported
+from workloads.base import FwbenchError, Unsupported, is_accelerator
 
 LIBRARY = {"torch": "HF transformers GPT2LMHeadModel (sdpa)",
            "jax": "HF transformers FlaxGPT2LMHeadModule",
@@ -124,7 +124,7 @@ def jax_side(cfg: W.GPTConfig, params: dict[str, np.ndarray], task: str, mode: s
     import optax
     from transformers.models.gpt2.modeling_flax_gpt2 import FlaxGPT2LMHeadModule
 
-    dev = jax.devices("gpu" if device in ("cuda", "gpu") else "cpu")[0]
+    dev = jax.devices("gpu" if is_accelerator(device) else "cpu")[0]
     module = FlaxGPT2LMHeadModule(hf_config(cfg), dtype=jnp.bfloat16 if precision == "bf16" else jnp.float32)
     state = {"p": jax.device_put(flax_params(cfg, params), dev)}
     x, y = jax.device_put(jnp.asarray(tokens), dev), jax.device_put(jnp.asarray(targets), dev)

@@ -73,6 +73,9 @@ from frameworks.transforms import TransformModel
 from workloads import derivatives as D
 from workloads import gpt as G
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 
 def logits(p: list[tf.Tensor], x: tf.Tensor) -> tf.Tensor:

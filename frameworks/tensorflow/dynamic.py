@@ -17,6 +17,9 @@ import tensorflow as tf
 from frameworks.tensorflow.gpt import TFGPT, dims
 from workloads import dynamic as D
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 TRACED = (None, "input_signature", "reduce_retracing", "bucketed")
 WHY = "tf.function traces per input signature"

@@ -24,6 +24,9 @@ import tensorflow as tf
 from workloads import interop as I
 from workloads.case import Case
 from workloads.interop import LOG
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 
 def value_branch(x):

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from workloads.base import Unsupported
+from workloads.base import Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard, take_devices
 
@@ -52,7 +52,7 @@ SHARDED_REFUSED = ("TensorFlow's parameter sharding is DTensor (tf.experimental.
 
 
 def distribution_devices(case: Case) -> list[str]:
-    kind = "GPU" if case.placement.kind in ("cuda", "gpu") else "CPU"
+    kind = "GPU" if is_accelerator(case.placement.kind) else "CPU"
     return take_devices("TensorFlow", [d.name for d in tf.config.list_logical_devices(kind)], case.placement)
 
 

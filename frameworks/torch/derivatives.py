@@ -54,6 +54,9 @@ from frameworks.torch import gpt as tgpt
 from workloads import derivatives as D
 from workloads import gpt as G
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 Params = dict[str, torch.Tensor]
 

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from frameworks.torch.parallel import _local, counted
+from workloads.base import is_accelerator
 from workloads.case import Case
 from workloads.distributed import World, peer_timeout_s
 from workloads.parallel import shard
@@ -34,7 +35,7 @@ class Runtime:
         self.world = world
         os.environ.update(MASTER_ADDR=world.coordinator, MASTER_PORT=str(world.port), RANK=str(world.rank),
                           WORLD_SIZE=str(world.size), LOCAL_RANK=str(world.local_rank))
-        self.backend = "nccl" if kind in ("cuda", "gpu") else "gloo"
+        self.backend = "nccl" if is_accelerator(kind) else "gloo"
         if self.backend == "nccl":
             torch.cuda.set_device(world.local_rank)
         dist.init_process_group(self.backend, init_method="env://",

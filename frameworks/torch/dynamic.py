@@ -20,6 +20,9 @@ from torch.nn import functional as F
 from frameworks.torch.gpt import TorchGPT
 from workloads import dynamic as D
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 # strategy -> torch.compile's `dynamic` argument (None: automatic dynamic, the default)
 DYNAMIC = {None: None, "static": False, "dynamic": True, "mark_dynamic": None, "bucketed": False}

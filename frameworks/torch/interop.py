@@ -25,6 +25,9 @@ from torch._higher_order_ops import while_loop as hop_while_loop
 
 from workloads import interop as I
 from workloads.case import Case
+from workloads.precision import DEFAULT
+
+PRECISIONS = (DEFAULT,)     # the numeric policies its build honours: fp32 only
 
 
 def numpy_call(x):

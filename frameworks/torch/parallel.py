@@ -41,7 +41,7 @@ import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from workloads.base import FwbenchError, Unsupported
+from workloads.base import FwbenchError, Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard
 
@@ -64,7 +64,7 @@ def _pin(rank: int, threads: int) -> None:
 
 
 def _init(rank: int, n: int, port: int, kind: str) -> None:
-    backend = "nccl" if kind in ("cuda", "gpu") else "gloo"
+    backend = "nccl" if is_accelerator(kind) else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
@@ -297,7 +297,7 @@ class Group:
 
     def __init__(self, placement: Placement, threads: int) -> None:
         self.n, self.threads, self.kind = placement.devices, threads, placement.kind
-        if self.kind in ("cuda", "gpu") and torch.cuda.device_count() < self.n:
+        if is_accelerator(self.kind) and torch.cuda.device_count() < self.n:
             raise Unsupported(f"torch sees {torch.cuda.device_count()} CUDA device(s); this placement needs {self.n}")
         port = _free_port()
         ctx = mp.get_context("spawn")

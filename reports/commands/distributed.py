@@ -134,7 +134,7 @@ def _signal(p: subprocess.Popen[Any], sig: int) -> None:
 def launch_local(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, parts: Path, log: Path) -> str | None:
     """The N ranks as processes of this machine; None when every rank ended normally, else
     the one line: which rank ended first and how (its own error line where it wrote one)."""
-    from reports.commands.process import _die_with_parent
+    from reports.commands.process import die_with_parent
     port = free_ports(n)
     hosts = ",".join(["127.0.0.1"] * n)
     procs = []
@@ -144,7 +144,7 @@ def launch_local(cmd: list[str], n: int, env: dict[str, str], timeout_s: float, 
         for r in range(n):
             e = _env({**env, wd.RANK: str(r), wd.SIZE: str(n), wd.HOSTS: hosts, wd.PORT: str(port)})
             procs.append(subprocess.Popen(cmd, cwd=checkout.CHECKOUT, env=e, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True, preexec_fn=_die_with_parent))
+                                          start_new_session=True, preexec_fn=die_with_parent))
         t0 = time.monotonic()
         failed: list[tuple[int, int]] = []         # (rank, rc) of the ranks that ended badly, in the order seen
         try:

@@ -78,7 +78,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
         # its own session: Ctrl-C at the terminal reaches only us, and we end the whole group;
         # the parent-death signal ends pytest if we die without a chance to (kill -9)
         proc = subprocess.Popen(cmd, cwd=checkout.CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=die_with_parent)
         state = Watch(label, progress)
         ended: str | None = None            # what ended the process from outside, if anything
         interrupted: signals.Interrupted | None = None
@@ -105,7 +105,7 @@ def run_framework(fw: str, opts: RunOptions, out: Path, progress: Progress, repe
     return path
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: SIGKILL when the parent (fwbench run) dies (Linux prctl)."""
     try:
         import ctypes

@@ -176,7 +176,7 @@ class Coordinator:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
             m.proc = subprocess.Popen(cmd, cwd=checkout.CHECKOUT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True, preexec_fn=process._die_with_parent,
+                                      start_new_session=True, preexec_fn=process.die_with_parent,
                                       pass_fds=(to_child_r, from_child_w))
             log.close()
             os.close(to_child_r)

@@ -41,6 +41,7 @@ from reports.measures import distributed, scaleout, stats, verdicts
 from reports.measures.data import TIMED, finite, framework_order, lacking_modes, not_applicable
 from reports.sections import interop, serving
 from workloads import code_size
+from workloads.base import is_accelerator
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
 NOT_RUN, NOT_TESTABLE = "not tested in this run", "not testable on CPUs"
@@ -144,7 +145,7 @@ def where(df: pd.DataFrame) -> str:
 
 
 def on_gpu(df: pd.DataFrame) -> bool:
-    return "device" in df.columns and df["device"].astype(str).str.split(":").str[0].isin(["cuda", "gpu"]).any()
+    return "device" in df.columns and df["device"].map(is_accelerator).any()
 
 
 # ----------------------------------------------------------------------------- claim 1: best case
@@ -448,8 +449,8 @@ def _overhead_draws(o: pd.Series, n: int = STREAM_N) -> np.ndarray | None:
     """Draws of a configuration's overhead (its cost's draws over its base's fixed cost, the
     base's warm rate drawn, its first request as measured)."""
     r, b = o["_row"], o["_base"]
-    c = jobs._cost(r, n)
-    w = jobs._draws(b.get("est"), f"step|{b['case']}")
+    c = jobs.job_cost(r, n)
+    w = jobs.term_draws(b.get("est"), f"step|{b['case']}")
     if c.draws is None or w is None:
         return None
     return c.draws / (float(b.get("startup_s") or 0.0) + _first_request(b) + (n - 1) * w / b["requests"])

@@ -79,11 +79,11 @@ class Job:
 
     def label(self, df: pd.DataFrame | None = None) -> str:
         wl = self.workload or ""
-        unit = _unit(wl, self.task, df)
+        unit = job_unit(wl, self.task, df)
         return f"{wl + ' ' if wl else ''}{self.task}: {self.n:,} {unit}"
 
 
-def _unit(workload: str, task: str, df: pd.DataFrame | None = None) -> str:
+def job_unit(workload: str, task: str, df: pd.DataFrame | None = None) -> str:
     if workload == STREAMS:
         return "requests"
     if workload in COUNTED_IN_UNITS and df is not None:
@@ -167,7 +167,7 @@ def _processes(r: pd.Series, role: str) -> int:
     return min(vals) if vals else 0
 
 
-def _draws(e: object, name: str) -> np.ndarray | None:
+def term_draws(e: object, name: str) -> np.ndarray | None:
     """Draws in seconds of a term from its t distribution over processes (stats.Est.draws);
     None where it has no interval (fewer than MIN_TESTED processes, or a pooled first call the
     pool left out)."""
@@ -186,7 +186,7 @@ def _startup_draws(r: pd.Series) -> np.ndarray | float | None:
     e = r.get("est_startup")
     if not isinstance(e, stats.Est) or not e.n:
         return 0.0
-    return _draws(e, f"startup|{r['framework']}/{r['mode']}")
+    return term_draws(e, f"startup|{r['framework']}/{r['mode']}")
 
 
 def _startup(r: pd.Series) -> float:
@@ -203,7 +203,7 @@ class Cost:
     draws: np.ndarray | None = None
 
 
-def _cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Cost:
+def job_cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Cost:
     """The cost of n steps, calls or requests of a configuration (module docstring); without
     `draws`, its point estimate only."""
     if r["workload"] == STREAMS:
@@ -213,8 +213,8 @@ def _cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Cost:
         if not finite(c) or not draws:
             return Cost(_startup(r) + c)
         k = float(r["requests"])
-        s, cold = _startup_draws(r), _draws(proc_est(r, "stream_cold_s"), f"stream cold|{r['case']}")
-        warm = _draws(r.get("est"), f"step|{r['case']}")
+        s, cold = _startup_draws(r), term_draws(proc_est(r, "stream_cold_s"), f"stream cold|{r['case']}")
+        warm = term_draws(r.get("est"), f"step|{r['case']}")
         draws = None
         if s is not None and cold is not None and warm is not None:
             draws = s + (cold + max(n - k, 0.0) * warm / k if n >= k else cold * n / k)
@@ -226,8 +226,8 @@ def _cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Cost:
     if not draws:
         return Cost(_startup(r) + float(first) + calls * float(step))
     s = _startup_draws(r)
-    f = _draws(r.get(f"est_first_{role}"), f"first {role}|{r['case']}")
-    t = _draws(r.get("est"), f"step|{r['case']}")
+    f = term_draws(r.get(f"est_first_{role}"), f"first {role}|{r['case']}")
+    t = term_draws(r.get("est"), f"step|{r['case']}")
     draws = s + f + calls * t if s is not None and f is not None and t is not None else None
     return _with_interval(_startup(r) + float(first) + calls * float(step), draws)
 
@@ -243,7 +243,7 @@ def cost(r: pd.Series, n: int, role: str = "cold") -> tuple[float, float, float]
     """(cost, lo, hi) in seconds of n steps, calls or requests of a configuration (module
     docstring); nan where the terms were not measured, lo and hi nan where a term has no
     interval."""
-    c = _cost(r, n, role)
+    c = job_cost(r, n, role)
     return c.value, c.lo, c.hi
 
 
@@ -334,7 +334,7 @@ def outcome(conf: pd.DataFrame, job: Job, role: str = "cold") -> Outcome:
     g = _cases_of(conf, job)
     rows, draws = [], {}
     for _, r in g.iterrows():
-        c = _cost(r, job.n, role)
+        c = job_cost(r, job.n, role)
         if finite(c.value):
             rows.append({"framework": r["framework"], "configuration": r["configuration"], "cost": c.value,
                          "lo": c.lo, "hi": c.hi, "processes": _processes(r, role), "workload": r["workload"]})
@@ -413,19 +413,19 @@ def _crossing(a: pd.Series, b: pd.Series, role: str, n: int) -> Change:
     fixed = []
     for x in (a, b):
         if x["workload"] == STREAMS:
-            d = _draws(proc_est(x, "stream_cold_s"), f"stream cold|{x['case']}")
-            w = _draws(x.get("est"), f"step|{x['case']}")
+            d = term_draws(proc_est(x, "stream_cold_s"), f"stream cold|{x['case']}")
+            w = term_draws(x.get("est"), f"step|{x['case']}")
             fixed.append(None if d is None or w is None else d - w)
         else:
-            fixed.append(_draws(x.get(f"est_first_{role}"), f"first {role}|{x['case']}"))
+            fixed.append(term_draws(x.get(f"est_first_{role}"), f"first {role}|{x['case']}"))
         s = _startup_draws(x)
         fixed[-1] = None if s is None or fixed[-1] is None else fixed[-1] + s
-    sa = _draws(ea, f"step|{a['case']}")
+    sa = term_draws(ea, f"step|{a['case']}")
     if r.kind == "paired":
         d = r.draws(f"crossing|{a['case']}|{b['case']}")
         sb = None if sa is None or d is None else sa * np.exp(d)
     else:
-        sb = _draws(eb, f"step|{b['case']}")
+        sb = term_draws(eb, f"step|{b['case']}")
     if any(x is None for x in (*fixed, sa, sb)):
         return Change(n, b["configuration"])
     per_a, per_b = la[1] / a["median_s"], lb[1] / b["median_s"]
@@ -447,7 +447,7 @@ def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[Cha
     rows = {r["configuration"]: r for _, r in g.iterrows()}
 
     def cheapest(n: int) -> str | None:
-        cs = [(_cost(r, n, role, draws=False).value, r["configuration"]) for _, r in g.iterrows()]
+        cs = [(job_cost(r, n, role, draws=False).value, r["configuration"]) for _, r in g.iterrows()]
         cs = [x for x in cs if finite(x[0])]
         return min(cs)[1] if cs else None
     # the cheapest is piecewise constant in N between crossings: sample on a log grid, then

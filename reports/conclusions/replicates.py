@@ -87,7 +87,7 @@ import pandas as pd
 from reports import sections
 from reports.measures import data as rdata
 from reports.measures import stats
-from reports.measures.data import TIMED, _joined, _sort_key, finite
+from reports.measures.data import TIMED, finite, joined_keys, sort_key
 from workloads.record import CASE_KEYS
 
 # Records of one case that share these ran under the same configuration: their processes pool.
@@ -369,7 +369,7 @@ def _pick_configuration(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     for k in CONFIG_KEYS[1:]:
         measured = df.loc[~blank].groupby("case")[k].first()
         filled[k] = df[k].where(~blank, df["case"].map(measured)).fillna(df[k])
-    config = pd.Series(_joined(df.assign(**filled), CONFIG_KEYS), index=df.index)
+    config = pd.Series(joined_keys(df.assign(**filled), CONFIG_KEYS), index=df.index)
     newest = df["date"].fillna("").groupby(config).transform("max")
     keep_cfg = newest.groupby(df["case"]).transform("max") == newest
     notes = [f"case {c} was also measured under another configuration (threads, shape or machine) in "
@@ -450,7 +450,7 @@ def cases(df: pd.DataFrame, salt: str = "") -> pd.DataFrame:
     out = _speedups(out)
     if not out.empty:
         out = out.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device", "status"],
-                              key=_sort_key, kind="stable").reset_index(drop=True)
+                              key=sort_key, kind="stable").reset_index(drop=True)
     out.attrs = attrs
     out.attrs["notes"] = Shared(notes)
     out.attrs["first_position"] = first_position(kept.to_dict("records"))
@@ -486,11 +486,11 @@ def _speedups(out: pd.DataFrame) -> pd.DataFrame:
         out[c] = math.nan
     if out.empty:
         return out
-    key = _joined(out, (*BASELINE, "threads", "shape"))
+    key = joined_keys(out, (*BASELINE, "threads", "shape"))
     eager = {k: i for k, i, m, t in zip(key, out.index, out["mode"], med) if m == "eager" and finite(t)}
     # A variant that eager mode does not have (torch's train-step recipes) is compared with
     # the eager case of the default strategy.
-    default_key = _joined(out.assign(strategy=math.nan), (*BASELINE, "threads", "shape"))
+    default_key = joined_keys(out.assign(strategy=math.nan), (*BASELINE, "threads", "shape"))
     for i, k, dk in zip(out.index, key, default_key):
         j = eager.get(k, eager.get(dk))
         if j is None or not finite(med[i]):

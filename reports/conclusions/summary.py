@@ -1,12 +1,11 @@
-"""The report's Summary: what the data support, first (issue 18; the anchors are the
-TorchBench/PyTorch 2 dashboard summaries and MLPerf's result tables, which lead with a
-compact table and their variance statements).
+"""The report's Summary: what the data support, first (the anchors are the TorchBench/PyTorch 2
+dashboard summaries and MLPerf's result tables, which lead with a compact table and their
+variance statements).
 
     key_findings(df, fam)   5-8 bullets of at most 40 words (analysis.bullets), their other figures
                             (intervals and verdicts, the family's) in the table under them
     framework_table(df)     one row per framework x mode: geometric-mean speed relative to the
                             fastest of each task, cold and warm first call, pass rate, peak memory
-    recommendations(rank)   the leader of each concern, in words
     scope(df)               what the run can and cannot say: machine, threads, dtype, presets,
                             processes, equivalence testing
 
@@ -30,6 +29,7 @@ from reports.conclusions import findings, jobs, replicates
 from reports.measures import precision, stats, verdicts
 from reports.measures.bullets import Finding, tally
 from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from workloads.base import is_accelerator
 from workloads.record import NOT_REACHED
 
 
@@ -327,33 +327,6 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
     return [Finding(text + ".", "\"as high as 40%\"", rows)]
 
 
-def recommendations(rank: pd.DataFrame) -> list[str]:
-    """The leader of each concern (score 1 is the best in this report), in words."""
-    out = []
-    for c in findings.CONCERNS:
-        if c not in rank.columns or rank[c].isna().all():
-            continue
-        order = rank[c].dropna().sort_values(ascending=False, kind="stable")
-        top = [f for f, v in order.items() if abs(v - order.iloc[0]) < 0.005]
-        rest = ", ".join(f"{f} {v:.2f}" for f, v in order.items() if f not in top)
-        lead = top[0] if len(top) == 1 else ", ".join(top[:-1]) + f" and {top[-1]} tie at {order.iloc[0]:.2f}"
-        out.append(f"{sections.concern_label(c)}: {lead}" + (f" (then {rest})" if rest else ""))
-    return out
-
-
-def choice_sentence(rank: pd.DataFrame, sens: pd.DataFrame, weights: dict[str, float]) -> str:
-    """Who ranks first with the weights given, under what share of the weight grid, and the
-    weight that would flip the order of the first two."""
-    share = sens["ranks first under"].sort_values(ascending=False, kind="stable")
-    lead = rank["overall"].idxmax()
-    flips = findings.flip_sentences(rank, weights)
-    flip = next((f for f in flips if " would rank above " in f), "")
-    return (f"Framework choice with equal weights: {lead} first; over {sens.attrs.get('vectors', 0)} weightings "
-            + ", ".join(f"{f} ranks first under {100 * v:.0f}%" for f, v in share.items() if v > 0)
-            + (" (a tie counts for each)" if share.sum() > 1.001 else "") + "."
-            + (" " + flip.split(". ", 1)[1] if ". " in flip else ""))
-
-
 POWER = 0.80     # the power at which a report states the smallest difference it could detect
 TARGET = 0.20    # the difference between frameworks a default run should find with POWER (issue 30)
 SIDE_TARGET = 0.05   # the same for a run of sets, side by side (issue 39)
@@ -478,7 +451,7 @@ def scope(df: pd.DataFrame) -> list[str]:
     cpu = sorted({str(r.get("cpu")) for r in runs if r.get("cpu")})
     acc = sorted({str(r.get("gpu_model") or r.get("accelerator")) for r in runs
                   if r.get("gpu_model") or r.get("accelerator")})
-    if not acc and "device" in df.columns and df["device"].isin(["cuda", "gpu"]).any():
+    if not acc and "device" in df.columns and df["device"].map(is_accelerator).any():
         acc = ["a GPU (its model not recorded)"]
     threads = sorted({int(x) for x in df["threads"].dropna()}) if "threads" in df.columns else []
     presets = sorted({f"{w} {p}" for w, p in zip(df["workload"], df["preset"])})
@@ -532,7 +505,7 @@ def _jobs_words(os: list[jobs.Outcome], conf: pd.DataFrame) -> str:
     for o in os:
         by.setdefault(f"{o.job.workload + ' ' if o.job.workload else ''}{o.job.task}", []).append(o.job)
     return ", ".join(f"{t} ({' and '.join(f'{j.n:,}' for j in js)} "
-                     f"{jobs._unit(js[0].workload or '', js[0].task, conf)})" for t, js in by.items())
+                     f"{jobs.job_unit(js[0].workload or '', js[0].task, conf)})" for t, js in by.items())
 
 
 def _configurations_words(os: list[jobs.Outcome]) -> str:

@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from reports.conclusions import replicates
+from reports.conclusions import findings, replicates
 from reports.measures import stats
-from reports.measures.data import TIMED
+from reports.measures.data import TIMED, load
 from workloads import options
 
 GAP_S = 0.1     # the coordinator's pause before each block (reports.commands.sets.GAP_S; running sits above)
@@ -160,7 +160,6 @@ def plan(df: pd.DataFrame, folder: Path | None = None) -> Plan:
     """The report's plan from a run's records (reports.load): its family as the report builds
     it (findings.report_family), the per-case components and, from `folder`'s logs, the
     process costs."""
-    from reports.conclusions import findings  # findings imports the sections, which import analysis
     t = df[df["status"].isin(TIMED) & df["median_s"].notna()]
     between, within, framework = {}, {}, {}
     for case, g in t.groupby("case"):
@@ -355,7 +354,6 @@ def allocation_table(pl: Plan, trials: int = 1000, seed: int = 0) -> list[str]:
 def allocation_report(folder: str, trials: int = 4000) -> list[str]:
     """What `--allocation FOLDER` prints: the components, the options' table, per task the
     power at the defaults, and how it was made."""
-    from reports.measures.data import load
     from workloads.base import FwbenchError
     df = load([folder])
     if "set" in df.columns and df["set"].notna().any():      # a run of sets: their own components
@@ -383,7 +381,6 @@ def allocation_report(folder: str, trials: int = 4000) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from reports.measures.data import load  # not reports.load: analysis imports nothing above it
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--allocation"]:
         if len(args) != 2 or not Path(args[1]).is_dir():
@@ -445,7 +442,6 @@ def side_plan(df: pd.DataFrame, wall_s: float | None = None) -> SidePlan:
     """The side-by-side plan of a run's records (reports.load): its family as the report builds
     it, each comparison's components from its blocks, and, from the run's wall time (`wall_s`,
     default: the sum of its sets' own, set_wall_s), the cost of a set and of a cycle."""
-    from reports.conclusions import findings  # findings imports the sections, which import analysis
     t = df[df["status"].isin(TIMED)]
     logs = {case: _cycle_logs(g.to_dict("records")) for case, g in t.groupby("case")}
     framework = {case: str(g["framework"].iloc[0]) for case, g in t.groupby("case")}

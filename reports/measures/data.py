@@ -257,7 +257,7 @@ def _rows(path: Path, doc: dict[str, Any], run: dict[str, Any], top: dict[str, A
 
     for i, b in enumerate(doc["benchmarks"]):
         name = b.get("name") if isinstance(b, dict) and isinstance(b.get("name"), str) else f"#{i}"
-        where = f"benchmark {validate._short(name)}"
+        where = f"benchmark {validate.short_repr(name)}"
         if not isinstance(b, dict):
             probs.append(f"{path}: benchmarks[{i}] is {type(b).__name__}, not an object; skipped")
             continue
@@ -313,7 +313,7 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, (str, int, float, bool))
 
 
-def _sort_key(col: pd.Series) -> pd.Series:
+def sort_key(col: pd.Series) -> pd.Series:
     if col.name == "framework":
         rank = {f: i for i, f in enumerate(FRAMEWORK_ORDER)}
         return col.map(lambda f: (rank.get(f, len(rank)), f)).map(lambda t: f"{t[0]:02d}{t[1]}")
@@ -367,7 +367,7 @@ def _case_text(values: Iterable[Any]) -> str:
     return "/".join("-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in vs)
 
 
-def _joined(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
+def joined_keys(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
     """Each row's values of `keys` as one string, for grouping rows that share them."""
     return ["|".join(map(str, r)) for r in df[list(keys)].itertuples(index=False)]
 
@@ -408,14 +408,14 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     df["throughput_lo"] = df["items"].astype(float) / df["median_hi_s"]
     df["throughput_hi"] = df["items"].astype(float) / df["median_lo_s"]
     df["run_gemm_flops"] = df["gemm_flops"].astype(float)
-    setup = _joined(df, SETUP_KEYS)
+    setup = joined_keys(df, SETUP_KEYS)
     df["gemm_flops"] = df["run_gemm_flops"].groupby(setup).transform("max")
     df["util_peak_flops"] = util_peaks(df, setup)
     df["utilisation"] = df["flops"].astype(float) / med / df["util_peak_flops"]
     n = len(df)
     out = {c: np.full(n, math.nan) for c in ("speedup_vs_eager", "speedup_lo", "speedup_hi", "break_even_steps")}
     df["compile_latency_s"] = pd.to_numeric(df["first_call_s"], errors="coerce").astype(float) - med
-    key = _joined(df, BASELINE_KEYS)
+    key = joined_keys(df, BASELINE_KEYS)
     m = med.to_numpy()
     first = pd.to_numeric(df["first_call_s"], errors="coerce").to_numpy(dtype=float)
     eager = {k: q for q, (k, mode, t) in enumerate(zip(key, df["mode"], m)) if mode == "eager" and not math.isnan(t)}
@@ -478,7 +478,7 @@ def load(paths: Iterable[str | os.PathLike] | str | os.PathLike, strict: bool = 
                                         "stddev_s", "iqr_s", "gemm_flops")})
     df = derive(df)
     df = df.sort_values(["workload", "task", "framework", "mode", "strategy", "preset", "device",
-                         "status", "run_file"], key=_sort_key, kind="stable").reset_index(drop=True)
+                         "status", "run_file"], key=sort_key, kind="stable").reset_index(drop=True)
     df = df[columns(extra)]
     docs, dprobs = distributed.read(paths)
     df.attrs["problems"] = Shared(probs + dprobs)
@@ -494,24 +494,6 @@ class Shared(list):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Shared":
         return self
-
-
-def latest(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """One row per case: where several files hold the same case (record.CASE_KEYS), keep the
-    most recent run (by the run's date, then file name) and say which were set aside."""
-    if df.empty:
-        return df, []
-    order = df.assign(_d=df["date"].fillna("")).sort_values(["_d", "run_file"], kind="stable")
-    keep = order.drop_duplicates("case", keep="last").drop(columns="_d")
-    notes = []
-    dup = order[order.duplicated("case", keep="last")]
-    for case, g in dup.groupby("case", sort=True):
-        kept = keep.loc[keep["case"] == case, "run_file"].iloc[0]
-        notes.append(f"case {case} appears in several files ({', '.join(sorted(g['run_file']))} and "
-                     f"{kept}); using {kept}")
-    out = df.loc[sorted(keep.index)].reset_index(drop=True)
-    out.attrs = dict(df.attrs)
-    return out, notes
 
 
 def missing_frameworks(df: pd.DataFrame) -> dict[str, str]:

@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from workloads.base import is_accelerator
+
 TABLE = Path(__file__).resolve().parents[1] / "data" / "peers.json"
 
 
@@ -21,7 +23,7 @@ def latest(device: str, path: Path = TABLE) -> dict[str, Any] | None:
         tables = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return tables.get("cuda" if device in ("cuda", "gpu") else device)
+    return tables.get("cuda" if is_accelerator(device) else device)
 
 
 def per_framework(table: dict[str, Any], frameworks: list[str]) -> pd.DataFrame:

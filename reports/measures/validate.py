@@ -83,7 +83,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 def number_problem(name: str, v: Any) -> str | None:
     """Why `v` is not an acceptable value of the numeric field `name` (None when it is)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return f"field {name!r} is {type(v).__name__} {_short(v)}, not a number"
+        return f"field {name!r} is {type(v).__name__} {short_repr(v)}, not a number"
     try:
         x = float(v)
     except OverflowError:
@@ -93,7 +93,7 @@ def number_problem(name: str, v: Any) -> str | None:
         return f"field {name!r} is {x}, not a finite number"
     if x < lo or (open_lo and x == lo) or x > hi:
         rng = f"{'above' if open_lo else 'at least'} {lo:g}" + (f" and at most {hi:g}" if hi < 1e300 else "")
-        return f"field {name!r} is {_short(v)}, must be {rng}"
+        return f"field {name!r} is {short_repr(v)}, must be {rng}"
     return None
 
 
@@ -101,7 +101,7 @@ def text_problem(name: str, v: Any) -> str | None:
     if isinstance(v, str) and len(v) > MAX_TEXT:
         return f"field {name!r} is a string of {len(v)} characters (at most {MAX_TEXT})"
     if name in CHOICES and v is not None and v not in CHOICES[name]:
-        return f"field {name!r} is {_short(v)}, not one of {', '.join(CHOICES[name])}"
+        return f"field {name!r} is {short_repr(v)}, not one of {', '.join(CHOICES[name])}"
     return None
 
 
@@ -112,7 +112,7 @@ def record_problems(rec: Any) -> list[str]:
         return out
     for k, v in rec.items():
         if not isinstance(k, str):
-            out.append(f"key {_short(k)} is not a string")
+            out.append(f"key {short_repr(k)} is not a string")
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             p = number_problem(k, v)
             if p:
@@ -139,7 +139,7 @@ def stats_problems(st: Any) -> list[str]:
     data = st.get("data")
     if data is not None:
         if not isinstance(data, list) or not data:
-            out.append(f"field 'stats.data' is {type(data).__name__} {_short(data)}, not a list of round times")
+            out.append(f"field 'stats.data' is {type(data).__name__} {short_repr(data)}, not a list of round times")
         elif len(data) > MAX_ROUNDS:
             out.append(f"field 'stats.data' has {len(data)} round times (at most {MAX_ROUNDS})")
         else:
@@ -158,21 +158,21 @@ def machine(info: Any) -> tuple[dict[str, Any], list[str]]:
         v = info.get(k)
         if v is None:
             continue
-        p = (f"field {k!r} is {type(v).__name__} {_short(v)}"
+        p = (f"field {k!r} is {type(v).__name__} {short_repr(v)}"
              if (isinstance(v, bool) and bool not in types) or not isinstance(v, types)
              else None if isinstance(v, bool)
              else number_problem(k, v) if isinstance(v, (int, float))
-             else next((f"field {k!r} has {_short(x)}, not a flag name" for x in v
+             else next((f"field {k!r} has {short_repr(x)}, not a flag name" for x in v
                         if not (isinstance(x, str) and _NAME.match(x))), None) if isinstance(v, list)
              else text_problem(k, v))
         if p is None and k == "missing":
-            p = next((f"field 'missing' has {_short(n)}: {_short(w)}, not name: reason" for n, w in v.items()
+            p = next((f"field 'missing' has {short_repr(n)}: {short_repr(w)}, not name: reason" for n, w in v.items()
                       if not isinstance(w, str) or len(w) > MAX_TEXT), None)
         if p is None and k == "frameworks":
-            p = next((f"field 'frameworks' has {_short(n)}: {_short(w)}, not name: object" for n, w in v.items()
+            p = next((f"field 'frameworks' has {short_repr(n)}: {short_repr(w)}, not name: object" for n, w in v.items()
                       if not isinstance(w, dict)), None)
         if p is None and k in _MAPPED:
-            p = next((f"field {k!r} has {_short(n)}: {_short(w)}" for n, w in v.items()
+            p = next((f"field {k!r} has {short_repr(n)}: {short_repr(w)}" for n, w in v.items()
                       if not _mapped_ok(_MAPPED[k], n, w)), None)
         if p:
             out[k] = None
@@ -195,10 +195,10 @@ def name_problem(key: Any) -> str | None:
     """An extra record key becomes a column of data.csv: a short lower-case identifier only."""
     if isinstance(key, str) and _NAME.match(key):
         return None
-    return f"extra key {_short(key)} is not a lower-case identifier; ignored"
+    return f"extra key {short_repr(key)} is not a lower-case identifier; ignored"
 
 
-def _short(v: Any, n: int = 60) -> str:
+def short_repr(v: Any, n: int = 60) -> str:
     s = repr(v)
     return s if len(s) <= n else s[: n - 3] + "..."
 
@@ -218,7 +218,7 @@ def block_problem(b: Any) -> str | None:
     for k, types in BLOCK_TYPES.items():
         v = b.get(k)
         if isinstance(v, bool) or not isinstance(v, types):
-            return f"field {k!r} is {type(v).__name__} {_short(v)}"
+            return f"field {k!r} is {type(v).__name__} {short_repr(v)}"
     if b["calls"] < 1 or not math.isfinite(float(b["seconds"])) or b["seconds"] <= 0:
-        return f"calls {b['calls']} and seconds {_short(b['seconds'])} are not a positive time of calls"
+        return f"calls {b['calls']} and seconds {short_repr(b['seconds'])} are not a positive time of calls"
     return None

@@ -50,6 +50,7 @@ from reports.rendering.parts import (
 )
 from reports.rendering.sections.common import Block
 from reports.util import atomic
+from workloads.base import is_accelerator
 from workloads.framework_facts import FACTS
 from workloads.precision import cpu_flags as precision_flags
 
@@ -242,7 +243,7 @@ def mfu_blocks(model: pd.DataFrame) -> list[Block]:
         t = mfu_table(d)
         if t.empty:
             continue
-        kind = "GPU" if device in ("cuda", "gpu") else device.upper()
+        kind = "GPU" if is_accelerator(device) else device.upper()
         b += [("h", 3, f"Throughput and MFU on the {kind}"),
               ("table", t, f"{kind}: step time over warm processes, throughput, and MFU = model FLOPs per step "
                "(the workload's formula, forward + backward = 3x forward for a train step) / step time / the peak "
@@ -464,7 +465,7 @@ def peer_blocks(df: pd.DataFrame) -> list[Block]:
     fws = rdata.framework_order(df["framework"])
     for device in sorted(set(df["device"].dropna())):
         table = peers.latest(device)
-        kind = "GPU" if device in ("cuda", "gpu") else device.upper()
+        kind = "GPU" if is_accelerator(device) else device.upper()
         if table is None:
             b.append(("p", f"Fairness on the {kind}: no peers table for this device kind (python -m "
                            "frameworks.peers --record measures one); how fwbench's implementations compare with "

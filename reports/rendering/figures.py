@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from reports.conclusions.findings import CLAIM
 from reports.measures.data import (
     OP_BY_OP_EAGER,
     TIMED,
@@ -52,7 +53,6 @@ FIXED_COLOURS = {name: CB[f.colour] for name, f in FACTS.items() if f.colour is 
 SPARE_COLOURS = [CB[i] for i in (4, 1, 5, 6, 9, 8)]
 MODE_MARKERS = {"eager": "o", "graph": "s", "compiled": "^"}
 MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
-CLAIM = 1.4                    # gains "as high as 40%" with the PyTorch 2 compiler (claim 1 of ../shared/CLAIMS.md)
 PANEL_W, PANEL_H = 2.3, 2.0    # inches per panel: three to a row fill PRINT_WIDTH_IN
 # A main-text figure of the paper is drawn at the width it prints at, the paper's \\linewidth (letter paper,
 # 2 cm margins: 498 pt, reports.rendering.latex.PAPER_LINE_PT), so its font sizes are its printed sizes

@@ -39,7 +39,7 @@ def problem(task: str) -> str:
     return re.sub(r"(_[a-z]?\d+)+$", "", str(task))
 
 
-def _vs_loop(d: pd.DataFrame) -> pd.DataFrame:
+def against_loop(d: pd.DataFrame) -> pd.DataFrame:
     """Rows with a `loop` baseline in the same framework, mode and task: speedup over it
     (the loop's time over the transform's, paired over the processes both ran in), with its
     95% interval, and the baseline's case (`loop_case`) for the report's verdict."""
@@ -63,7 +63,7 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
     """Each transform against its loop, Jacobian forward against reverse mode, the HVP
     variants' peak memory and the fastest framework per task, by the report's verdicts."""
     out = []
-    v = _vs_loop(d)
+    v = against_loop(d)
     same = []
     for _, r in v.iterrows():
         j = fam.judge(f"vs loop|{r['case']}", r["est"], r["loop_est"], (r["case"], r["loop_case"]))
@@ -124,7 +124,7 @@ def _memory_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
         a, b = g.iloc[0], g.iloc[-1]
         j = judge_scalar(a, b, "peak_memory_bytes", "memory", fam)
         mib = {k: f"{v['strategy']} {v['peak_memory_bytes'] / 2 ** 20:.1f} MiB" for k, v in (("a", a), ("b", b))}
-        what = f"{task} peak memory, {f} {m} ({short(_memory_source(a), 80)}): {mib['a']}, {mib['b']}: "
+        what = f"{task} peak memory, {f} {m} ({short(memory_source(a), 80)}): {mib['a']}, {mib['b']}: "
         out.append(what + stats.sentence(j, str(a["strategy"]), str(b["strategy"]), fam.margin, label="memory ratio",
                                          speed=False, faster="smaller", slower="larger",
                                          flags=fam.key_flags.get(j.key, ())) + ".")
@@ -161,7 +161,7 @@ def score(d: pd.DataFrame, fws: list[str], lacking: Lacking = frozenset()) -> di
     return out
 
 
-def _memory_source(r: pd.Series) -> str:
+def memory_source(r: pd.Series) -> str:
     for k in ("peak_memory_source", "memory_note"):
         if isinstance(r.get(k), str):
             return r[k]
@@ -174,7 +174,7 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
     """The Summary's sentences: the best vectorised transform over the loop per framework,
     and who is fastest per task by the verdicts (_winners)."""
     out = []
-    v = _vs_loop(d)
+    v = against_loop(d)
     if not v.empty:
         top = v.loc[v.groupby("framework")["vs_loop"].idxmax()]
         out.append(Finding(

@@ -38,7 +38,7 @@ def hit_limit(r: pd.Series | dict[str, Any]) -> bool:
     return isinstance(v, (bool, np.bool_)) and bool(v)
 
 
-def _stream(r: pd.Series) -> str:
+def stream_name(r: pd.Series) -> str:
     return r["stream"] if isinstance(r.get("stream"), str) else str(r["task"])
 
 
@@ -53,7 +53,7 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
             out.append(_new_vs_seen(r, fam))
         nonee = t[t["mode"] != "eager"]
         js = {i: _new_seen(r, fam) for i, r in nonee.iterrows()}
-        slower = [case_label(nonee.loc[i]) + f" ({_stream(nonee.loc[i])})" for i, j in js.items()
+        slower = [case_label(nonee.loc[i]) + f" ({stream_name(nonee.loc[i])})" for i, j in js.items()
                   if j is not None and stats.coarse(j.verdict) == stats.SLOWER]
         out.append(f"{len(slower)} of {len(nonee)} non-eager stream cases are slower on a request of a new shape than "
                    "on a seen one (per-process ratio of the medians, tested over processes): they compile per shape"
@@ -64,12 +64,12 @@ def findings(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset())
                 shapes = f"{r['distinct_shapes']:.0f}" if finite(r.get("distinct_shapes")) else "?"
                 comp = (stats.plural(int(r["compilations_cold"]), "compilation") if finite(r.get("compilations_cold"))
                         else "? compilations")
-                out.append(f"{case_label(r)} ({_stream(r)}): {comp} for {shapes} distinct shapes; "
+                out.append(f"{case_label(r)} ({stream_name(r)}): {comp} for {shapes} distinct shapes; "
                            + ("it hit the recompile limit and ran the remaining new shapes eagerly (only a warning "
                               "says so)." if hit_limit(r) else "the recompile limit was not hit."))
     if has(t, "stream_cold_s"):
         out += _bucketed_findings(t, fam)
-        for (s, *_), g in t.groupby([t.apply(_stream, axis=1), "preset", "device"]):
+        for (s, *_), g in t.groupby([t.apply(stream_name, axis=1), "preset", "device"]):
             for a, b in pairs(_best_per_framework(g)):     # each framework's fastest against each other's
                 out.append(_versus(a, b, "stream_cold_s", f"cold {s} stream, {a['framework']}'s fastest "
                                    f"configuration against {b['framework']}'s", fam))
@@ -89,9 +89,9 @@ def _new_vs_seen(r: pd.Series, fam: stats.Family) -> str:
     j = _new_seen(r, fam)
     xla = (f" and {stats.plural(int(r['xla_compilations_cold']), 'XLA compile')}"
            if finite(r.get("xla_compilations_cold")) else "")
-    head = (f"{case_label(r)} ({_stream(r)}): {stats.plural(int(r['compilations_cold']), 'trace')}{xla} for "
+    head = (f"{case_label(r)} ({stream_name(r)}): {stats.plural(int(r['compilations_cold']), 'trace')}{xla} for "
             f"{r['distinct_shapes']:.0f} distinct shapes; " if finite(r.get("compilations_cold"))
-            and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({_stream(r)}): ")
+            and finite(r.get("distinct_shapes")) else f"{case_label(r)} ({stream_name(r)}): ")
     if j is None:
         return head + "new- vs seen-shape latency not measured."
     cost = ""
@@ -126,9 +126,9 @@ def _bucketed_findings(t: pd.DataFrame, fam: stats.Family) -> list[str]:
     out = []
     nonbucket = t[(t["strategy"] != "bucketed") & (t["mode"] != "eager")]
     b = t[t["strategy"] == "bucketed"]
-    for (fw, mode, s, p, dev), g in b.groupby(["framework", "mode", b.apply(_stream, axis=1), "preset", "device"]):
+    for (fw, mode, s, p, dev), g in b.groupby(["framework", "mode", b.apply(stream_name, axis=1), "preset", "device"]):
         others = nonbucket[(nonbucket["framework"] == fw) & (nonbucket["mode"] == mode) & (nonbucket["preset"] == p)
-                           & (nonbucket["device"] == dev) & (nonbucket.apply(_stream, axis=1) == s)]
+                           & (nonbucket["device"] == dev) & (nonbucket.apply(stream_name, axis=1) == s)]
         best = _best_per_framework(others)
         if best.empty:
             continue
@@ -170,7 +170,7 @@ def score(d: pd.DataFrame, fws: list[str], lacking: Lacking = frozenset()) -> di
         return {}
     t = d[d["status"].isin(TIMED)]
     ratios: dict[str, list[float]] = {f: [] for f in fws}
-    for _, g in (t.groupby([t.apply(_stream, axis=1), "preset", "device"]) if len(t) else []):
+    for _, g in (t.groupby([t.apply(stream_name, axis=1), "preset", "device"]) if len(t) else []):
         for n in SERVED:
             best = _best_served(g, n)
             if len(best) < 2:
@@ -189,7 +189,7 @@ def costs(d: pd.DataFrame) -> pd.DataFrame:
     t = d[d["status"].isin(TIMED)] if "stream_cold_s" in d.columns else d.iloc[0:0]
     if t.empty:
         return pd.DataFrame()
-    t = t.assign(_s=t.apply(_stream, axis=1), _c=["eager" if m == "eager" else "accelerated" for m in t["mode"]])
+    t = t.assign(_s=t.apply(stream_name, axis=1), _c=["eager" if m == "eager" else "accelerated" for m in t["mode"]])
     rows = []
     fws = framework_order(t["framework"])
     for (s, c, p, dev), g in t.groupby(["_s", "_c", "preset", "device"], sort=True):
@@ -209,7 +209,7 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
         return []
     out, costs = [], []
     t = d[d["status"].isin(TIMED)]          # eager included: serving eagerly is a choice a user has
-    for (s, _, _), g in t.groupby([t.apply(_stream, axis=1), "preset", "device"]):
+    for (s, _, _), g in t.groupby([t.apply(stream_name, axis=1), "preset", "device"]):
         best = _best_served(g, 100)
         if len(best) >= 2:
             f = best.idxmin()
@@ -234,7 +234,7 @@ def _compilations_sentence(d: pd.DataFrame) -> list[str]:
     if not has(t, "compilations_cold", "distinct_shapes"):
         return []
     t = t[t["compilations_cold"].notna() & t["distinct_shapes"].notna()]
-    t = t.assign(_s=t.apply(_stream, axis=1),
+    t = t.assign(_s=t.apply(stream_name, axis=1),
                  _n=t["compilations_cold"] + (t["xla_compilations_cold"].fillna(0) if "xla_compilations_cold"
                                               in t.columns else 0))
     if t.empty:

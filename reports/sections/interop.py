@@ -33,11 +33,11 @@ def outcome(r: pd.Series) -> str:
 IDIOMATIC = "idiomatic"     # workloads.interop's strategy: the framework's own rewrite of a program
 
 
-def _as_written(d: pd.DataFrame) -> pd.DataFrame:
+def as_written(d: pd.DataFrame) -> pd.DataFrame:
     return d[d["strategy"].isna()] if "strategy" in d.columns else d
 
 
-def _rewritten(d: pd.DataFrame) -> pd.DataFrame:
+def rewritten_cases(d: pd.DataFrame) -> pd.DataFrame:
     return d[d["strategy"] == IDIOMATIC] if "strategy" in d.columns else d.iloc[:0]
 
 
@@ -56,7 +56,7 @@ def score(d: pd.DataFrame, fws: list[str], lacking: Lacking = frozenset()) -> di
     c = d[(d["mode"] != "eager") & has_mode(d, lacking)]
     if c.empty:
         return {}
-    eager = _as_written(d[(d["mode"] == "eager") & d["status"].isin(TIMED)]).set_index(
+    eager = as_written(d[(d["mode"] == "eager") & d["status"].isin(TIMED)]).set_index(
         ["framework", "task"])["median_s"]
 
     def program(r: pd.Series) -> float:
@@ -82,7 +82,7 @@ def findings(d: pd.DataFrame, fam: stats.Family | None = None, lacking: Lacking 
     idiomatic rewrites compile whole and correct (counts, no comparison: `fam` is unused)."""
     c = d[(d["mode"] != "eager") & has_mode(d, lacking)]
     out = []
-    w, rw = _as_written(c), _rewritten(c)
+    w, rw = as_written(c), rewritten_cases(c)
     for (f, m), g in w.groupby(["framework", "mode"], sort=False):
         n = g.assign(o=[outcome(r) for _, r in g.iterrows()])["o"].value_counts()
         n = n.reindex(sorted(n.index, key=lambda o: (list(INTEROP_SCORE).index(o) if o in INTEROP_SCORE else 9, o)))
@@ -107,7 +107,7 @@ def summary(d: pd.DataFrame, fam: stats.Family, lacking: Lacking = frozenset()) 
     rows: list[tuple[str, str]] = []
     for f in framework_order(c["framework"]):
         g = c[c["framework"] == f]
-        written, rw = _best_outcomes(_as_written(g)), _rewritten(g)
+        written, rw = _best_outcomes(as_written(g)), rewritten_cases(g)
         text = f"{f} " + ", ".join(f"{n} {k}" for k, n in written.value_counts().items())
         fixed = [t for t, o in _best_outcomes(rw).items() if o == "compiled" and written.get(t) != "compiled"]
         if fixed:

@@ -19,7 +19,7 @@ from reports.measures.data import TIMED, finite, framework_order, mode_order
 from reports.rendering import figures as F
 from reports.rendering.sections.common import Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, has_mode, short, strategy_label
-from reports.sections.derivatives import _memory_source, _vs_loop, problem
+from reports.sections.derivatives import against_loop, memory_source, problem
 
 SIZE_FIELDS = ("derivative_order", "models", "params", "batch")   # a problem's size: the first that varies
 
@@ -134,7 +134,7 @@ def fig_der_time(d: pd.DataFrame) -> Figure | None:
 
 
 def fig_der_vmap(d: pd.DataFrame) -> Figure | None:
-    v = _vs_loop(d)
+    v = against_loop(d)
     if v.empty:
         return None
     return _der_lines(v, "vs_loop", "speedup over the loop (x)", "marker: transform", lo="vs_loop_lo",
@@ -154,14 +154,14 @@ def fig_der_order(d: pd.DataFrame) -> Figure | None:
 
 def _instrument(r: pd.Series) -> str:
     """What measured a case's peak memory, in a few words (the axis label of its panel)."""
-    src = _memory_source(r).lower()
+    src = memory_source(r).lower()
     if src.startswith("peak rss growth"):       # frameworks.harness.memory: one for every framework on the CPU
         return "peak RSS growth of one call"
     if "rss" in src:
         return "process peak RSS delta of one call"
     if "allocator" in src:
         return f"{r['framework']} allocator peak over one call"
-    return short(_memory_source(r), 40)
+    return short(memory_source(r), 40)
 
 
 def fig_der_memory(d: pd.DataFrame) -> Figure | None:

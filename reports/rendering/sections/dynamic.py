@@ -27,7 +27,7 @@ from reports.measures.verdicts import procs
 from reports.rendering import figures as F
 from reports.rendering.sections.common import MARKS, Drawing, Plot, Table, strategy_styles
 from reports.sections.common import Lacking, has, missing_note, strategy_label
-from reports.sections.dynamic import _stream, costs, hit_limit
+from reports.sections.dynamic import costs, hit_limit, stream_name
 
 
 def _times(r: pd.Series) -> str:
@@ -93,7 +93,7 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
     def own_panel(r: pd.Series) -> bool:          # an eager case that counts anything (JAX's op compiles)
         y = _series(r[col])
         return eager_apart and r["mode"] == "eager" and y is not None and bool(np.nanmax(y) > 0)
-    d = d.assign(_s=d.apply(_stream, axis=1), _e=["eager" if own_panel(r) else "" for _, r in d.iterrows()])
+    d = d.assign(_s=d.apply(stream_name, axis=1), _e=["eager" if own_panel(r) else "" for _, r in d.iterrows()])
     fws = framework_order(d["framework"])
     keys = sorted({(s, f, e) for s, f, e in zip(d["_s"], d["framework"], d["_e"])},
                   key=lambda k: (k[0], fws.index(k[1]), k[2]))
@@ -163,7 +163,7 @@ def _scatter(d: pd.DataFrame, x: str, y: str, xlabel: str, ylabel: str, diag: bo
     d = d[d["status"].isin(TIMED) & d[x].notna() & d[y].notna()]
     if d.empty:
         return None
-    d = d.assign(_s=d.apply(_stream, axis=1), _k=[r["strategy"] if isinstance(r["strategy"], str) else "default"
+    d = d.assign(_s=d.apply(stream_name, axis=1), _k=[r["strategy"] if isinstance(r["strategy"], str) else "default"
                                                    for _, r in d.iterrows()])
     streams = sorted(d["_s"].unique())
     col, fws = F.colours(d["framework"]), framework_order(d["framework"])

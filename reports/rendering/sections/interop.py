@@ -16,7 +16,7 @@ from reports.measures import stats
 from reports.measures.data import TIMED, finite, framework_order, mode_order
 from reports.rendering.sections.common import Drawing, Table
 from reports.sections.common import Lacking, has_mode, short
-from reports.sections.interop import _as_written, _rewritten, outcome
+from reports.sections.interop import as_written, outcome, rewritten_cases
 
 
 def _cell(r: pd.Series) -> str:
@@ -40,7 +40,7 @@ def _matrix(d: pd.DataFrame, cell: Callable[[pd.Series], str]) -> pd.DataFrame:
 def matrix(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame:
     """program x framework/mode, each program as written: the outcome, the median call where
     it ran, and the record's reason, shortened."""
-    d = _as_written(d[has_mode(d, lacking)])
+    d = as_written(d[has_mode(d, lacking)])
     if d.empty:
         return pd.DataFrame()
     return _matrix(d, _cell).fillna("not run")
@@ -50,7 +50,7 @@ def rewrites(d: pd.DataFrame, lacking: Lacking) -> pd.DataFrame:
     """program x framework/accelerated mode, each framework's idiomatic rewrite (strategy
     `idiomatic`): the outcome, its median call, what it uses and the lines it changes; "-"
     where the framework has none (it compiles the program as written, or has no such mode)."""
-    d = _rewritten(d[has_mode(d, lacking)])
+    d = rewritten_cases(d[has_mode(d, lacking)])
     if d.empty:
         return pd.DataFrame()
 
