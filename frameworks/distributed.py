@@ -1,4 +1,4 @@
-"""One rank of a multi-process data-parallel run (issue 43), started once per device:
+"""One rank of a multi-process data-parallel run, started once per device:
 
     srun --ntasks=2 python -m frameworks.distributed torch gpt --out run/distributed/torch-p2.json
     fwbench run --processes-per-case 2 ...       (the same program, by fwbench's launcher)

@@ -1,4 +1,4 @@
-"""One benchmark case as one value (issue 20): who runs what, how, at what precision, where.
+"""One benchmark case as one value: who runs what, how, at what precision, where.
 
     Case(framework, workload, task, mode, strategy, precision, placement)
 

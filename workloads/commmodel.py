@@ -1,4 +1,4 @@
-"""The alpha-beta model of data parallel's communication (issue 43), framework-free: fit it
+"""The alpha-beta model of data parallel's communication, framework-free: fit it
 to all-reduces measured on a link, and predict a data-parallel step's time and weak-scaling
 efficiency at N devices on a stated interconnect. A model, stated as one: its inputs that do
 not come from a measurement of this run are assumptions (INTERCONNECT, and the workload's

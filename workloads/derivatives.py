@@ -1,6 +1,6 @@
 """Higher-order derivatives and vmap, framework-free: the problems, their sizes, seeded
 inputs, the strategies (transform variants) each framework offers, and numpy float64
-references every result is checked against before it is timed (issue 12).
+references every result is checked against before it is timed.
 
 Problems (the task names carry their size; `tasks(config)` lists a preset's):
 

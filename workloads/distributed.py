@@ -1,4 +1,4 @@
-"""Data parallel across processes (issue 43), framework-free: where a process stands in a
+"""Data parallel across processes, framework-free: where a process stands in a
 multi-process run (its rank, the world's size, every rank's host, the port its runtime joins
 on) from the launcher's environment, and the result document the run's rank 0 writes.
 

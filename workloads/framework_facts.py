@@ -1,5 +1,5 @@
 """The framework registry: what fwbench knows about each framework without importing it, one
-entry per framework (issue 29). Framework-free, so the three layers read the same entry:
+entry per framework. Framework-free, so the three layers read the same entry:
 `frameworks` (load, the compile caches' folders and variables), `fwbench run` (whether a
 framework is installed, which cache variables a process must not inherit) and the reports
 (order, the compile counter's words, op-by-op eager, colours), which may not import

@@ -1,4 +1,4 @@
-"""The harness's options, declared once (issue 20): the pytest plugin adds them
+"""The harness's options, declared once: the pytest plugin adds them
 (frameworks.pytest_plugin), checks and reads them into frameworks.harness.options.Options; `fwbench
 run` (reports.commands.cli) takes the user-facing ones into reports.commands.plan.RunOptions and
 passes them to each framework's pytest process (argv). Both dataclasses are made from HARNESS
@@ -115,7 +115,7 @@ HARNESS: tuple[Option, ...] = (
 
 
 # Processes per framework (the unit of replication) and timed rounds per case in a full
-# `fwbench run` (issue 30; docs/design/statistics.md, "Allocation"; `python -m
+# `fwbench run` (docs/design/statistics.md, "Allocation"; `python -m
 # reports.conclusions.variance --allocation docs/measurements/allocation-basis-xeon` prints the
 # options): simulated with the variance components of the run they were chosen on (then the
 # committed example, a 2-core Intel Xeon), 7 warm processes call a

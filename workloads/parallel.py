@@ -1,4 +1,4 @@
-"""Data-parallel placements (issue 21), framework-free: which tasks run over N devices, how
+"""Data-parallel placements, framework-free: which tasks run over N devices, how
 a global batch is split, what the gradient all-reduce must move, and the check that a
 data-parallel step equals the one-device step before its numbers count.
 

@@ -1,4 +1,4 @@
-"""The program every rank of a multi-process data-parallel run executes (issue 43), as
+"""The program every rank of a multi-process data-parallel run executes, as
 `python -m frameworks.distributed` (frameworks/distributed.py parses its options), started
 once per device by srun or by fwbench's local launcher (reports/commands/distributed.py).
 

@@ -74,7 +74,7 @@ def gpu_driver() -> str | None:
 
 
 def machine_fingerprint(accelerator: str | None) -> dict[str, Any]:
-    """What makes a machine's numbers its own (issue 21): CPU model and instruction-set flags,
+    """What makes a machine's numbers its own: CPU model and instruction-set flags,
     cores, accelerator and driver; `machine_id` is a hash of them (two identical nodes share
     it: the same machine type), `host` the name it ran on. The framework versions, also part
     of what a number depends on, are in every file's `frameworks` (each process records its

@@ -1,4 +1,4 @@
-"""Peak memory of one call on the CPU, by one instrument for every framework (issue 28).
+"""Peak memory of one call on the CPU, by one instrument for every framework.
 
 The instrument (CPU_SOURCE, the records' `peak_memory_source`): the process's peak RSS
 growth over one call (frameworks.base.call_peak_rss: VmHWM after minus VmRSS before,

@@ -25,7 +25,7 @@ def compiler_startup(adapter: frameworks.Adapter, mode: str, device: str) -> tup
     Inductor folder is a temporary one, JAX's persistent cache is off, TensorFlow's XLA entries
     are keyed by the throw-away tf.function's own name and program). The one-off cost of the
     compiler stack (its imports, first compile, code generator and toolchain) lands here, not
-    in the first call of whichever case the shuffle put first (issue 30: torch's first compiled
+    in the first call of whichever case the shuffle put first (torch's first compiled
     case of a cold process paid about 8 s more). Returns the seconds and the growth of the
     framework's compilation counter over them (read while the program lives: TensorFlow counts
     the traces of live tf.functions); None where the mode compiles nothing."""
@@ -71,7 +71,7 @@ def time_steady(benchmark: Any, pool: list[tuple[Any, ...]], call: Callable[...,
 
     # GC off from the sizing call on, through the warm-up: with GC on until the timed rounds,
     # the first timed round was the slowest of its process in 57 of 138 processes of the
-    # committed example (about 10 expected; issue 17)
+    # committed example (about 10 expected)
     with gc_off():
         t0 = time.perf_counter()
         call(*setup()[0])                 # second call: a warm-up that also sizes the rounds

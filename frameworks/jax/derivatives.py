@@ -64,7 +64,7 @@ def unflattener(mlp: D.MLP) -> Callable[[jax.Array], Params]:
     function of jax.flatten_util.ravel_pytree over the parameters in flat order (one
     lax.split, then a reshape each). Static slices theta[i:i + n] per parameter
     (workloads.derivatives.unflatten), which fwbench used before, compiled to a slower
-    Hessian program: 1.14x and 1.09x the ravel_pytree version's time (issue 19, interleaved,
+    Hessian program: 1.14x and 1.09x the ravel_pytree version's time (interleaved,
     1 thread; 1.09x at P = 100 re-measured here)."""
     _, unravel = ravel_pytree([np.zeros(s, np.float32) for s in mlp.shapes().values()])
     return lambda theta: dict(zip(D.MLP_KEYS, unravel(theta)))

@@ -1,4 +1,4 @@
-"""JAX data parallel across processes (issue 43): multi-controller JAX, one process per
+"""JAX data parallel across processes: multi-controller JAX, one process per
 device. Every process runs the same program; jax.distributed.initialize joins them through
 the coordination service at rank 0's host, after which jax.devices() lists every process's
 devices and a Mesh over them is global. On CPUs the cross-process collectives go through

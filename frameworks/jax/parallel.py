@@ -1,4 +1,4 @@
-"""JAX data parallel (issue 21): the model's own jitted train step over a 1-D device mesh.
+"""JAX data parallel: the model's own jitted train step over a 1-D device mesh.
 
 The parameters and optimizer state are replicated (NamedSharding(mesh, P())), the global
 batch is split on its first axis (P("data")); jit's sharding propagation (GSPMD) partitions

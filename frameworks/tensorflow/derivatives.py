@@ -125,7 +125,7 @@ def captured(params: list[Any] | None) -> Callable[[Callable[..., Any]], Callabl
     inputs), or a function of *args that reads `params` (the GPT's tf.Variables) from its
     closure: what a TF user writes, a tf.function that captures the model's variables. Passed
     as arguments instead, the GPT's variables (28 for the tiny GPT) cost its vectorized_map per-sample
-    gradients 1.12x (graph) and 1.10x (XLA) the captured form's time (issue 19, measured
+    gradients 1.12x (graph) and 1.10x (XLA) the captured form's time (measured
     interleaved on one thread)."""
     if params is None:
         return lambda f: f
@@ -265,7 +265,7 @@ def make_ensemble(strategy: str, jit: Callable, gpts: "TFGPTs", k: int) -> Calla
     (gpt.functional_call, TF's counterpart of torch.func.functional_call); loop: one function
     (one tf.function in graph and compiled modes) that calls each module's forward and
     stacks the logits, as a TF user writes it. (Before: k tf.function calls stacked eagerly,
-    1.30x (graph) and 1.54x (XLA) that one function's time, issue 19.)"""
+    1.30x (graph) and 1.54x (XLA) that one function's time.)"""
     if strategy == "vectorized_map":
         model, stacked = gpts.models[0], gpts.stacked(k)
         return jit(lambda tokens: tf.vectorized_map(lambda p: tgpt.functional_call(model, p, "logits", tokens),

@@ -1,4 +1,4 @@
-"""TensorFlow data parallel across processes (issue 43): tf.distribute.MultiWorkerMirroredStrategy,
+"""TensorFlow data parallel across processes: tf.distribute.MultiWorkerMirroredStrategy,
 one worker process per device (TensorFlow's "Multi-worker training with a custom training
 loop" guide). Its cluster comes from Slurm's environment under srun
 (tf.distribute.cluster_resolver.SlurmClusterResolver, worker ports from the launcher's base

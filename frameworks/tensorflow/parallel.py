@@ -1,4 +1,4 @@
-"""TensorFlow data parallel (issue 21, issue 32): tf.distribute.MirroredStrategy over the
+"""TensorFlow data parallel: tf.distribute.MirroredStrategy over the
 placement's devices, in the custom-training-loop form of TensorFlow's "Custom training with
 tf.distribute.Strategy" guide, with the update path Keras's optimizer.apply_gradients takes
 under MirroredStrategy.
@@ -11,8 +11,8 @@ rows; ReplicaContext.all_reduce(MEAN) averages them across replicas, one batched
 strategy.extended.update runs the workload's AdamW (frameworks/tensorflow/optim.py) once
 per device on that device's copies (its update context: every read and assignment is the
 local copy; no variable write is aggregated or broadcast across devices), as Keras's
-optimizer does per variable. Before issue 32 the variables were ONLY_FIRST_REPLICA, so each
-of the ~100 assignments of an AdamW step was a cross-replica sync plus a copy of replica 0's
+optimizer does per variable. With ONLY_FIRST_REPLICA variables (an earlier setting) each of
+the ~100 assignments of an AdamW step was a cross-replica sync plus a copy of replica 0's
 value to the other devices, none of it counted.
 
 Simulated CPU devices are logical devices made before TensorFlow's runtime starts

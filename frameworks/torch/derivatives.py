@@ -160,7 +160,7 @@ def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     of fwbench's around it; its graph breaks are recorded from Dynamo's counters
     (frameworks.torch.compile_counted: a break makes the case a `fallback`).
 
-    Before issue 19 this was torch.compile(fullgraph=True, dynamic=False). Both settings
+    It was once torch.compile(fullgraph=True, dynamic=False). Both settings
     cost per call, inside torch.compile's wrapper (measured on the compiled 100x100
     Jacobian, torch 2.13, 1 thread, interleaved: 114 us with the defaults, 123 us with
     dynamic=False, which patches Dynamo's config around every call, 127 us with

@@ -1,4 +1,4 @@
-"""PyTorch data parallel across processes (issue 43): one process per device, started by the
+"""PyTorch data parallel across processes: one process per device, started by the
 launcher (srun, or fwbench's local launcher), joined by torch.distributed from the
 environment (init_method "env://": MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, set here from
 workloads.distributed.World), gloo on CPUs, NCCL on CUDA. Each rank builds the workload's

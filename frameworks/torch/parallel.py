@@ -1,4 +1,4 @@
-"""PyTorch data parallel (issue 21): DistributedDataParallel, one process per device.
+"""PyTorch data parallel: DistributedDataParallel, one process per device.
 
 DDP needs a process per device (torchrun's model). A case's process is rank 0; on its first
 data-parallel build it starts the other ranks as `spawn`ed worker processes (the placement

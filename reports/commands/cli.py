@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = _run_options(args, tuple(wanted))
     t0 = time.monotonic()
     progress = results.Progress()
-    if args.processes_per_case:     # one process per device, N per job step: documents of their own (issue 43)
+    if args.processes_per_case:     # one process per device, N per job step: documents of their own
         from reports.commands import distributed
         distributed.run(opts, args.out, progress)
         return distributed.finish(args.out, progress, time.monotonic() - t0)

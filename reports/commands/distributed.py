@@ -1,4 +1,4 @@
-"""`fwbench run --processes-per-case N[,M...]` (issue 43): data parallel across processes,
+"""`fwbench run --processes-per-case N[,M...]`: data parallel across processes,
 one process per device, each framework in its own distributed idiom.
 
 Per framework, workload, process count and repeat (the run's cold and warm processes, in the

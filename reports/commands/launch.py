@@ -1,4 +1,4 @@
-"""Where the processes of a run execute (issues 21, 32): `fwbench run --launcher ...`.
+"""Where the processes of a run execute: `fwbench run --launcher ...`.
 
 local           (default) the runner starts each process itself, one at a time, on this machine.
 slurm           each process (framework unit, repeat) is a Slurm job submitted through submitit

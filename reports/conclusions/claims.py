@@ -1,4 +1,4 @@
-"""The claims fwbench tests, answered by name (issues 28 and 40): the seven claims of
+"""The claims fwbench tests, answered by name: the seven claims of
 ../shared/CLAIMS.md, each with who made it (an industry article of 2023 quoting three
 practitioners), what this run measured, the verdict and its caveat. One rule per kind of claim
 (RULES, printed in the report's Method, written in docs/design/choice.md):
@@ -508,7 +508,7 @@ def _written(table: dict, framework: str, o: pd.Series) -> str:
 
 def _scale(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Answer:
     cpu = not on_gpu(every)
-    across = distributed.claim5(every)       # across processes: what was measured, what is modelled (issue 43)
+    across = distributed.claim5(every)       # across processes: what was measured, what is modelled
     if not scaleout.has(every):
         if across is not None:
             return Answer(NOT_TESTABLE if cpu else "not tested at this scale", across.measured, across.modelled)

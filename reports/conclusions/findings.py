@@ -183,7 +183,7 @@ def _findings(df: pd.DataFrame, fam: stats.Family) -> dict[str, list[str]]:
     for wl, w in t.groupby("workload", sort=True):
         lines: list[str] = []
         # each framework's fastest configuration (any mode and strategy) against each other's:
-        # every pair, so the largest gap between frameworks is tested too (issue 40)
+        # every pair, so the largest gap between frameworks is tested too
         for _, g in w.groupby(TASK, sort=False, dropna=False):
             best = fastest_per_framework(g)
             for i, (a, b) in enumerate(pairs(best)):

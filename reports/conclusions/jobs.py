@@ -1,4 +1,4 @@
-"""The framework choice per job, from deployable configurations (issues 28 and 40).
+"""The framework choice per job, from deployable configurations.
 
 A configuration is what a user would deploy: framework x mode x strategy, eager included.
 A job is a task and a count: train N steps, call a model N times, serve N requests of a

@@ -1,4 +1,4 @@
-"""What the paper says in words, computed from the run (issue 41): plain sentences with their
+"""What the paper says in words, computed from the run: plain sentences with their
 numbers, no markup (reports.rendering.paper typesets them, cites and cross-references).
 
     abstract(df, fam, jobs)        at most ABSTRACT_WORDS words: the problem, what was measured, the

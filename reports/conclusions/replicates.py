@@ -407,7 +407,7 @@ def first_position(recs: list[Rec]) -> dict[str, tuple[float, int]]:
     the first case a process runs in a compiled mode: per "framework/mode", the geometric
     mean over cases of (the case's cold first calls where it was its process's first case of
     the mode) / (its cold first calls where it came later), over the cases seen in both
-    positions, and how many those are. 1.0: the position does not matter (issue 30)."""
+    positions, and how many those are. 1.0: the position does not matter."""
     cold = [r for r in recs if r.get("status") in TIMED and r.get("compile_cache") == "cold"
             and r.get("mode") != "eager" and finite(r.get("first_call_s")) and _valid_first(r)
             and finite(r.get("order"))]

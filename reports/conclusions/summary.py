@@ -93,7 +93,7 @@ RSS_GROWTH = "peak RSS growth of one call"      # frameworks.harness.memory's in
 
 
 def memory_label(df: pd.DataFrame) -> str:
-    """framework_table's memory column, named as measured (issue 41: the RSS growth of one call
+    """framework_table's memory column, named as measured (the RSS growth of one call
     was labelled 'peak memory', a footprint it is not): 'per-call RSS growth' where every figure
     comes from that instrument, else 'peak memory (see caption)'."""
     t = _model(df, every_precision=True)
@@ -328,8 +328,8 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
 
 
 POWER = 0.80     # the power at which a report states the smallest difference it could detect
-TARGET = 0.20    # the difference between frameworks a default run should find with POWER (issue 30)
-SIDE_TARGET = 0.05   # the same for a run of sets, side by side (issue 39)
+TARGET = 0.20    # the difference between frameworks a default run should find with POWER
+SIDE_TARGET = 0.05   # the same for a run of sets, side by side
 MAX_NEEDED = 60  # warm processes (sets) per framework beyond which a report says "more than"
 
 
@@ -361,7 +361,7 @@ def detectable(se: float, df: float, level: float, power: float = POWER) -> floa
 
 
 def resolution(df: pd.DataFrame, fam: stats.Family) -> dict[str, Any]:
-    """What this report can resolve, from its own processes (issue 30): `case`, the median
+    """What this report can resolve, from its own processes: `case`, the median
     half-width of the cases' 95% intervals (as a fraction, over cases with an interval over
     processes); over the comparisons between two frameworks in the family's main group,
     `between_95` and `between_used`, the median half-width of their intervals at 95% and at
@@ -496,7 +496,7 @@ def busy_scope(df: pd.DataFrame) -> list[str]:
                else ".")]
 
 
-# ----------------------------------------------------------------------------- the recommendation (issue 40)
+# ----------------------------------------------------------------------------- the recommendation
 
 
 def _jobs_words(os: list[jobs.Outcome], conf: pd.DataFrame) -> str:

@@ -2,7 +2,7 @@
 imply (Kalibera & Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013).
 
     python -m reports.conclusions.variance RESULTS...           # the components
-    python -m reports.conclusions.variance --allocation FOLDER  # simulated reports per allocation (issue 30)
+    python -m reports.conclusions.variance --allocation FOLDER  # simulated reports per allocation
 
 Per case with two or more warm processes, on the log scale (so each is about a relative SD):
 

@@ -1,4 +1,4 @@
-"""The Summary's bullets (issue 28): each at most 40 words (tests/test_summary_bullets.py), a reader's one glance;
+"""The Summary's bullets: each at most 40 words (tests/test_summary_bullets.py), a reader's one glance;
 the figures that do not fit go to the table right under the bullets (details_table), so no
 figure is lost and none changes.
 

@@ -1,4 +1,4 @@
-"""Data parallel across processes (issue 43): the documents `fwbench run --processes-per-case`
+"""Data parallel across processes: the documents `fwbench run --processes-per-case`
 writes (<run>/distributed/<fw>-p<N>-<repeat>.json, workloads.distributed; rank 0 of each job
 step writes one), read into the scale-out section's processes x frameworks table, the
 alpha-beta fit of their all-reduce sweeps, and the model's predictions at scale

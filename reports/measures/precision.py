@@ -1,4 +1,4 @@
-"""Reduced precision against fp32 (issue 20): per framework and mode, the step time of each
+"""Reduced precision against fp32: per framework and mode, the step time of each
 policy other than the default (workloads/precision.py: POLICIES) over the same
 case's fp32 time, paired over the processes both ran in (every process runs both), as a
 geometric mean over the tasks with its interval and verdict under the report's one error

@@ -1,4 +1,4 @@
-"""Scale-out (issue 21): data-parallel train steps on N devices against the same step on one.
+"""Scale-out: data-parallel train steps on N devices against the same step on one.
 
 Weak scaling: an N-device case keeps the preset's batch per device (workloads/parallel.py),
 so its ideal step time is its one-device twin's, and the efficiency is t(1) / t(N). A

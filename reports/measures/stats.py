@@ -295,7 +295,7 @@ def ratio(a: Est, b: Est | None = None) -> Ratio:
     if a.tested and b.tested:
         # Welch's statistic with Hsu's conservative df, min(df_a, df_b): the lower bound of the
         # Welch-Satterthwaite df, whose approximation made the tails Holm's first steps use
-        # liberal at unequal spreads (issue 30: 0.0045 against 0.0031 at alpha/16)
+        # liberal at unequal spreads (0.0045 against 0.0031 at alpha/16)
         se = math.sqrt(a.se ** 2 + b.se ** 2)
         return Ratio(diff, se, float(min(a.df, b.df)), "welch")
     return Ratio(diff, math.nan, math.nan, "untested")
@@ -637,7 +637,7 @@ def fmt_ratio(r: float, lo: float, hi: float) -> str:
     return f"{fmt_x(r)}x [{fmt_x(lo)}, {fmt_x(hi)}]"
 
 
-# A time's unit by its size, the one formatter of every report and paper (issue 41): no exponent,
+# A time's unit by its size, the one formatter of every report and paper: no exponent,
 # no "us"; a bound of an interval takes its point's unit. (name, seconds per unit, up to): a value
 # whose 3 significant digits reach the next unit's threshold takes the next unit.
 TIME_UNITS = (("\u00b5s", 1e-6, 1e-3), ("ms", 1e-3, 1.0), ("s", 1.0, 120.0), ("min", 60.0, 7200.0),

@@ -1,4 +1,4 @@
-"""The paper's bibliography (issue 41): the works paper.tex may cite live in references.bib beside
+"""The paper's bibliography: the works paper.tex may cite live in references.bib beside
 this module (BibTeX, package data); a report's own references.bib holds exactly the works its
 paper.tex cites, plus fwbench itself with the run's year, and paper.tex reads it through BibTeX
 (natbib, plainnat: author-year).

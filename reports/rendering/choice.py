@@ -1,4 +1,4 @@
-"""The choice per job and the claims, drawn (issue 28): the Summary's page-1 blocks (the job
+"""The choice per job and the claims, drawn: the Summary's page-1 blocks (the job
 table, the claims table, the --quick warning) and the section "The choice per job" (the
 Pareto fronts of steady step against first call, as a table and a figure per workload, and
 every task's jobs with a warm cache). The numbers come from reports.conclusions.jobs and

@@ -526,7 +526,7 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
 
 
 def startup_method(df: pd.DataFrame) -> str:
-    """The Method's sentence on the compiler's one-off start-up: measured apart (issue 30) where
+    """The Method's sentence on the compiler's one-off start-up: measured apart where
     the runs recorded it, else said to be in the first compiled case of each process."""
     if any(r.get("compiler_startup") for r in df.attrs.get("runs", [])):
         return ("Each process first compiles a throw-away program in each compiled mode (its compiler start-up, "
@@ -657,7 +657,7 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
 def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir: Path,
                      weights: dict[str, float] | None, margin: float, pdf: bool | None,
                      jobs: list[Job] | None = None) -> dict[str, Path]:
-    """Results from several machines (issue 21): a whole report per machine in machine-<k>/,
+    """Results from several machines: a whole report per machine in machine-<k>/,
     and an index that lists the machines with each one's summary table, side by side but
     never divided: a ratio between numbers of different machines is not stated anywhere."""
     blocks: list[Block] = [

@@ -56,7 +56,7 @@ MODE_HATCH = {"eager": "", "graph": "..", "compiled": ""}
 PANEL_W, PANEL_H = 2.3, 2.0    # inches per panel: three to a row fill PRINT_WIDTH_IN
 # A main-text figure of the paper is drawn at the width it prints at, the paper's \\linewidth (letter paper,
 # 2 cm margins: 498 pt, reports.rendering.latex.PAPER_LINE_PT), so its font sizes are its printed sizes
-# (issue 41: figures 12 inches wide printed at 2 pt); PRINT_FONTS: its text in points, none below 6.5.
+# (figures 12 inches wide printed at 2 pt); PRINT_FONTS: its text in points, none below 6.5.
 PRINT_WIDTH_IN = 6.9
 PRINT_FONTS = {"font.size": 7.5, "axes.titlesize": 8.0, "axes.labelsize": 7.5, "xtick.labelsize": 7.0,
                "ytick.labelsize": 7.0, "legend.fontsize": 7.0, "figure.titlesize": 8.0}
@@ -75,7 +75,7 @@ def colours(names: Any) -> dict[str, str]:
 def _style() -> Iterator[None]:
     """Seaborn's look for the duration of one figure, without changing global settings, with the
     print sizes of PRINT_FONTS: a figure three panels (PANEL_W) wide prints at its own sizes in the
-    paper, the appendix's figures too (issue 41: they printed at 1.3 to 5 pt)."""
+    paper, the appendix's figures too (they printed at 1.3 to 5 pt)."""
     with sns.axes_style("whitegrid"), sns.plotting_context("paper", rc=PRINT_FONTS):
         yield
 
@@ -236,7 +236,7 @@ def _fallback_note(df: pd.DataFrame) -> list[Any]:
 
 def state_scales(fig: Figure) -> None:
     """Every panel's y axis says its scale where the figure mixes them or uses a log one
-    (issue 28: log and linear panels alternated unannounced); a label saying it already is
+    (log and linear panels alternated unannounced); a label saying it already is
     left alone."""
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel()]
     scales = {ax.get_yscale() for ax in axes}
@@ -346,7 +346,7 @@ def first_call(df: pd.DataFrame) -> Figure | None:
 
 def _annotate_apart(ax: Any, notes: list[tuple[str, float, float, str]]) -> None:
     """Each (text, x, y, colour) beside its point, moved down a line where it would sit on an earlier
-    one (issue 41: break-even counts of neighbouring points printed over each other)."""
+    one (break-even counts of neighbouring points printed over each other)."""
     placed: list[tuple[float, float]] = []
     for text, x, y, colour in sorted(notes, key=lambda n: -n[2]):
         px, py = ax.transData.transform((x, y))
@@ -548,7 +548,7 @@ def label_problems(fig: Figure) -> list[str]:
                 if ka == kb and _clash(ta, tb, ba, bb, tol):
                     out.append(f"panel {i}: {ka} {ta.get_text()!r} overlaps {kb} {tb.get_text()!r}")
     legends = [t for lg in fig.legends for t in lg.get_texts()]
-    for t in fig.texts:          # a figure's title over its legend (issue 41)
+    for t in fig.texts:          # a figure's title over its legend
         if t.get_visible() and t.get_text().strip():
             bt = t.get_window_extent(r)
             for u in legends:
@@ -561,7 +561,7 @@ def label_problems(fig: Figure) -> list[str]:
             bx = t.get_window_extent(r)
             if bx.x0 < fb.x0 - 1 or bx.x1 > fb.x1 + 1 or bx.y0 < fb.y0 - 1 or bx.y1 > fb.y1 + 1:
                 out.append(f"{t.get_text()[:40]!r} runs out of the figure")
-    # an axis label or title over another panel's text (issue 41: a two-line y label ran into the
+    # an axis label or title over another panel's text (a two-line y label ran into the
     # panel above's tick labels)
     shown = [ax for ax in fig.axes if ax.get_visible()]
     for i, ax in enumerate(shown):
@@ -588,7 +588,7 @@ def declutter(fig: Figure) -> None:
     write them on one line, slanted and smaller; steeper and smaller still if they overlap."""
     r = _renderer(fig)
     for ax in fig.axes:
-        for angle, size in ((30, 7), (60, 6.5), (90, 6.5)):      # never below 6.5 pt (issue 41)
+        for angle, size in ((30, 7), (60, 6.5), (90, 6.5)):      # never below 6.5 pt
             if not _x_overlaps(ax, r):
                 break
             ax.set_xticks(ax.get_xticks(), [" ".join(t.get_text().split()) for t in ax.get_xticklabels()],
@@ -599,7 +599,7 @@ def declutter(fig: Figure) -> None:
 
 def plain_log_labels(fig: Figure) -> None:
     """Log axes labelled 0.01, 10, 1e-05 in the tick labels' own size, never as mathtext's 10^-2,
-    whose exponent prints at 0.7 of it (issue 41: 4.9 pt in the appendix's figures)."""
+    whose exponent prints at 0.7 of it (4.9 pt in the appendix's figures)."""
     from matplotlib.ticker import LogFormatterSciNotation
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):

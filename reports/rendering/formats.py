@@ -61,7 +61,7 @@ _CELL_BREAK = re.compile(r"([/_\-=:+]|,(?!\d)|\.(?=[^\d\s<]))(?=[^\s<])")   # no
 def _html_table_cell(x: Any) -> str:
     """A table cell: escaped, with break points after / _ - . , = : + (the LaTeX tables' own; never inside a
     number such as 11,229 or 1.53),
-    so print never splits a word such as 'framework' or 'compiled' (issue 28)."""
+    so print never splits a word such as 'framework' or 'compiled'."""
     return _CELL_BREAK.sub(lambda m: m.group(1) + "<wbr>", _html_cell(x))
 
 

@@ -1,6 +1,6 @@
 """LaTeX output that fits the page: tables for `tables.tex` and a complete article,
 `paper.tex` (with `references.bib`), compiled to `paper.pdf` where a LaTeX engine is on the
-PATH (issue 18: the old tables overflowed the page by up to 4435 pt; a reviewer wrote every
+PATH (the old tables overflowed the page by up to 4435 pt; a reviewer wrote every
 figure environment by hand).
 
 Tables are `longtable`s (they break across pages, the header repeated) whose columns are
@@ -37,7 +37,7 @@ _TIMES = re.compile(r"(?<=\d)x(?=[\s,;:.)\]]|$)|(?<= )x(?= (?!axis))")     # 1.5
 
 
 def typeset(s: str) -> str:
-    """Escaped text's quotes as ``...'' and a number's x as a times sign (issue 28: '"up to
+    """Escaped text's quotes as ``...'' and a number's x as a times sign ('"up to
     40%"' printed as two closing quotes, '1.5x' as a letter)."""
     s = _QUOTED.sub(lambda m: "``" + m.group(1) + "''", s).replace('"', "''")
     return _TIMES.sub(r"$\\times$", s)

@@ -1,4 +1,4 @@
-"""paper.tex, the report written as a Datasets-and-Benchmarks paper (issues 28 and 41): at most
+"""paper.tex, the report written as a Datasets-and-Benchmarks paper: at most
 MAX_MAIN_PAGES pages of main text, then an appendix with everything else the report holds.
 
     title, authors, date   from Meta (fwbench report --title/--author/--date), else pyproject.toml's

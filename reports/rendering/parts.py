@@ -132,7 +132,7 @@ def short_reasons(d: pd.DataFrame) -> tuple[list[str], list[str]]:
     return lines, appendix
 
 
-EMPTY_CELLS = ("", "n/a", "not measured")     # a column of only these says nothing (issue 41: an all-n/a MFU column)
+EMPTY_CELLS = ("", "n/a", "not measured")     # a column of only these says nothing (an all-n/a MFU column)
 
 
 def _empty(v: Any) -> bool:

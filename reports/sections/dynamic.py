@@ -161,7 +161,7 @@ def _best_served(g: pd.DataFrame, n: int) -> pd.Series:
 
 
 def score(d: pd.DataFrame, fws: list[str], lacking: Lacking = frozenset()) -> dict[str, float]:
-    """Every mode, eager included (serving eagerly is a deployable choice; issue 28): per
+    """Every mode, eager included (serving eagerly is a deployable choice): per
     stream and N in SERVED, the best framework's cost of N requests over this framework's
     (each its best strategy that ran correctly without a recompile-limit hit), geometric mean
     over the streams and N that two frameworks or more ran; 0 for a framework whose

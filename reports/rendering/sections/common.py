@@ -66,7 +66,7 @@ def strategy_styles(labels: list[str]) -> dict[str, tuple[str, str]]:
     return {s: (pal[i % len(pal)], MARKS[i % len(MARKS)]) for i, s in enumerate(sorted(set(labels)))}
 
 
-# Marker shapes that stay distinct at 4 points (issue 41: 'o', 'h', 'H' and '8' all read as a circle):
+# Marker shapes that stay distinct at 4 points ('o', 'h', 'H' and '8' all read as a circle):
 # filled shapes only, none a near-circle but the circle itself.
 MARKS = "osD^vP*X<>pd"
 

@@ -80,7 +80,7 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
         for i, ax in enumerate(panels):
             g = d[d["problem"] == ps[i]]
             xname, size = _size_axis(g)
-            # one size is a category, not a point on a continuous axis (issue 28: one x value on a
+            # one size is a category, not a point on a continuous axis (one x value on a
             # 114,000-124,000 axis)
             numeric = all(isinstance(v, float) for v in size) and len(set(size)) > 1
             size = [f"{v:g}" if isinstance(v, float) else v for v in size] if not numeric else size
@@ -119,7 +119,7 @@ def _der_lines(d: pd.DataFrame, ycol: str, ylabel: str, title: str, problems: li
 
 def fig_der_time(d: pd.DataFrame) -> Figure | None:
     """Per problem measured at more than one size, each framework and mode's fastest transform at
-    each size (issue 41: 19 transform markers x 3 line styles read as noise; the capability table
+    each size (19 transform markers x 3 line styles read as noise; the capability table
     and der_vmap name the transforms; a problem at one size is a point, not a line: the tables)."""
     t = d[d["status"].isin(TIMED) & d["median_s"].notna()]
     if t.empty:

@@ -144,7 +144,7 @@ def fig_stream_time(d: pd.DataFrame) -> Figure | None:
 
 
 # the mode of a point by its fill (compiled filled, TensorFlow graph hollow, eager pale), its strategy by its
-# shape (issue 41: three strategies drew the same circle): one shape per strategy name, in every panel
+# shape (three strategies drew the same circle): one shape per strategy name, in every panel
 MODE_FILL = {"compiled": "solid", "graph": "hollow", "eager": "pale"}
 
 

@@ -2,7 +2,7 @@
 framework's data parallel in words, weak scaling, exposed communication, the slowdown split
 into its non-communication and communication factors, per-device state memory, what a step
 communicates, the equivalence checks and placement, and published results for orientation;
-then data parallel across processes (issue 43: reports.measures.distributed), the alpha-beta
+then data parallel across processes (reports.measures.distributed), the alpha-beta
 fit and the model's predictions, with the model's curves as one figure (model_figure)."""
 from __future__ import annotations
 
