@@ -4,18 +4,18 @@ The README's test command, `python -m pytest` with no paths, runs the suite in p
 worker processes (pytest-xdist, from the dev extra: one per CPU, at most 4, a test file per
 worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), because most of its time
 is single-threaded compiling and importing. A test marked `alone` (timings, a busy-machine
-check, a Slurm cluster of one node) runs with no other test beside it. Given paths, `-n`, `-p
+check) runs with no other test beside it; tests marked `serial("slurm")` (the one-node Slurm
+cluster) run one at a time, beside the others. Given paths, `-n`, `-p
 no:xdist`, or `--benchmark-only` (a framework process of `fwbench run`), pytest runs as usual.
 """
 import contextlib
 import fcntl
 import os
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
+from tests.support.shared import run_dir
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
@@ -26,12 +26,13 @@ MAX_WORKERS = 4
 
 def _workers(config: pytest.Config) -> int:
     """How many worker processes the whole suite runs in here (0: serially)."""
-    if os.environ.get("FWBENCH_TEST_WORKERS"):
-        return int(os.environ["FWBENCH_TEST_WORKERS"])
-    explicit = config.args_source != pytest.Config.ArgsSource.TESTPATHS
-    if (explicit or not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
             or config.option.numprocesses is not None or config.option.dist != "no"
             or config.getoption("benchmark_only", False) or config.option.collectonly or config.option.usepdb):
+        return 0
+    if os.environ.get("FWBENCH_TEST_WORKERS"):
+        return int(os.environ["FWBENCH_TEST_WORKERS"])
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:      # paths given: as usual
         return 0
     return min(len(os.sched_getaffinity(0)), MAX_WORKERS)
 
@@ -40,8 +41,8 @@ def _workers(config: pytest.Config) -> int:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """The whole suite in workers, each taking a test file at a time (a file's module fixtures
     are built once); xdist turns the count into its workers (its own tryfirst hook, after this)."""
-    n = _workers(config) if config.pluginmanager.hasplugin("xdist") else 0
-    if n > 1 and not hasattr(config, "workerinput"):
+    n = _workers(config)
+    if n > 1:
         config.option.numprocesses, config.option.dist = n, "loadfile"
 
 
@@ -54,35 +55,41 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         bs.disabled = bool(session.config.getoption("benchmark_disable")
                            and not session.config.getoption("benchmark_enable"))
         bs.xdist_warning = False
+    # A pytest a test starts (a benchmark process of fwbench run) is no worker: with xdist's
+    # worker variables it would take itself for one and turn pytest-benchmark off. (The run id
+    # stays: it names the folder the workers share, tests/support/shared.py.)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        os.environ.pop(name, None)
 
 
 @contextlib.contextmanager
-def _turn(alone: bool):
+def _turn(config: pytest.Config, alone: bool, serial: str | None):
     """A turnstile over the run's workers (flock): every test passes the gate, then holds the
     room shared; an `alone` test holds the gate while it takes the room exclusively, so no
-    other test starts, and those running finish, before it runs."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not uid:
+    other test starts, and those running finish, before it runs. A `serial(name)` test first
+    takes its name's lock: one such test at a time (a one-node Slurm cluster), the others
+    beside it as usual."""
+    if not hasattr(config, "workerinput"):        # not a worker (a pytest a test started, say)
         yield
         return
-    d = Path(tempfile.gettempdir()) / f"fwbench-tests-{uid}"
-    d.mkdir(exist_ok=True)
-    with open(d / "gate", "a") as gate, open(d / "room", "a") as room:
+    d = run_dir()
+    with contextlib.ExitStack() as held:
+        if serial:
+            own = held.enter_context(open(d / f"serial-{serial}", "a"))
+            fcntl.flock(own, fcntl.LOCK_EX)
+        gate = held.enter_context(open(d / "gate", "a"))
+        room = held.enter_context(open(d / "room", "a"))
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
             if not alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(room, fcntl.LOCK_UN)
-            if alone:
-                fcntl.flock(gate, fcntl.LOCK_UN)
+        yield                                     # closing the files releases every lock
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    with _turn(item.get_closest_marker("alone") is not None):
+    serial = item.get_closest_marker("serial")
+    with _turn(item.config, item.get_closest_marker("alone") is not None, serial.args[0] if serial else None):
         yield

@@ -32,8 +32,8 @@ from workloads import commmodel, gpt, parallel
 from workloads import distributed as wd
 from workloads.base import FwbenchError
 
-# timings, the machine's load or a one-node Slurm cluster: no other test beside it
-pytestmark = pytest.mark.alone
+# the one-node Slurm cluster: one such test at a time
+pytestmark = pytest.mark.serial("slurm")
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = gpt.preset("tiny").config

@@ -16,9 +16,6 @@ from reports.commands import checkout, plan, results, runner
 from tests.support import reports_fixtures as fx
 from tests.test_cli_fwbench import fake_suite  # noqa: F401,F811  (fixture)
 
-# timings, the machine's load or a one-node Slurm cluster: no other test beside it
-pytestmark = pytest.mark.alone
-
 
 def _t(s: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(s)

@@ -20,6 +20,7 @@ import reports
 from reports.rendering import bibliography, latex
 from reports.rendering import paper as paper_
 from tests.support.reports_fixtures import simulated_processes
+from tests.support.shared import EXAMPLE_RUNS, has_example, rendered_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "reports" / "examples"
@@ -94,25 +95,19 @@ def test_a_command_keeps_its_two_hyphens():
     assert latex.prose("495 \u00b5s") == r"495 $\mu$s"
 
 
-AXES = EXAMPLES / "cpu-2core-axes"
-EXAMPLE_RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
-                "cpu-2core-axes": [AXES / "dynamic", AXES / "derivatives"],
-                "scaleout-quick": [ROOT / "docs" / "measurements" / "scaleout-quick"]}
-
-
 @pytest.mark.parametrize("example", sorted(EXAMPLE_RUNS))
-def test_each_examples_paper_compiles_and_reads_as_a_paper(example, tmp_path):
-    """Rendered from the example's JSON as `fwbench report` does: compiled with BibTeX, no undefined
-    reference or citation, no overfull box, main text at most 9 pages (the references and the
-    appendix after it), main-text figures legible at print size, a short abstract with a ratio and its
-    interval, times in units a reader reads."""
-    folders = EXAMPLE_RUNS[example]
-    if not all(any(f.glob("*.json")) for f in folders):
+def test_each_examples_paper_compiles_and_reads_as_a_paper(example):
+    """Rendered from the example's JSON as `fwbench report` does (tests/support/shared.py: once per
+    test run): compiled with BibTeX, no undefined reference or citation, no overfull box, main
+    text at most 9 pages (the references and the appendix after it), main-text figures legible
+    at print size, a short abstract with a ratio and its interval, times in units a reader reads."""
+    if not has_example(example):
         pytest.skip(f"no committed example {example}")
-    paths = reports.render(reports.load(folders), tmp_path / "out", pdf=True)
+    out, paths = rendered_example(example)
+    paths.update(paper=out / "paper.tex", bib=out / "references.bib")
     check_paper(paths["paper"].read_text(), paths["bib"].read_text(), paths["paper_problems"],
                 paths["paper_pages"], paths["paper_fonts"])
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = (out / "report.md").read_text()
     prose = "\n".join(ln for ln in md.splitlines() if not ln.startswith("|"))   # tables quote the records' text
     assert not BAD_UNITS.search(md) and not PLURALS.search(prose), (BAD_UNITS.search(md), PLURALS.search(prose))
 

@@ -203,13 +203,13 @@ def test_another_frameworks_api_is_na_not_unsupported(tmp_path):
     assert any(ln.startswith("n/a (another framework's API") and "jax: input_signature" in ln for ln in lines)
 
 
-def test_the_cpus_bf16_instructions_are_in_the_set_up_and_bad_ones_are_dropped(tmp_path):
+def test_the_cpus_reduced_precision_instructions_are_in_the_set_up_and_bad_ones_are_dropped(tmp_path):
     recs = [(record("torch", "forward", "eager"), times(0.01))]
     write(tmp_path / "good" / "torch.json", result_json(recs, cpu_flags=["avx512f", "amx_bf16"]))
     write(tmp_path / "bad" / "torch.json", result_json(recs, cpu_flags=["avx512f", "not a flag; rm -rf"]))
     good = document.setup_table(reports.load(tmp_path / "good")).set_index("")
-    row = [k for k in good.index if k.startswith("CPU's bf16 instructions")]
+    row = [k for k in good.index if k.startswith("CPU's reduced-precision instructions")]
     assert row and good.loc[row[0], "value"] == "avx512f, amx_bf16"
     bad = reports.load(tmp_path / "bad")
     assert any("cpu_flags" in p for p in bad.attrs["problems"])
-    assert not any(k.startswith("CPU's bf16") for k in document.setup_table(bad).iloc[:, 0])
+    assert not any(k.startswith("CPU's reduced") for k in document.setup_table(bad).iloc[:, 0])

@@ -25,8 +25,8 @@ import pytest
 import reports
 from tests.test_cli_fwbench import FAKE_CONFTEST, FAKE_TEST
 
-# timings, the machine's load or a one-node Slurm cluster: no other test beside it
-pytestmark = pytest.mark.alone
+# the one-node Slurm cluster: one such test at a time
+pytestmark = pytest.mark.serial("slurm")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = "short"            # .ci/slurm-up's partition with MaxTime 1 minute

@@ -1,0 +1,63 @@
+"""What the workers of one test run share (tests/conftest.py runs the suite in pytest-xdist
+workers): a folder named by xdist's run id (this process's own without xdist), and the
+committed examples rendered once into it, whichever test asks first."""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import reports
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "reports" / "examples"
+AXES = EXAMPLES / "cpu-2core-axes"
+# The committed runs whose reports the tests read, by name: their result folders.
+EXAMPLE_RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
+                "cpu-2core-axes": [AXES / "dynamic", AXES / "derivatives"],
+                "scaleout-quick": [ROOT / "docs" / "measurements" / "scaleout-quick"]}
+_OWN: list[Path] = []
+
+
+def run_dir() -> Path:
+    """The folder this test run's workers share."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if uid:
+        d = Path(tempfile.gettempdir()) / f"fwbench-tests-{uid}"
+        d.mkdir(exist_ok=True)
+        return d
+    if not _OWN:
+        _OWN.append(Path(tempfile.mkdtemp(prefix="fwbench-tests-")))
+    return _OWN[0]
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """An exclusive lock over this run's workers, by name."""
+    with open(run_dir() / f"{name}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def has_example(name: str) -> bool:
+    return all(any(f.glob("*.json")) for f in EXAMPLE_RUNS[name])
+
+
+def rendered_example(name: str) -> tuple[Path, dict[str, Any]]:
+    """The example `name` rendered as `fwbench report` renders it (the paper compiled), once per
+    test run: its output folder and what render returned of the paper (problems, pages, fonts)."""
+    out = run_dir() / "examples" / name
+    done = out / "render.json"
+    with locked(f"example-{name}"):
+        if not done.exists():
+            paths = reports.render(reports.load(EXAMPLE_RUNS[name]), out, pdf=True)
+            done.write_text(json.dumps({k: paths[k] for k in ("paper_problems", "paper_pages", "paper_fonts")
+                                        if k in paths}))
+    return out, json.loads(done.read_text())
