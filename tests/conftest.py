@@ -1,9 +1,9 @@
 """fwbench's pytest hooks and options (see frameworks/pytest_plugin.py) and shared fixtures.
 
 The README's test command, `python -m pytest` with no paths, runs the suite in parallel
-worker processes (pytest-xdist, from the dev extra: one per CPU, at most 4, a test file per
-worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), because most of its time
-is single-threaded compiling and importing. A test marked `alone` (timings, a busy-machine
+worker processes (pytest-xdist, from the test extra: one per CPU, at most 4, a test file per
+worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially). The suite is CPU-bound:
+on 2 cores workers take it from about 37 to 32 minutes. A test marked `alone` (timings, a busy-machine
 check) runs with no other test beside it; tests marked `serial("slurm")` (the one-node Slurm
 cluster) run one at a time, beside the others. Given paths, `-n`, `-p
 no:xdist`, or `--benchmark-only` (a framework process of `fwbench run`), pytest runs as usual.
@@ -15,7 +15,7 @@ import os
 import pytest
 
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
-from tests.support.shared import run_dir
+from tests.support.shared import SHARED_ENV, run_dir
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
@@ -60,6 +60,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # stays: it names the folder the workers share, tests/support/shared.py.)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
         os.environ.pop(name, None)
+    # What the workers share lives in the run's base temporary folder (a worker's own is inside
+    # it), which pytest removes with its old runs; a benchmark process shares nothing.
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None and not session.config.getoption("benchmark_only", False):
+        base = factory.getbasetemp()
+        os.environ[SHARED_ENV] = str(base.parent if hasattr(session.config, "workerinput") else base)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """What the workers of one test run share (tests/conftest.py runs the suite in pytest-xdist
-workers): a folder named by xdist's run id (this process's own without xdist), and the
-committed examples rendered once into it, whichever test asks first."""
+workers): a folder in the run's base temporary folder, and the committed examples rendered
+once into it, whichever test asks first."""
 from __future__ import annotations
 
 import contextlib
@@ -20,19 +20,15 @@ AXES = EXAMPLES / "cpu-2core-axes"
 EXAMPLE_RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
                 "cpu-2core-axes": [AXES / "dynamic", AXES / "derivatives"],
                 "scaleout-quick": [ROOT / "docs" / "measurements" / "scaleout-quick"]}
-_OWN: list[Path] = []
+SHARED_ENV = "FWBENCH_TEST_SHARED"     # set by tests/conftest.py at the session's start
 
 
 def run_dir() -> Path:
-    """The folder this test run's workers share."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if uid:
-        d = Path(tempfile.gettempdir()) / f"fwbench-tests-{uid}"
-        d.mkdir(exist_ok=True)
-        return d
-    if not _OWN:
-        _OWN.append(Path(tempfile.mkdtemp(prefix="fwbench-tests-")))
-    return _OWN[0]
+    """The folder this test run's workers share: under pytest's base temporary folder of the run
+    (the workers' own are inside it), so pytest removes it with its old runs."""
+    d = Path(os.environ.get(SHARED_ENV) or tempfile.gettempdir()) / "fwbench-shared"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 @contextlib.contextmanager
