@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports.commands.launch import LAUNCHERS
 from workloads import options
 from workloads.base import FwbenchError
 
@@ -22,10 +23,6 @@ QUICK_TIMEOUT_S = 600.0
 QUICK_COLD, QUICK_WARM, QUICK_CYCLES = 1, 0, 3
 QUICK_WORKLOADS = "gpt,diffusion"   # --quick: the model comparison; the sections' workloads need a full run
 EXIT_USAGE, EXIT_NO_RECORDS, EXIT_SLOWER = 2, 3, 4
-
-
-# reports.commands.launch.LAUNCHERS, named here so that --help needs no launcher import
-LAUNCHERS = ("local", "slurm", "submitit-local", "submitit")
 
 
 class Parser(argparse.ArgumentParser):
