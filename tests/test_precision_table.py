@@ -68,5 +68,6 @@ def test_the_summarys_scope_names_each_policy(fp16x, tmp_path):
     simulated_processes(tmp_path / "r", "torch", medians, cold=1, warm=2, seed=1, cpu_flags=["amx_bf16"])
     c = replicates.cases(reports.load(tmp_path / "r"))
     [machine] = [ln for ln in summary.scope(c) if ln.startswith("Machine:")]
-    assert "bf16: workloads/precision.py's policy, the CPU multiplies it natively" in machine
+    assert "bf16: workloads/precision.py's policy, the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16)" \
+        in machine
     assert f"{fp16x}: workloads/precision.py's policy, {fp16x} emulated on this CPU (no AMX-FP16)" in machine

@@ -439,12 +439,6 @@ def resolution_line(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     return [out + "."]
 
 
-def _policy_words(df: pd.DataFrame, policy: str) -> str:
-    """'bf16: workloads/precision.py's policy, the CPU multiplies it natively' or why no finding."""
-    return f"{policy}: workloads/precision.py's policy, " + (
-        "the CPU multiplies it natively" if precision.native(df, policy) is True else precision.why_silent(df, policy))
-
-
 def scope(df: pd.DataFrame) -> list[str]:
     """What the run can and cannot say."""
     runs = df.attrs.get("runs", [])
@@ -463,7 +457,8 @@ def scope(df: pd.DataFrame) -> list[str]:
              "framework; dtype "
              f"{', '.join(sorted(set(df['param_dtype'].dropna())))}"
              + (f", precisions {', '.join(sorted(set(df['precision'].dropna())))} ("
-                + "; ".join(_policy_words(df, p) for p in precision.others(df)) + ")"
+                + "; ".join(f"{p}: workloads/precision.py's policy, {precision.cpu_words(df, p)}"
+                            for p in precision.others(df)) + ")"
                 if precision.has_other(df) else "") + ".",
              (f"Work: {', '.join(presets)}; sets: {'/'.join(map(str, cold)) or '?'} cold + "
               f"{'/'.join(map(str, warm)) or '?'} warm, each one process per framework and a control, the "

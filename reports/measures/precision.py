@@ -129,6 +129,14 @@ def why_silent(df: pd.DataFrame, precision: str | None = None) -> str:
     return "no verdict"
 
 
+def cpu_words(df: pd.DataFrame, precision: str) -> str:
+    """What the run's CPU does with `precision`'s products, in words: 'the CPU multiplies bf16
+    natively (AVX512-BF16 or AMX-BF16)', else why no finding is stated (why_silent)."""
+    if native(df, precision) is True:
+        return f"the CPU multiplies {precision} natively ({native_words(precision)})"
+    return why_silent(df, precision)
+
+
 def per_task(df: pd.DataFrame) -> pd.DataFrame:
     """Every case at another policy against its fp32 twin: the two step times and their ratio
     (the policy's name in the headers where one policy besides fp32 ran, else a precision column)."""

@@ -7,7 +7,7 @@ import pandas as pd
 
 from reports.measures import precision, stats
 from reports.rendering.sections.common import Block, Drawing
-from workloads.precision import DEFAULT, POLICIES, native_words
+from workloads.precision import DEFAULT, POLICIES
 
 
 def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
@@ -17,12 +17,8 @@ def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
         return []
     names = [p for p in precision.others(df) if precision.pairs(df, p)]
     these = " and ".join(names)
-    cpu = []
-    for p in names:
-        if precision.native(df, p):
-            cpu.append(f"the CPU multiplies {p} natively ({native_words(p)}), so its ratios are findings")
-        else:
-            cpu.append(precision.why_silent(df, p))
+    cpu = [precision.cpu_words(df, p) + (", so its ratios are findings" if precision.native(df, p) else "")
+           for p in names]
     policies = " ".join(f"{p}: {POLICIES[p].statement} (workloads/precision.py)." for p in names)
     return [("h", 2, f"Precision: {these} against {DEFAULT}"),
             ("p", f"Each policy is one explicit definition in every framework. {policies} Each case's {these} time "
