@@ -277,6 +277,16 @@ def holm(p: np.ndarray, groups: Sequence[str], shares: Mapping[str, float] = sta
     return rejected, level_alpha
 
 
+def _scenarios(measured: np.ndarray, bf: np.ndarray, main: np.ndarray, effect: float):
+    """The two truths a simulation draws from: "power", every comparison between frameworks at a
+    true `effect` (the others as measured); "null", every comparison of the main family equal."""
+    power = measured.copy()
+    power[bf] = -math.log(effect)
+    null = measured.copy()
+    null[main] = 0.0
+    return (("power", power), ("null", null))
+
+
 def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int = 1000, seed: int = 0,
              grouped: bool = True, margin: float = stats.MARGIN, per_comparison: bool = False,
              hsu: bool = True) -> dict[str, Any]:
@@ -295,12 +305,7 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
     groups = [c[3] if grouped else stats.MAIN for c in pl.comparisons]
     bf = np.array(pl.between_frameworks(), int)
     out: dict[str, float] = {}
-    for scenario in ("power", "null"):
-        truth = measured.copy()
-        if scenario == "power":
-            truth[bf] = -math.log(effect)
-        else:
-            truth[main] = 0.0
+    for scenario, truth in _scenarios(measured, bf, main, effect):
         la, lb = draw(pl, warm, rounds, truth, trials, rng)
         diff, se, df = tests(pl, la, lb, hsu)
         p = 2 * sps.t.sf(np.abs(diff) / se, df)
@@ -494,12 +499,7 @@ def simulate_side(sp: SidePlan, sets: int, cycles: int, effect: float = 1.05, tr
     groups = [c[3] for c in sp.comparisons]
     bf = np.array(sp.between_frameworks(), int)
     out: dict[str, float] = {}
-    for scenario in ("power", "null"):
-        truth = measured.copy()
-        if scenario == "power":
-            truth[bf] = -math.log(effect)
-        else:
-            truth[main] = 0.0
+    for scenario, truth in _scenarios(measured, bf, main, effect):
         k = len(sp.comparisons)
         d = (truth[None, :, None] + between * rng.standard_normal((trials, k, sets))
              + within * rng.standard_normal((trials, k, sets)) / math.sqrt(cycles))
