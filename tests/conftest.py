@@ -14,12 +14,18 @@ import os
 
 import pytest
 
+from frameworks.base import default_cache_dir
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
 from tests.support.shared import SHARED_ENV, run_dir
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
 os.environ.setdefault("FWBENCH_PDF", "0")
+# A worker's compile caches are its own, a folder inside the run's (the controller's configure set
+# FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started): tests that count
+# what a compiler writes to its cache folder would count another worker's writes too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), os.environ["PYTEST_XDIST_WORKER"])
 
 MAX_WORKERS = 4
 

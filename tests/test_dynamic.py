@@ -348,7 +348,6 @@ def test_torch_fresh_caches_gives_inductor_an_empty_cache_dir():
 
 # ----------------------------------------------------------------------------- XLA under TensorFlow
 
-@pytest.mark.alone     # counts the entries XLA writes to the cache folder the workers share
 def test_tf_counts_xla_compiles_per_shape_under_one_input_signature_trace():
     if "tensorflow" not in INSTALLED:
         pytest.skip("needs tensorflow")
