@@ -107,4 +107,7 @@ def test_a_pooling_framework_is_measured_in_the_runs_first_process_only():
     assert peak is None and why.startswith("not measured in this process") and CHILD_ONCE in why
     plain = SimpleNamespace(cpu_unpooled_env={})
     peak, src = cpu_call_peak(plain, lambda: bytearray(SIZE), (), None, SimpleNamespace(repeat=3))
-    assert src == CPU_SOURCE and abs(peak - SIZE) <= TOLERANCE
+    # in-process: the instrument reads this whole process, and a test worker's other threads
+    # (execnet's, runtimes loaded by earlier tests) may add to it (CI once read 65.09 MiB), so
+    # the 64 MiB is a floor here; its accuracy is checked in a bare process above
+    assert src == CPU_SOURCE and SIZE - TOLERANCE <= peak <= 2 * SIZE, peak / MIB
