@@ -19,7 +19,7 @@ import numpy as np
 
 from frameworks.serve import Engine, answers
 from workloads import serving as W
-from workloads.base import Serve, Unsupported, error_line
+from workloads.base import Model, Serve, Unsupported, error_line
 from workloads.record import not_its_api
 
 PRECISIONS = ("fp32",)     # the policies a serving build honours
@@ -83,7 +83,7 @@ def folder_bytes(folder: str, skip: tuple[str, ...] = ()) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs if f not in skip)
 
 
-class Servable:
+class Servable(Model):
     """workloads.serving.Servable, the part every framework shares. A subclass sets FRAMEWORK
     and defines functions(eager model) and dev_engine, and an export method per artefact
     strategy of its framework (EXPORTS: strategy -> method name)."""

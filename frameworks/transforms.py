@@ -17,11 +17,12 @@ from typing import Any, Callable
 
 from frameworks.base import Unsupported
 from workloads import derivatives as D
+from workloads.base import Model
 from workloads.case import Case
 from workloads.record import not_its_api
 
 
-class TransformModel:
+class TransformModel(Model):
     framework = ""
 
     def __init__(self, adapter: Any, case: Case) -> None:

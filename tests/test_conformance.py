@@ -19,13 +19,27 @@ import frameworks
 import workloads
 from tests.support.helpers import INSTALLED
 from workloads import interop
-from workloads.base import Unsupported
+from workloads.base import Model, Unsupported
 from workloads.case import MODES, PRECISIONS, declared_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_ARGS = ["adapter", "config", "params", "case"]
 # workload -> module-level names its framework files must define (besides build)
 REQUIRED = {"dynamic": ("MODELS",), "interop": ("PROGRAMS", "REWRITES")}
+# The roles every framework's model file names alike, so the three files read side by side: a
+# function, class, method or self.attribute, its name compared without case or underscores
+# (torch's module class CausalSelfAttention and JAX's function causal_self_attention are one
+# role). Beyond the workload's Protocol methods: the layers, the network's hidden states, and
+# the two decoding paths (with the key/value cache, and the full-pass reference).
+ROLES = {
+    "gpt": ("gelu", "layer_norm", "cross_entropy", "causal_attention", "causal_self_attention", "mlp",
+            "hidden", "generate_cached", "generate_full"),
+    "diffusion": ("timestep_embedding", "group_norm", "conv", "norm", "resnet_block", "attn_block", "upsample",
+                  "eps", "sample"),
+    "dynamic": ("prefill", "prefill_int", "generate", "train", "eps"),
+    "parallel": ("data_parallel", "DataParallel", "place_inputs", "train_step", "grads", "collectives",
+                 "device_state", "export_params"),
+}
 # workload -> per-framework tables that must name every framework (an empty entry is a
 # decision; a missing one is an omission)
 TABLES = {"interop": lambda: interop.REWRITTEN}
@@ -94,6 +108,34 @@ def test_every_framework_meets_the_contract():
     assert problems(frameworks.names()) == []
 
 
+def role(name: str) -> str:
+    return name.lower().replace("_", "")
+
+
+def defined_names(path: Path) -> set[str]:
+    """The roles a module names: its functions, classes and methods, and the attributes its
+    methods set on self."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            out.add(role(n.name))
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                out |= {role(e.attr) for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+                        if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"}
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(ROLES))
+def test_the_frameworks_model_files_name_each_role_alike(module):
+    """frameworks/<fw>/<module>.py of every framework names each of ROLES[module]; a role
+    renamed in one framework (or missing) fails here, naming the file."""
+    for fw in frameworks.names():
+        path = ROOT / "frameworks" / fw / f"{module}.py"
+        missing = [r for r in ROLES[module] if role(r) not in defined_names(path)]
+        assert not missing, f"{path.relative_to(ROOT)} has no {', '.join(missing)} (ROLES[{module!r}])"
+
+
 def test_a_framework_without_its_registry_entry_fails_with_a_clear_line(tmp_path):
     """MLX added as a folder with an adapter but no entry in workloads/framework_facts.py: the
     contract names it, and every per-framework fact (its cache folder, which base.configure_caches
@@ -144,7 +186,8 @@ def test_modes_and_rewrites_agree_with_the_frameworks_own_tables():
 @pytest.mark.parametrize("framework", list(frameworks.names()))
 def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
     """Each case the plugin would collect at the tiny preset: its model builds and is its
-    workload's declared MODEL (a Protocol: its methods and attributes), and where the case's
+    workload's declared MODEL (a Protocol: its methods and attributes) and a
+    workloads.base.Model (the optional behaviour's defaults), and where the case's
     variant is not the framework's the refusal says so (Unsupported, not a crash).
     Nothing is called or compiled here (interop's programs are probed on first look-up, so
     they are only built)."""
@@ -170,6 +213,8 @@ def test_every_declared_case_builds_or_is_refused_with_a_reason(framework):
                     model.strategy_for(W.problem_of(case.task)[0])
                 assert model is None or isinstance(model, W.MODEL), \
                     f"{case}: {type(model).__name__} is not a {W.MODEL.__name__}"
+                # the harness reads the optional behaviour from these declared defaults, no probe
+                assert model is None or isinstance(model, Model), f"{case}: {type(model).__name__} is not a Model"
                 built += 1
             except Unsupported as e:
                 assert str(e).strip(), case

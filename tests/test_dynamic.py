@@ -16,7 +16,7 @@ from tests.test_harness import FakeAdapter
 from workloads import dynamic as D
 from workloads import gpt
 from workloads import record as record_mod
-from workloads.base import FwbenchError, rel_err
+from workloads.base import FwbenchError, Model, rel_err
 from workloads.case import Case
 
 TINY = D.preset("tiny").config
@@ -75,7 +75,7 @@ def test_every_mode_declares_default_and_bucketed():
 NEW_SHAPE_S, SEEN_SHAPE_S = 0.02, 0.002
 
 
-class StreamModel:
+class StreamModel(Model):
     """A stand-in that 'compiles' (counter + 20 ms) the first time it sees a shape and answers
     with the float64 reference of the real positions (or a wrong answer when asked)."""
 
@@ -312,12 +312,12 @@ def test_a_stream_cold_pass_runs_inside_the_adapters_fresh_caches(benchmark, mon
             finally:
                 Fresh.active = False
 
-    class Model(StreamModel):
+    class Recording(StreamModel):
         def prefill(self, tokens, last):
             inside.append(Fresh.active)
             return super().prefill(tokens, last)
 
-    _, rec = stream_case(benchmark, monkeypatch, fake=Fresh(), model=Model, rounds=1)
+    _, rec = stream_case(benchmark, monkeypatch, fake=Fresh(), model=Recording, rounds=1)
     n = TINY.requests
     assert inside[:n] == [True] * n and not any(inside[n:]) and len(inside) > n     # cold inside, warm not
     assert rec["stream_cold_cache"] == "empty"

@@ -16,6 +16,7 @@ from frameworks import harness
 from frameworks.base import Adapter, FrameworkUnavailable, Unsupported
 from frameworks.harness import host, timing
 from workloads import record as record_mod
+from workloads.base import Model
 from workloads.case import Case
 
 STEP_S = 0.004
@@ -23,7 +24,7 @@ STEP_S = 0.004
 pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 
 
-class FakeModel:
+class FakeModel(Model):
     def __init__(self, adapter):
         self.adapter = adapter
         self.calls, self.gc_during_calls, self.in_case_caches = 0, [], []

@@ -134,7 +134,8 @@ def test_timed_callable_is_made_fresh_and_carries_the_verdict():
     made = []
     p = programs(lambda f: made.append(f) or f)
     call = p.python_random
-    assert len(made) == 2 and call.record_extra["interop_outcome"] == "compiled"
+    assert len(made) == 2 and p.record_extra("python_random")["interop_outcome"] == "compiled"
+    assert p.record_extra("print") == {}        # a program not looked up adds nothing
     x = I.make_inputs(CFG)[0]
     assert np.allclose(call(x), I.PROGRAMS["python_random"].reference(x.astype(np.float64), 0))
 
@@ -363,9 +364,10 @@ def test_every_rewrite_cell_is_what_the_framework_does(framework, mode):
             assert XLA_REFUSES[t] in v.reason and "_XlaMustCompile" not in v.reason, (t, v.reason)
         if framework == "torch":
             assert (v.graphs, v.graph_breaks) == (1, 0), (t, v)
-    extra = model.timed(next(iter(REWRITE_EXPECTED[(framework, mode)]))).record_extra if mode != "compiled" or \
-        framework != "tensorflow" else None
-    if extra:
+    first = next(iter(REWRITE_EXPECTED[(framework, mode)]))
+    if mode != "compiled" or framework != "tensorflow":
+        model.timed(first)
+        extra = model.record_extra(first)
         assert extra["rewrite_lines"] >= 1 and extra["rewrite_uses"]
     with pytest.raises(Exception, match="no idiomatic rewrite"):
         missing = next((t for t in I.TASKS if t not in I.REWRITTEN[framework]), None)

@@ -156,7 +156,7 @@ def gpt_programs(m) -> dict[str, tuple[Any, tuple[str, ...]]]:
             "loss": (m._loss.get_concrete_function(tok, tgt), GPT_LOSS),
             "grads": (m._grads.get_concrete_function(tok, tgt), GPT_GRADS),
             "train_step": (m._train_step.get_concrete_function(tok, tgt), GPT_GRADS + ADAMW),
-            "generate": (m._generate.get_concrete_function(arr(TG.PROMPT), tf.constant(TG.N_NEW)),
+            "generate": (m._generate_cached.get_concrete_function(arr(TG.PROMPT), tf.constant(TG.N_NEW)),
                          GPT_FWD + ("While",))}
 
 
@@ -204,10 +204,10 @@ def test_variables_and_adamw_state_stay_float32_after_a_reduced_step(precision, 
     assert loss.dtype == tf.float32 and np.isfinite(loss.numpy())
     grads = m.grads(*map(arr, batch))
     assert all(g.dtype == tf.float32 for g in grads.values())
-    state = list(m.model.named.values()) + m.optimizer.m + m.optimizer.v
+    state = list(m.net.named.values()) + m.optimizer.m + m.optimizer.v
     assert all(v.dtype == tf.float32 for v in state)
     assert m.optimizer.step.numpy() == 1
-    for p, before in zip(m.model.named.values(), m.export_params().values()):
+    for p, before in zip(m.net.named.values(), m.export_params().values()):
         assert p.numpy().dtype == np.float32 and before.dtype == np.float32
 
 
@@ -217,7 +217,7 @@ def test_eager_reduced_layers_compute_the_reduced_product_and_match_the_probed_g
     to the reduced product of rounded inputs plus the float32 bias (and not to the fp32
     layer's); the eager logits equal the graph-mode logits of the probed program."""
     eager = build("gpt", "eager", precision)
-    layer = eager.model.h[0].mlp.c_fc
+    layer = eager.net.h[0].mlp.c_fc
     low = tf.as_dtype(POLICIES[precision].compute)
     assert layer.compute == low == tprec.COMPUTE[precision]
     x = tf.random.stateless_normal((8, TG.CFG.n_embd), seed=(1, 2))
@@ -227,7 +227,7 @@ def test_eager_reduced_layers_compute_the_reduced_product_and_match_the_probed_g
     assert y.dtype == tf.float32
     np.testing.assert_array_equal(y.numpy(), want.numpy())
     assert not np.array_equal(y.numpy(), (tf.matmul(x, layer.weight) + layer.bias).numpy())
-    hidden, kv = eager.model(arr(TG.TOKENS))
+    hidden, kv = eager.net.hidden(arr(TG.TOKENS))
     assert hidden.dtype == tf.float32 and all(k.dtype == v.dtype == tf.float32 for k, v in kv)
     logits = eager.logits(arr(TG.TOKENS)).numpy()
     graph = build("gpt", "graph", precision).logits(arr(TG.TOKENS)).numpy()

@@ -10,6 +10,7 @@ import inspect
 import os
 import shutil
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -17,7 +18,32 @@ import numpy as np
 
 class FwbenchError(ValueError):
     """An error meant for the user: its message is one line saying what was wrong
-    and what is valid. Command-line entry points print it without a traceback."""
+    and what is valid. Command-line entry points print it without a traceback.
+    `record_extra`: keys a case stopped by it adds to its record (none by default)."""
+
+    def __init__(self, *args: Any, record_extra: Mapping[str, Any] | None = None) -> None:
+        super().__init__(*args)
+        self.record_extra: Mapping[str, Any] = dict(record_extra or {})
+
+
+class Model:
+    """What the harness reads of every built model besides its workload's methods (the
+    workload's MODEL Protocol): the optional behaviour, each declared here with the default
+    that means "none", which a model class overrides where it has it. Every framework's model
+    derives from it (tests/test_conformance.py checks each built one)."""
+    # () -> what a call that updates the model changed besides its output (JAX's new
+    # parameters and optimizer state), for the harness to wait on too; None: the output is all
+    state: Callable[[], Any] | None = None
+    # (*arrays) -> the arrays as the model's step takes them (a data-parallel model splits the
+    # global batch over its devices, outside the timed region); None: as they are made
+    place_inputs: Callable[..., tuple[Any, ...]] | None = None
+    # method -> the attention its program runs where that differs from the framework's for the
+    # device and precision (GPT: adapter.attention_impl names it otherwise); empty: none does
+    attention_impls: Mapping[str, str] = MappingProxyType({})
+
+    def record_extra(self, method: str) -> Mapping[str, Any]:
+        """Keys the case of `method` adds to its record (interop's verdict); none by default."""
+        return {}
 
 
 def available_cpus() -> int:
@@ -70,7 +96,7 @@ class WrongResult(FwbenchError):
     differs from the workload's float64 reference: TaskSpec.check). The harness records it
     `failed` with this message and times nothing: a wrong answer is never timed as a
     success; the pytest case xfails (the record is the finding, e.g. workloads.interop's
-    "side effect at trace time only"). May carry `record_extra`, keys for the record."""
+    "side effect at trace time only"), with the keys it adds in `record_extra`."""
 
 
 # The device kinds a case or a run names; "cuda" and "gpu" name the same accelerator.

@@ -92,6 +92,7 @@ import numpy as np
 from workloads import diffusion, gpt
 from workloads.base import (
     FwbenchError,
+    Model,
     Preset,
     Stream,
     TaskSpec,
@@ -479,7 +480,7 @@ def prefill_int_spec(config: DynamicConfig, seed: int = 0) -> TaskSpec:
                     note="GPT prefill, the length a Python int sliced inside the compiled function", stream=stream)
 
 
-class ByTask:
+class ByTask(Model):
     """A dynamic case's model: each task's model is made when the harness looks up the task's
     method (getattr, after build and before any timing), so a case builds only its own model
     and a strategy its task lacks is refused (Unsupported) there. `makers`: method -> a

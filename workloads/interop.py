@@ -51,7 +51,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workloads.base import Preset, TaskSpec, Unsupported, WrongResult, check_positive, choose, error_line, rel_err
+from workloads.base import (
+    Model,
+    Preset,
+    TaskSpec,
+    Unsupported,
+    WrongResult,
+    check_positive,
+    choose,
+    error_line,
+    rel_err,
+)
 
 NAME = "interop"
 SEED = 1234          # call k seeds Python's random with SEED + k
@@ -434,12 +444,13 @@ def _close(value: Any, want: float, to_numpy: Callable[[Any], Any]) -> bool:
     return abs(v - want) <= TOL * max(1.0, abs(want))
 
 
-class Programs:
+class Programs(Model):
     """The model object a framework's `build` returns: `getattr(model, program)` probes that
     program under the mode (a fresh function from `make`), then returns the timed callable
-    (another fresh function from `make`, so its first call compiles) with the verdict's record
-    keys in `record_extra`. A refused program raises `refused(reason)` (the harness records
-    it unsupported), a wrong one WrongResult (recorded failed, never timed).
+    (another fresh function from `make`, so its first call compiles); the verdict's record
+    keys are then `record_extra(program)`. A refused program raises `refused(reason)` (the
+    harness records it unsupported), a wrong one WrongResult (recorded failed, never timed),
+    each with those keys.
 
     make(fn) -> the program under the mode; `adapter` gives to_numpy, asarray(x, device) and
     sync(y), which waits for a result; the case gives mode, device and strategy; pieces as
@@ -460,6 +471,7 @@ class Programs:
         self._tidy = tidy
         self._inputs = [adapter.asarray(x, case.device) for x in make_inputs(config)]
         self.verdicts: dict[str, Verdict] = {}
+        self._extras: dict[str, dict[str, Any]] = {}
 
     def _rewrite(self, name: str) -> Rewrite | None:
         if self._rewrites is None:
@@ -499,22 +511,20 @@ class Programs:
         if rw:
             extra.update(rewrite_uses=rw.uses, rewrite_lines=lines_changed(self._programs[name], rw))
         if v.outcome == "refused":
-            raise _with(self._refused(v.reason or "refused"), extra)
+            raise self._refused(v.reason or "refused", record_extra=extra)
         if v.outcome == "wrong":
-            raise _with(WrongResult(v.reason or "wrong result"), extra)
-        call = self._made(name)[2]
-        call.record_extra = extra
-        return call
+            raise WrongResult(v.reason or "wrong result", record_extra=extra)
+        self._extras[name] = extra
+        return self._made(name)[2]
+
+    def record_extra(self, method: str) -> dict[str, Any]:
+        """The verdict's record keys of a program whose timed callable was looked up."""
+        return self._extras.get(method, {})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in PROGRAMS:
             raise AttributeError(name)
         return self.timed(name)
-
-
-def _with(e: Exception, extra: dict[str, Any]) -> Exception:
-    e.record_extra = extra
-    return e
 
 
 # What every framework's build returns, one class for every framework (its programs under the

@@ -53,9 +53,10 @@ def run_case(benchmark: Any, session: Session, case: Case) -> dict[str, Any]:
                         over them (load_avg, other_cpu, steal_frac, busy)
     Every call waits for its result and, for a call that updates the model, for the
     model's state() too (TaskSpec.mutates). A stream case (TaskSpec.stream) is timed
-    request by request instead (time_stream). A timed callable, or the exception that
-    stops a case, may carry `record_extra`: keys added to the record. WrongResult (ran, but
-    not as eager) is recorded failed, never timed, and the pytest case xfails.
+    request by request instead (time_stream). The model's record_extra(method), or the
+    FwbenchError that stops a case, adds keys to the record (workloads.base.Model).
+    WrongResult (ran, but not as eager) is recorded failed, never timed, and the pytest
+    case xfails.
     """
     import pytest
 
@@ -90,7 +91,7 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
                       compile_cache=role)         # in every record, cases not run too
 
         def not_run(status: str, e: BaseException) -> dict[str, Any]:
-            record.update(getattr(e, "record_extra", None) or {})
+            record.update(e.record_extra if isinstance(e, FwbenchError) else {})
             record.update(status=status, reason=str(e) if isinstance(e, FwbenchError) else error_line(e))
             session.records.append(record)
             return record
@@ -244,12 +245,11 @@ def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: 
         W.check_inputs(p.config, spec.method, *inp, **spec.kwargs)
     pool = [tuple(a if type(a) in (int, float, bool) else adapter.asarray(a, device) for a in inp)
             for inp in spec.inputs]
-    place = getattr(model, "place_inputs", None)      # a data-parallel model splits each batch
-    if place is not None:
-        pool = [place(*inp) for inp in pool]
+    if model.place_inputs is not None:                # a data-parallel model splits each batch
+        pool = [model.place_inputs(*inp) for inp in pool]
     fn = getattr(model, spec.method)
     kwargs = dict(spec.kwargs)
-    state = getattr(model, "state", None) if spec.mutates else None
+    state = model.state if spec.mutates else None
 
     def call(*args: Any) -> Any:
         out = fn(*args, **kwargs)
@@ -268,11 +268,11 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
         record.update(first_call_validity("eager", None), gc_disabled=True)
         return
     model, params, fn, pool, call = case_call(adapter, case, p, spec, opts)
-    state = getattr(model, "state", None) if spec.mutates else None
-    record.update(getattr(fn, "record_extra", None) or {})   # keys a case adds (workloads.interop)
+    state = model.state if spec.mutates else None
+    record.update(model.record_extra(spec.method))     # keys a case adds (workloads.interop)
     # a GPT method whose program runs another attention than the framework's default for the
-    # device and precision says so (GPTModel.attention_impls; other workloads' models have none)
-    own = getattr(model, "attention_impls", {}).get(spec.method)
+    # device and precision says so (workloads.base.Model.attention_impls)
+    own = model.attention_impls.get(spec.method)
     if own:
         record["attention_impl"] = own
 

@@ -65,7 +65,5 @@ def parallel_check(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, s
            "dp_check_grad_rel": eq.grad_rel, "dp_check_grad_rtol": parallel.GRAD_RTOL[case.workload]}
     why = parallel.failure(case.workload, case.placement.devices, eq)
     if why:
-        e = WrongResult(why)
-        e.record_extra = out
-        raise e
+        raise WrongResult(why, record_extra=out)
     return out

@@ -48,7 +48,7 @@ from frameworks.jax import precision as P
 from frameworks.jax.optim import adamw
 from frameworks.jax.precision import F32, attention, matmul
 from workloads import diffusion as D
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # Module-level names the model reads at trace (or eager call) time, so that a test can patch
@@ -217,7 +217,7 @@ def build(adapter: Any, config: D.DiffusionConfig, params: dict[str, np.ndarray]
     return JaxDiffusion(adapter, config, params, case)
 
 
-class JaxDiffusion:
+class JaxDiffusion(Model):
     """workloads.diffusion.DiffusionModel for JAX: the parameters and optimizer state
     (replaced by every train_step) and the entry points the benchmarks time."""
 

@@ -22,7 +22,7 @@ from frameworks.jax.gpt import head, hidden, next_token, python_loop
 from workloads import diffusion as DF
 from workloads import dynamic as D
 from workloads import gpt as G
-from workloads.base import error_line
+from workloads.base import Model, error_line
 from workloads.case import Case
 from workloads.precision import DEFAULT
 
@@ -73,7 +73,7 @@ def train_loss(p: dict[str, jax.Array], tokens: jax.Array, targets: jax.Array, w
     return (ce * w).sum() / w.sum()
 
 
-class JaxPrefill:
+class JaxPrefill(Model):
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
         mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
@@ -111,7 +111,7 @@ class JaxPrefill:
         return {"loss": loss, **grads}
 
 
-class JaxDdpm:
+class JaxDdpm(Model):
     """The ddpm stream: frameworks/jax/diffusion.py's eps under jax.jit (a compile per
     (batch, resolution)), or jax.export with the batch and the image size symbolic ("b" and
     "2*s"-style multiples of the UNet's downsampling factor, so every level halves exactly):
@@ -158,7 +158,7 @@ def prefill_int(p: dict[str, jax.Array], tokens: jax.Array, length: int, *, cfg:
     return head(p, x.reshape(B, T, -1)[:, -1])
 
 
-class JaxPrefillInt:
+class JaxPrefillInt(Model):
     """prefill_int: the length as a Python int. jax.jit traces every argument as an abstract
     value unless it is named static, and a traced value cannot bound a slice: the default
     (None) is refused with JAX's own error (recorded unsupported); `static` passes

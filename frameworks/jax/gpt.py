@@ -49,7 +49,7 @@ from frameworks.jax import precision as P
 from frameworks.jax.optim import adamw
 from frameworks.jax.precision import F32, attention, matmul, written_attention
 from workloads import gpt as W
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # Module-level names the model reads at trace (or eager call) time, so that a test can patch
@@ -312,7 +312,7 @@ def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case
     return JaxGPT(adapter, config, params, case)
 
 
-class JaxGPT:
+class JaxGPT(Model):
     """workloads.gpt.GPTModel for JAX: the parameters and optimizer state (replaced by
     every train_step) and the entry points the benchmarks time."""
 
@@ -343,7 +343,7 @@ class JaxGPT:
         # for the data-parallel steps that place it (frameworks/jax/parallel.py)
         self.pure_step = partial(train_step, cfg=config, tx=self.tx, compute=compute, forms=grad_forms)
         self._train_step = jit(self.pure_step, donate_argnums=(0, 1))
-        self._generate = jit(partial(generate_cached, cfg=config, loop=loop, compute=compute),
+        self._generate_cached = jit(partial(generate_cached, cfg=config, loop=loop, compute=compute),
                              static_argnames="n_new")
         self._generate_full = jit(partial(generate_full, cfg=config, loop=loop, compute=compute),
                                   static_argnames="n_new")
@@ -370,7 +370,7 @@ class JaxGPT:
         self.config.check_n_new(prompt.shape[1], n_new)
         if n_new == 0:
             return prompt
-        fn = self._generate if use_cache else self._generate_full
+        fn = self._generate_cached if use_cache else self._generate_full
         return fn(self.params, prompt, n_new=int(n_new))
 
     def export_params(self) -> dict[str, np.ndarray]:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from workloads.base import Unsupported, is_accelerator
+from workloads.base import Model, Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import (
     NO_SYNC,
@@ -119,7 +119,7 @@ def whole(tree: Any) -> Any:
     return jax.tree.map(one, tree)
 
 
-class DataParallel:
+class DataParallel(Model):
     """A JAX model (frameworks/jax/<workload>.py) whose train_step runs on the case's devices."""
 
     pinning = "one process; the devices share its XLA CPU thread pool (not pinned per device)"

@@ -28,7 +28,7 @@ def fwbench_side(adapter: Any, workload: str, task: str, mode: str, cfg: Any, pa
     dev = adapter.own_device(device)
     args = tuple(adapter.asarray(a, dev) for a in spec.inputs[0])
     fn, kwargs = getattr(model, spec.method), dict(spec.kwargs)
-    state = getattr(model, "state", None) if spec.mutates else None    # JAX's: parameters and optimizer state
+    state = model.state if spec.mutates else None    # JAX's: parameters and optimizer state
 
     def sync(v: Any) -> None:
         adapter.sync(v if state is None else (v, state()))

@@ -48,7 +48,7 @@ import tensorflow as tf
 from frameworks.tensorflow import precision as P
 from frameworks.tensorflow.gpt import Linear, dims, variable
 from frameworks.tensorflow.optim import AdamWUpdate
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # GN_EPS, OPTIMIZER, sampler_coefficients, attn_scale and the primitives below are module-level
@@ -245,7 +245,7 @@ class UNet(tf.Module):
         return m["conv_out"](h)                                          # (B, S, S, in_channels)
 
 
-class TFDiffusion:
+class TFDiffusion(Model):
     """fwbench's DiffusionModel in TensorFlow: the process around the UNet (Algorithm 1's
     loss, the AdamW step, the samplers), each entry point one tf.function outside eager
     mode (see the module docstring)."""
@@ -258,14 +258,14 @@ class TFDiffusion:
         self._place = adapter.placement(device)
         sched = config.schedule
         with self._place:
-            self.model = UNet(config, params, P.COMPUTE[case.precision])
+            self.net = UNet(config, params, P.COMPUTE[case.precision])
             # gpt.py's AdamW (torch's update, nanoGPT's clipping); its decay rule (2-D and
             # up) is workloads.diffusion.decayed's, and weight_decay is 0 here anyway
-            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
+            self.optimizer = AdamWUpdate(self.net.named, OPTIMIZER, decayed)
             # q(x_t | x_0)'s coefficients, float64 -> float32 once
             self._sqrt_ac = tf.constant(sched.sqrt_alphas_cumprod, tf.float32)             # (T,)
             self._sqrt_1m_ac = tf.constant(sched.sqrt_one_minus_alphas_cumprod, tf.float32)
-        self._vars = list(self.model.named.values())
+        self._vars = list(self.net.named.values())
         self._samplers: dict[tuple[str, int], tuple[Any, ...]] = {}
 
         def fn(f, **kwargs):
@@ -273,7 +273,7 @@ class TFDiffusion:
                 return f
             return adapter.function(f, jit_compile=mode == "compiled", **kwargs)
 
-        self._eps = fn(self.model.__call__, reduce_retracing=True)
+        self._eps = fn(self.net.__call__, reduce_retracing=True)
         self._loss = fn(self._loss_fn, reduce_retracing=True)
         self._grads = fn(self._grads_fn, reduce_retracing=True)
         self._train_step = fn(self._train_step_fn, reduce_retracing=True)
@@ -290,7 +290,7 @@ class TFDiffusion:
         """Algorithm 1: mean((noise - eps(x_t, t))^2), x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise."""
         a = tf.gather(self._sqrt_ac, t)[:, None, None, None]              # (B, 1, 1, 1)
         s = tf.gather(self._sqrt_1m_ac, t)[:, None, None, None]
-        eps = self.model(a * x0 + s * noise, t)                           # (B, H, W, C)
+        eps = self.net(a * x0 + s * noise, t)                           # (B, H, W, C)
         return tf.reduce_mean(tf.square(noise - eps))
 
     def _grads_fn(self, x0, t, noise):
@@ -310,7 +310,7 @@ class TFDiffusion:
         B = tf.shape(x)[0]
 
         def step(s, x):
-            eps = self.model(x, tf.fill([B], t[s]))                       # (B, H, W, C)
+            eps = self.net(x, tf.fill([B], t[s]))                       # (B, H, W, C)
             x = a[s] * x + b[s] * eps
             if noise is not None:
                 x = x + c[s] * noise[s]
@@ -349,7 +349,7 @@ class TFDiffusion:
     def grads(self, x0, t, noise):
         with self._place:
             _, grads = self._grads(x0, t, noise)
-        return dict(zip(self.model.named, grads))
+        return dict(zip(self.net.named, grads))
 
     def train_step(self, x0, t, noise):
         with self._place:
@@ -363,7 +363,7 @@ class TFDiffusion:
             return self._sample(x_T, t, a, b)
 
     def export_params(self) -> dict[str, np.ndarray]:
-        return {k: v.numpy() for k, v in self.model.named.items()}
+        return {k: v.numpy() for k, v in self.net.named.items()}
 
 
 def build(adapter: Any, config: DiffusionConfig, params: dict[str, np.ndarray], case: Case) -> TFDiffusion:

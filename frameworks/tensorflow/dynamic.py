@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from frameworks.tensorflow.gpt import TFGPT, dims
 from workloads import dynamic as D
+from workloads.base import Model
 from workloads.case import Case
 from workloads.precision import DEFAULT
 
@@ -36,7 +37,7 @@ def _function_kwargs(mode: str, strategy: str | None, signature: Any) -> dict[st
     return kw
 
 
-class TFPrefill:
+class TFPrefill(Model):
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
         mode, device, strategy = case.mode, case.device, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
@@ -56,8 +57,8 @@ class TFPrefill:
                                                      for dt in (tf.int32, tf.int32, tf.float32)))
 
     def _prefill_fn(self, idx: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        model = self.gpt.model
-        x, _ = model(idx)                                                          # (B*T, C)
+        model = self.gpt.net
+        x, _ = model.hidden(idx)                                                          # (B*T, C)
         B, T = dims(idx)
         x = tf.gather(tf.reshape(x, (B, T, self.config.gpt.n_embd)), last, batch_dims=1)  # (B, C)
         return model.head(x)
@@ -72,9 +73,9 @@ class TFPrefill:
         keys and values of a bucket's padding sit in the caches at positions >= last + 1;
         each decode step writes its own there first and attends only to positions <= its
         own, so no query ever sees the padding."""
-        cfg, n, model = self.config.gpt, self.config.new_tokens, self.gpt.model
+        cfg, n, model = self.config.gpt, self.config.new_tokens, self.gpt.net
         B, P = dims(idx)
-        x, kv = model(idx)                                                          # prefill
+        x, kv = model.hidden(idx)                                                          # prefill
         pad = [[0, 0], [0, 0], [0, cfg.block_size - P], [0, 0]]
         shape = (None, cfg.n_head, cfg.block_size, cfg.head_size)   # static: one loop shape
         cache = [(tf.ensure_shape(tf.pad(k, pad), shape), tf.ensure_shape(tf.pad(v, pad), shape)) for k, v in kv]
@@ -99,9 +100,9 @@ class TFPrefill:
     # -- train: loss and gradients, padded targets weighted out ---------------------------------
     def _train_fn(self, idx: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """sum(w * ce) / sum(w) over every token (the padding's weight is 0), and its gradients."""
-        model, variables = self.gpt.model, list(self.gpt.model.named.values())
+        model, variables = self.gpt.net, list(self.gpt.net.named.values())
         with tf.GradientTape() as tape:
-            x, _ = model(idx)
+            x, _ = model.hidden(idx)
             ce = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.reshape(targets, (-1,)), model.head(x))
             w = tf.reshape(weights, (-1,))
             loss = tf.reduce_sum(ce * w) / tf.reduce_sum(w)
@@ -111,10 +112,10 @@ class TFPrefill:
     def train(self, tokens: tf.Tensor, targets: tf.Tensor, weights: tf.Tensor) -> dict[str, tf.Tensor]:
         with self._place:
             loss, grads = self._train(tokens, targets, weights)
-        return {"loss": loss, **dict(zip(self.gpt.model.named, grads))}
+        return {"loss": loss, **dict(zip(self.gpt.net.named, grads))}
 
 
-class TFDdpm:
+class TFDdpm(Model):
     """The ddpm stream: frameworks/tensorflow/diffusion.py's UNet module under tf.function as
     the strategy says; input_signature leaves the batch and both image dimensions None."""
 
@@ -122,13 +123,13 @@ class TFDdpm:
         mode, device, strategy = case.mode, case.device, case.strategy
         from frameworks.tensorflow.diffusion import TFDiffusion
         self.config, self.mode, self.strategy = config, mode, strategy
-        self.model = TFDiffusion(adapter, config.unet, params, case.but(mode="eager", strategy=None)).model
+        self.net = TFDiffusion(adapter, config.unet, params, case.but(mode="eager", strategy=None)).net
         self._device = adapter.tf_device(device)
         self._place = adapter.placement(device)
-        self._fn = self.model.__call__
+        self._fn = self.net.__call__
         if mode != "eager":
             C = config.unet.in_channels
-            self._fn = adapter.function(self.model.__call__, **_function_kwargs(
+            self._fn = adapter.function(self.net.__call__, **_function_kwargs(
                 mode, strategy, (tf.TensorSpec((None, None, None, C), tf.float32), tf.TensorSpec((None,), tf.int32))))
 
     def eps(self, x: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
@@ -150,8 +151,8 @@ class TFPrefillInt(TFPrefill):
             self._int = adapter.function(self._int_fn, **_function_kwargs(mode, strategy, None))
 
     def _int_fn(self, idx: tf.Tensor, length: int) -> tf.Tensor:
-        model = self.gpt.model
-        x, _ = model(idx[:, :length])                                             # (B*length, C)
+        model = self.gpt.net
+        x, _ = model.hidden(idx[:, :length])                                             # (B*length, C)
         return model.head(tf.reshape(x, (-1, length, self.config.gpt.n_embd))[:, -1])
 
     def prefill_int(self, tokens: tf.Tensor, length: int) -> tf.Tensor:

@@ -32,7 +32,7 @@ import tensorflow as tf
 from frameworks.tensorflow import precision as P
 from frameworks.tensorflow.optim import AdamWUpdate
 from frameworks.tensorflow.precision import attention, matmul
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # LN_EPS, OPTIMIZER, decayed, attn_scale and the primitives below are module-level names the
@@ -204,7 +204,7 @@ class GPT(tf.Module):
         self.h = [Block(config, params, f"h.{i}", self.named, norm, compute) for i in range(config.n_layer)]
         self.ln_f = LayerNorm(params, "ln_f", self.named, norm)
 
-    def __call__(self, idx):
+    def hidden(self, idx):
         """idx (B, T) int32 -> final-LayerNorm hidden states (B*T, C), and each layer's
         keys and values (B, nh, T, hs) (as frameworks/torch/gpt.py's and jax/gpt.py's hidden)."""
         B, T = dims(idx)
@@ -223,13 +223,13 @@ class GPT(tf.Module):
         return matmul(x, self.wte, self.compute, transpose_b=True)
 
     def logits(self, idx):
-        x, _ = self(idx)
+        x, _ = self.hidden(idx)
         B, T = dims(idx)
         return tf.reshape(self.head(x), (B, T, self.config.vocab_size))     # (B, T, vocab)
 
     def loss(self, idx, targets):
         """Mean token cross-entropy of the next-token targets (B, T)."""
-        x, _ = self(idx)
+        x, _ = self.hidden(idx)
         logits = self.head(x)                                                # (B*T, vocab)
         return cross_entropy(logits, tf.reshape(targets, (-1,)))
 
@@ -298,7 +298,7 @@ def _variable_slots(module: tf.Module) -> list[tuple[tf.Module, str]]:
     return out
 
 
-class TFGPT:
+class TFGPT(Model):
     """fwbench's GPTModel in TensorFlow. In eager mode the methods run op by op; in graph and
     compiled modes each is one tf.function (compiled: jit_compile=True, the whole function
     one XLA program), made through the adapter so its traces are counted.
@@ -307,7 +307,6 @@ class TFGPT:
     and a new shape makes one trace with unknown dims instead of one per shape, so a
     benchmark's rotated batches never retrace while the first trace keeps static shapes.
     """
-    attention_impls: dict[str, str] = {}    # every method runs the framework's attention (GPTModel)
 
     def __init__(self, adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         check_params(config, params)
@@ -316,25 +315,25 @@ class TFGPT:
         self._device = adapter.tf_device(device)
         self._place = adapter.placement(device)
         with self._place:
-            self.model = GPT(config, params, compute=P.COMPUTE[case.precision])
-            self.optimizer = AdamWUpdate(self.model.named, OPTIMIZER, decayed)
-        self._vars = list(self.model.named.values())
+            self.net = GPT(config, params, compute=P.COMPUTE[case.precision])
+            self.optimizer = AdamWUpdate(self.net.named, OPTIMIZER, decayed)
+        self._vars = list(self.net.named.values())
 
         def fn(f):
             if mode == "eager":
                 return f
             return adapter.function(f, jit_compile=mode == "compiled", reduce_retracing=True)
 
-        self._logits = fn(self.model.logits)
-        self._loss = fn(self.model.loss)
+        self._logits = fn(self.net.logits)
+        self._loss = fn(self.net.loss)
         self._grads = fn(self._grads_fn)
         self._train_step = fn(self._train_step_fn)
-        self._generate = fn(self._generate_fn)
+        self._generate_cached = fn(self._generate_cached_fn)
 
     # -- training --------------------------------------------------------------------
     def _grads_fn(self, idx, targets):
         with tf.GradientTape() as tape:
-            loss = self.model.loss(idx, targets)
+            loss = self.net.loss(idx, targets)
         grads = tape.gradient(loss, self._vars)
         # wte is both gathered (sparse gradient) and the head (dense): sum as one dense tensor
         return loss, [tf.convert_to_tensor(g) for g in grads]
@@ -349,21 +348,21 @@ class TFGPT:
         """buf (B, block) with column t replaced by tok (B,)."""
         return tf.where(tf.range(self.config.block_size)[None, :] == t, tok[:, None], buf)
 
-    def _generate_fn(self, prompt, n_new):
+    def _generate_cached_fn(self, prompt, n_new):
         """Greedy decoding with the KV cache: prefill the prompt (B, T0), then n_new - 1
         single-token steps, in a tf.while_loop (a Python loop when eager; one XLA While
         in compiled mode). Returns the (B, block) token buffer; columns >= T0 + n_new are 0."""
         cfg = self.config
         B, T0 = dims(prompt)
-        x, kv = self.model(prompt)                                          # prefill
+        x, kv = self.net.hidden(prompt)                                          # prefill
         pad = [[0, 0], [0, 0], [0, cfg.block_size - T0], [0, 0]]
         cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]          # (B, nh, block, hs)
         last = tf.reshape(x, (B, T0, cfg.n_embd))[:, -1]                    # (B, C)
-        tok = tf.argmax(self.model.head(last), axis=-1, output_type=prompt.dtype)  # (B,), int32/int64
+        tok = tf.argmax(self.net.head(last), axis=-1, output_type=prompt.dtype)  # (B,), int32/int64
         buf = self._write(tf.pad(prompt, [[0, 0], [0, cfg.block_size - T0]]), T0, tok)
 
         def step(t, tok, buf, cache):  # tok sits at position t; predict position t + 1
-            logits, cache = self.model.decode(tok, t, cache)
+            logits, cache = self.net.decode(tok, t, cache)
             tok = tf.argmax(logits, axis=-1, output_type=prompt.dtype)
             return t + 1, tok, self._write(buf, t + 1, tok), cache
 
@@ -394,7 +393,7 @@ class TFGPT:
     def grads(self, tokens, targets):
         with self._place:
             _, grads = self._grads(tokens, targets)
-        return dict(zip(self.model.named, grads))
+        return dict(zip(self.net.named, grads))
 
     def train_step(self, tokens, targets):
         with self._place:
@@ -407,13 +406,13 @@ class TFGPT:
             return prompt
         with self._place:
             if use_cache:
-                buf = self._generate(prompt, tf.constant(n_new, tf.int32))
+                buf = self._generate_cached(prompt, tf.constant(n_new, tf.int32))
             else:
                 buf = self._generate_full(prompt, n_new)
             return buf[:, :T0 + n_new]
 
     def export_params(self) -> dict[str, np.ndarray]:
-        return {k: v.numpy() for k, v in self.model.named.items()}
+        return {k: v.numpy() for k, v in self.net.named.items()}
 
 
 def build(adapter: Any, config: GPTConfig, params: dict[str, np.ndarray], case: Case) -> TFGPT:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from workloads.base import Unsupported, is_accelerator
+from workloads.base import Model, Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard, take_devices
 
@@ -70,7 +70,7 @@ def distribution(case: Case) -> Any:
     return _DISTRIBUTIONS[devs]
 
 
-class DataParallel:
+class DataParallel(Model):
     """A TensorFlow model (frameworks/tensorflow/<workload>.py) whose train_step runs under
     MirroredStrategy on the case's devices."""
 
@@ -145,7 +145,7 @@ class DataParallel:
     def grads(self, *inputs: Any) -> dict[str, tf.Tensor]:
         """Device 0's gradients after the step's reduction (before clipping), keyed like the
         workload's parameters."""
-        return dict(zip(self.model.model.named, self._grads(*inputs)))
+        return dict(zip(self.model.net.named, self._grads(*inputs)))
 
     def export_params(self) -> dict[str, np.ndarray]:
         return self.model.export_params()

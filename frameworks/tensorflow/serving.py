@@ -39,14 +39,14 @@ class Functions(tf.Module):
         self.task = task
         if task == "generate":
             self.cfg = g = G.preset(model_preset).config
-            self.model = GPT(g, params)
+            self.net = GPT(g, params)
             cache = tf.TensorSpec((None, g.n_head, g.block_size, g.head_size), tf.float32)
             specs = {"prefill": [tf.TensorSpec((None, None), tf.int32)],
                      "decode": [tf.TensorSpec((None,), tf.int32), tf.TensorSpec((1,), tf.int32),
                                 *[cache] * (2 * g.n_layer)]}
         else:
             d = D.preset(model_preset).config
-            self.model = UNet(d, params)
+            self.net = UNet(d, params)
             S, C = d.image_size, d.in_channels
             specs = {"step": [tf.TensorSpec((None, S, S, C), tf.float32), tf.TensorSpec((None,), tf.int32),
                               tf.TensorSpec((1,), tf.float32), tf.TensorSpec((1,), tf.float32)]}
@@ -59,19 +59,19 @@ class Functions(tf.Module):
     def _prefill(self, tokens):
         g = self.cfg
         B, T = dims(tokens)
-        x, kv = self.model(tokens)                                          # (B*T, C); (B, nh, T, hs) each
+        x, kv = self.net.hidden(tokens)                                          # (B*T, C); (B, nh, T, hs) each
         pad = [[0, 0], [0, 0], [0, g.block_size - T], [0, 0]]
         caches = [tf.pad(t, pad) for k, v in kv for t in (k, v)]
-        logits = self.model.head(tf.reshape(x, (B, T, g.n_embd))[:, -1])
+        logits = self.net.head(tf.reshape(x, (B, T, g.n_embd))[:, -1])
         return (tf.argmax(logits, -1, output_type=tokens.dtype), logits, *caches)
 
     def _decode(self, token, pos, *caches):
         kv = [(caches[i], caches[i + 1]) for i in range(0, len(caches), 2)]
-        logits, kv = self.model.decode(token, pos[0], kv)
+        logits, kv = self.net.decode(token, pos[0], kv)
         return (tf.argmax(logits, -1, output_type=token.dtype), logits, *(t for k, v in kv for t in (k, v)))
 
     def _step(self, x, t, a, b):
-        return a * x + b * self.model(x, t)
+        return a * x + b * self.net(x, t)
 
 
 def dev_engine(adapter: Any, model_preset: str, params: dict[str, Any], task: str, mode: str) -> Engine:

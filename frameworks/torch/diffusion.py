@@ -57,7 +57,7 @@ from frameworks.torch import precision as P
 from frameworks.torch.optim import Trainer
 from frameworks.torch.precision import Conv2d, Linear, attention, set_compute
 from workloads import diffusion as D
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # Module-level names the model reads, so that a test can patch this framework's copy alone
@@ -281,7 +281,7 @@ def to_nhwc(x: torch.Tensor) -> torch.Tensor:
     return x.permute(0, 2, 3, 1)                                    # (B, H, W, C), a view
 
 
-class TorchDiffusion:
+class TorchDiffusion(Model):
     """workloads.diffusion.DiffusionModel for PyTorch: a UNet module, its AdamW optimizer, the
     schedule's coefficients as float32 tensors, and the entry points the benchmarks time
     (compiled in mode "compiled")."""

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from frameworks.torch.parallel import _local, counted
-from workloads.base import is_accelerator
+from workloads.base import Model, is_accelerator
 from workloads.case import Case
 from workloads.distributed import World, peer_timeout_s
 from workloads.parallel import shard
@@ -67,7 +67,7 @@ class Runtime:
             torch.cuda.synchronize()
 
 
-class Ranked:
+class Ranked(Model):
     """This rank's data-parallel model: its rows of every global batch, the framework's step."""
 
     def __init__(self, local: Any, case: Case, world: World) -> None:

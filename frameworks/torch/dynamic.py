@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from frameworks.torch.gpt import TorchGPT
 from workloads import dynamic as D
+from workloads.base import Model
 from workloads.case import Case
 from workloads.precision import DEFAULT
 
@@ -38,7 +39,7 @@ def compiled(fn: Any, mode: str, strategy: str | None) -> Any:
     return torch.compile(fn, dynamic=DYNAMIC[strategy])
 
 
-class TorchPrefill:
+class TorchPrefill(Model):
     def __init__(self, adapter: Any, config: D.DynamicConfig, params: dict[str, np.ndarray], case: Case) -> None:
         mode, strategy = case.mode, case.strategy
         self.config, self.mode, self.strategy = config, mode, strategy
@@ -107,7 +108,7 @@ class TorchPrefill:
                                           for k, g in zip(params, grads)}}
 
 
-class TorchDdpm:
+class TorchDdpm(Model):
     """The ddpm stream: frameworks/torch/diffusion.py's UNet (eager modules, weights loaded
     there) under torch.compile as the strategy says. mark_dynamic marks the batch (dim 0 of x
     and t) and both image dimensions (1 and 2 of x, NHWC), on every request: Dynamo

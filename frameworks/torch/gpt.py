@@ -34,7 +34,7 @@ from frameworks.torch import precision as P
 from frameworks.torch.optim import Trainer
 from frameworks.torch.precision import Linear, attention, set_compute
 from workloads import gpt as W
-from workloads.base import attn_scale
+from workloads.base import Model, attn_scale
 from workloads.case import Case
 
 # Module-level names the model reads (at build or call time), so that a test can patch one
@@ -195,10 +195,9 @@ def build(adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case
     return TorchGPT(adapter, config, params, case)
 
 
-class TorchGPT:
+class TorchGPT(Model):
     """workloads.gpt.GPTModel for PyTorch: a GPT module, its AdamW optimizer, and the entry
     points the benchmarks time (compiled in mode "compiled")."""
-    attention_impls: dict[str, str] = {}    # every method runs the framework's attention (GPTModel)
 
     def __init__(self, adapter: Any, config: W.GPTConfig, params: dict[str, np.ndarray], case: Case) -> None:
         W.check_params(config, params)
@@ -261,20 +260,22 @@ class TorchGPT:
 
     def generate(self, prompt: torch.Tensor, n_new: int, use_cache: bool = True) -> torch.Tensor:
         self.config.check_n_new(prompt.shape[1], n_new)
-        B, T0 = prompt.shape
-        L = self.config.block_size
         with torch.no_grad():
-            if use_cache:
-                return self._generate(prompt, n_new)
-            # The reference: the full forward pass over a buffer padded to block_size, so the
-            # shape never changes; causal attention keeps the padding out of real positions.
-            buf = torch.zeros((B, L), dtype=prompt.dtype, device=prompt.device)
-            buf[:, :T0] = prompt
-            for t in range(T0, T0 + n_new):
-                buf[:, t] = self._logits(buf)[:, t - 1].argmax(-1).to(buf.dtype)
-            return buf[:, :T0 + n_new].contiguous()
+            return (self._generate_cached if use_cache else self._generate_full)(prompt, n_new)
 
-    def _generate(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+    def _generate_full(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+        """The reference: the full forward pass over a buffer padded to block_size, so the
+        shape never changes; causal attention keeps the padding out of real positions."""
+        B, T0 = prompt.shape
+        buf = torch.zeros((B, self.config.block_size), dtype=prompt.dtype, device=prompt.device)
+        buf[:, :T0] = prompt
+        for t in range(T0, T0 + n_new):
+            buf[:, t] = self._logits(buf)[:, t - 1].argmax(-1).to(buf.dtype)
+        return buf[:, :T0 + n_new].contiguous()
+
+    def _generate_cached(self, prompt: torch.Tensor, n_new: int) -> torch.Tensor:
+        """Greedy decoding with the static key/value cache: the prefill, then one compiled
+        decode step per further token."""
         B, T0 = prompt.shape
         c = self.config
         out = torch.empty((B, T0 + n_new), dtype=prompt.dtype, device=prompt.device)

@@ -41,7 +41,7 @@ import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from workloads.base import FwbenchError, Unsupported, is_accelerator
+from workloads.base import FwbenchError, Model, Unsupported, is_accelerator
 from workloads.case import Case, Placement
 from workloads.parallel import NO_SYNC, SHARDED, mutation, one_device_strategy, shard
 
@@ -347,7 +347,7 @@ def group(placement: Placement, threads: int) -> Group:
     return _GROUP
 
 
-class DataParallel:
+class DataParallel(Model):
     """A torch model (frameworks/torch/<workload>.py) whose train_step is DDP's over the
     placement's ranks."""
 
