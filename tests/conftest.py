@@ -2,11 +2,12 @@
 
 The README's test command, `python -m pytest` with no paths, runs the suite in parallel
 worker processes (pytest-xdist, from the test extra: one per CPU, at most 4, a test file per
-worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially). The suite is CPU-bound:
-on 2 cores workers take it from about 37 to 32 minutes. A test marked `alone` (timings, a busy-machine
-check) runs with no other test beside it; tests marked `serial("slurm")` (the one-node Slurm
-cluster) run one at a time, beside the others. Given paths, `-n`, `-p
-no:xdist`, or `--benchmark-only` (a framework process of `fwbench run`), pytest runs as usual.
+worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each worker on one CPU
+of its own. The suite is CPU-bound: on 2 cores workers take it from about 37 to under 30
+minutes. A test marked `alone` (timings, a busy-machine check) runs with no other test beside
+it, on every CPU; tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a
+time, beside the others. Given paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework
+process of `fwbench run`), pytest runs as usual.
 """
 import contextlib
 import fcntl
@@ -26,6 +27,12 @@ os.environ.setdefault("FWBENCH_PDF", "0")
 # what a compiler writes to its cache folder would count another worker's writes too.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), os.environ["PYTEST_XDIST_WORKER"])
+# Each worker runs on one CPU of its own (round robin), so its frameworks take one thread each
+# and two workers' thread pools do not contend for the same cores; an `alone` test gets every
+# CPU back while it runs (_turn).
+CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+if os.environ.get("PYTEST_XDIST_WORKER") and len(CPUS) > 1:
+    os.sched_setaffinity(0, {CPUS[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(CPUS)]})
 
 MAX_WORKERS = 4
 
@@ -97,6 +104,10 @@ def _turn(config: pytest.Config, alone: bool, serial: str | None):
         finally:
             if not alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+        own_cpus = os.sched_getaffinity(0) if alone and CPUS else None
+        if own_cpus is not None:
+            os.sched_setaffinity(0, CPUS)
+            held.callback(os.sched_setaffinity, 0, own_cpus)
         yield                                     # closing the files releases every lock
 
 
