@@ -132,7 +132,8 @@ def test_the_frameworks_model_files_name_each_role_alike(module):
     renamed in one framework (or missing) fails here, naming the file."""
     for fw in frameworks.names():
         path = ROOT / "frameworks" / fw / f"{module}.py"
-        missing = [r for r in ROLES[module] if role(r) not in defined_names(path)]
+        names = defined_names(path)
+        missing = [r for r in ROLES[module] if role(r) not in names]
         assert not missing, f"{path.relative_to(ROOT)} has no {', '.join(missing)} (ROLES[{module!r}])"
 
 

@@ -268,7 +268,6 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
         record.update(first_call_validity("eager", None), gc_disabled=True)
         return
     model, params, fn, pool, call = case_call(adapter, case, p, spec, opts)
-    state = model.state if spec.mutates else None
     record.update(model.record_extra(spec.method))     # keys a case adds (workloads.interop)
     # a GPT method whose program runs another attention than the framework's default for the
     # device and precision says so (workloads.base.Model.attention_impls)
@@ -285,7 +284,8 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
         """What differs between the first call's output and the workload's reference."""
         if spec.check is None:
             return None
-        return spec.check(adapter.to_numpy(first if state is None else first[0]))
+        # a call that updates the model returned (its output, its state): case_call
+        return spec.check(adapter.to_numpy(first[0] if spec.mutates else first))
 
     if spec.stream is None:
         c1, rounds = time_steady(benchmark, pool, call, adapter, record, opts, check_first)

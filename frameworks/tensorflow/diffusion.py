@@ -228,7 +228,7 @@ class UNet(tf.Module):
                     h = m[f"down.{i}.attn.{j}"](h)
                 hs.append(h)
             if i != L - 1:
-                hs.append(m[f"down.{i}.downsample"](hs[-1]))            # (B, H/2, W/2, C)
+                hs.append(m[f"down.{i}.downsample"](hs[-1]))             # (B, H/2, W/2, C)
         h = hs[-1]
         h = m["mid.block_1"](h, temb)
         h = m["mid.attn_1"](h)
@@ -239,7 +239,7 @@ class UNet(tf.Module):
                 if f"up.{i}.attn.{j}" in m:
                     h = m[f"up.{i}.attn.{j}"](h)
             if i != 0:
-                h = m[f"up.{i}.upsample"](h)                            # (B, 2H, 2W, C)
+                h = m[f"up.{i}.upsample"](h)                             # (B, 2H, 2W, C)
         assert not hs
         h = tf.nn.silu(m["norm_out"](h))
         return m["conv_out"](h)                                          # (B, S, S, in_channels)
@@ -279,7 +279,7 @@ class TFDiffusion(Model):
         self._train_step = fn(self._train_step_fn, reduce_retracing=True)
         S, C = config.image_size, config.in_channels
         x = tf.TensorSpec((None, S, S, C), tf.float32)                   # (B, S, S, C)
-        coef = tf.TensorSpec((None,), tf.float32)                         # (steps,)
+        coef = tf.TensorSpec((None,), tf.float32)                        # (steps,)
         t = tf.TensorSpec((None,), tf.int32)
         z = tf.TensorSpec((None, None, S, S, C), tf.float32)             # (steps, B, S, S, C)
         self._sample = fn(self._sample_deterministic, input_signature=(x, t, coef, coef))
@@ -288,9 +288,9 @@ class TFDiffusion(Model):
     # -- training --------------------------------------------------------------------
     def _loss_fn(self, x0, t, noise):
         """Algorithm 1: mean((noise - eps(x_t, t))^2), x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise."""
-        a = tf.gather(self._sqrt_ac, t)[:, None, None, None]              # (B, 1, 1, 1)
+        a = tf.gather(self._sqrt_ac, t)[:, None, None, None]             # (B, 1, 1, 1)
         s = tf.gather(self._sqrt_1m_ac, t)[:, None, None, None]
-        eps = self.net(a * x0 + s * noise, t)                           # (B, H, W, C)
+        eps = self.net(a * x0 + s * noise, t)                            # (B, H, W, C)
         return tf.reduce_mean(tf.square(noise - eps))
 
     def _grads_fn(self, x0, t, noise):
@@ -310,7 +310,7 @@ class TFDiffusion(Model):
         B = tf.shape(x)[0]
 
         def step(s, x):
-            eps = self.net(x, tf.fill([B], t[s]))                       # (B, H, W, C)
+            eps = self.net(x, tf.fill([B], t[s]))                        # (B, H, W, C)
             x = a[s] * x + b[s] * eps
             if noise is not None:
                 x = x + c[s] * noise[s]

@@ -148,8 +148,8 @@ class CausalSelfAttention(tf.Module):
         """
         nh, C = self.n_head, self.n_embd
         hs = C // nh
-        q, k, v = tf.split(self.c_attn(x), 3, axis=-1)                       # (B*T, C) each
-        q, k, v = (tf.transpose(tf.reshape(z, (B, T, nh, hs)), (0, 2, 1, 3))  # (B, nh, T, hs)
+        q, k, v = tf.split(self.c_attn(x), 3, axis=-1)                         # (B*T, C) each
+        q, k, v = (tf.transpose(tf.reshape(z, (B, T, nh, hs)), (0, 2, 1, 3))   # (B, nh, T, hs)
                    for z in (q, k, v))
         if cache is not None:
             k_cache, v_cache, at = cache
@@ -225,7 +225,7 @@ class GPT(tf.Module):
     def logits(self, idx):
         x, _ = self.hidden(idx)
         B, T = dims(idx)
-        return tf.reshape(self.head(x), (B, T, self.config.vocab_size))     # (B, T, vocab)
+        return tf.reshape(self.head(x), (B, T, self.config.vocab_size))      # (B, T, vocab)
 
     def loss(self, idx, targets):
         """Mean token cross-entropy of the next-token targets (B, T)."""
@@ -241,7 +241,7 @@ class GPT(tf.Module):
         # needs its begin as a compile-time constant in XLA, so under jit_compile TF keys the
         # program on t's value (measured: the compiled bucketed generate stream compiled once
         # per prompt length, 9 programs for 2 buckets at tiny); a gather's index is data
-        x = tf.gather(self.wte, tok) + tf.gather(self.wpe, t)               # (B, C) = (B*1, C)
+        x = tf.gather(self.wte, tok) + tf.gather(self.wpe, t)                # (B, C) = (B*1, C)
         pos = tf.range(self.config.block_size)
         seen = (pos <= t)[None, :]                                           # (1, block)
         at = (pos == t)[:, None]                                             # (block, 1)
@@ -356,7 +356,7 @@ class TFGPT(Model):
         B, T0 = dims(prompt)
         x, kv = self.net.hidden(prompt)                                          # prefill
         pad = [[0, 0], [0, 0], [0, cfg.block_size - T0], [0, 0]]
-        cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]          # (B, nh, block, hs)
+        cache = [(tf.pad(k, pad), tf.pad(v, pad)) for k, v in kv]           # (B, nh, block, hs)
         last = tf.reshape(x, (B, T0, cfg.n_embd))[:, -1]                    # (B, C)
         tok = tf.argmax(self.net.head(last), axis=-1, output_type=prompt.dtype)  # (B,), int32/int64
         buf = self._write(tf.pad(prompt, [[0, 0], [0, cfg.block_size - T0]]), T0, tok)
