@@ -21,8 +21,9 @@ Options (all optional):
                               TensorFlow logical devices, torch one process per device)
     --bare-loop               also time a bare loop over the same callable (bare_loop_median_s)
     --variants all|default    every case variant (strategy) the workloads declare (default),
-                              or only each case's default, the first strategy declared
-                              (`fwbench run --quick` does)
+                              or only each case's default, the first strategy declared,
+                              where the others are optional (gpt, diffusion: the workload's
+                              OPTIONAL_VARIANTS; fwbench run's sets and --quick do)
     --case-order-seed S       run the benchmark cases in a random order drawn with seed S
                               (default: collection order); `fwbench run` sets it per process
     --task-order-seed S       run the cases task by task, the tasks in an order drawn with seed S

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import frameworks
+import workloads
 from frameworks.base import FrameworkUnavailable
 from workloads import gpt
 from workloads import record as record_mod
@@ -276,6 +277,29 @@ def test_bad_allocator_setting_names_the_valid_ones(monkeypatch):
     monkeypatch.setenv("FWBENCH_MALLOC", "jemalloc")
     with pytest.raises(FwbenchError, match="unknown FWBENCH_MALLOC 'jemalloc': choose one of retain, default"):
         frameworks.base.configure_allocator()
+
+
+@pytest.mark.parametrize("workload", workloads.WORKLOADS)
+def test_variants_default_leaves_out_optional_variants_only(workload):
+    """--variants default (fwbench run's with sets) runs each case's first strategy where the
+    others are optional (gpt, diffusion: torch's train-step recipes); a workload whose strategies
+    are what it compares (the serving artefacts, the dynamic-shape strategies, the transforms
+    and their loops, interop's rewrites) keeps them all: a default serving run exported nothing."""
+    from workloads.case import declared_cases
+    W = workloads.get(workload)
+    assert isinstance(W.OPTIONAL_VARIANTS, bool)
+    preset = "tiny" if "tiny" in W.PRESETS else next(iter(W.PRESETS))
+    fws = ["torch", "jax", "tensorflow"]
+    every = declared_cases(workload, fws, preset)
+    default = declared_cases(workload, fws, preset, variants="default")
+    assert any(c.strategy is not None for c in every), "no strategy beyond the default: nothing to check"
+    if W.OPTIONAL_VARIANTS:
+        assert {c.id for c in default} < {c.id for c in every} and all(c.strategy is None for c in default)
+    else:
+        assert [c.id for c in default] == [c.id for c in every]
+    if workload == "serving":
+        assert {"torch-compiled-generate-aoti", "jax-compiled-sample-jax-export",
+                "tensorflow-graph-generate-onnx"} <= {c.id for c in default}
 
 
 def test_cuda_graphs_are_a_labelled_torch_variant_declared_on_cuda_only():

@@ -4,6 +4,7 @@ Each workload module of WORKLOADS provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
     task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
     strategies(framework, mode, task) -> the case variants (the first is the default),
+    OPTIONAL_VARIANTS: whether `--variants default` leaves out the strategies after the first,
     optionally tasks(config) -> the task names of a preset (when names carry sizes),
     and MODEL, the Protocol its frameworks' models implement (CONTRIBUTING.md: "A workload";
     tests/test_conformance.py checks every framework's against it).

@@ -93,7 +93,8 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
                    placement: Placement | None = None) -> list[Case]:
     """Every case a workload declares for these frameworks: framework x mode x task (the
     preset's task list where names carry sizes) x strategy (workloads.<name>.strategies; the
-    first declared is the default, the only one with variants="default"; then those the
+    first declared is the default, the only one with variants="default" where the workload's
+    others are OPTIONAL_VARIANTS; then those the
     workload has on this placement's kind of device only, workloads.<name>.device_strategies) x precision, at
     one placement (default: one `device`); on several devices only the tasks that have a
     data-parallel form (workloads.parallel.PARALLEL_TASKS), with the data-parallel strategies
@@ -101,7 +102,6 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
     from workloads.parallel import PARALLEL_TASKS, parallel_strategies
     placement = placement or Placement(device)
     W = importlib.import_module(f"workloads.{workload}")
-    declared = getattr(W, "strategies", lambda f, m, t: (None,))
     on_device = getattr(W, "device_strategies", lambda f, m, t, kind: ())
     tasks = W.tasks(W.preset(preset).config) if hasattr(W, "tasks") else W.TASKS
     if placement.devices > 1:
@@ -110,8 +110,8 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
     for f in frameworks:
         for m in MODES:
             for t in tasks:
-                strategies = (*declared(f, m, t), *on_device(f, m, t, placement.kind))
-                chosen = [*(strategies[:1] if variants == "default" else strategies),
+                strategies = (*W.strategies(f, m, t), *on_device(f, m, t, placement.kind))
+                chosen = [*(strategies[:1] if variants == "default" and W.OPTIONAL_VARIANTS else strategies),
                           *(parallel_strategies(f, m, t) if placement.devices > 1 else ())]
                 out += [Case(f, workload, t, m, s, p, placement) for s in chosen for p in precisions]
     return out

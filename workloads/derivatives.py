@@ -89,13 +89,16 @@ from workloads.base import (
 from workloads.base import check_inputs as _check_inputs
 
 NAME = "derivatives"
+# Its strategies (transforms, and the loops they are compared with) are what it
+# compares, not optional variants: every `--variants` setting runs them all.
+OPTIONAL_VARIANTS = False
 PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
 MLP_KEYS = ("w1", "b1", "w2", "b2")
 FD_H = 1e-3          # step of the 4th-order central differences (float64), along unit vectors
 POOL = 2             # input sets rotated through the timed rounds
 
 # The strategies (transform variants) of each framework, per problem; the first is the
-# default (what `--variants default` runs). Every mode of a framework has the same ones
+# default (the one a plain derivative call uses). Every mode of a framework has the same ones
 # (but COMPILED_ONLY's). The MLP and GPT tasks of a problem share its strategies.
 #   vmap / vectorized_map  the batched transform over examples (torch.func.vmap(grad),
 #                          jax.vmap(jax.grad), tf.vectorized_map over a GradientTape);

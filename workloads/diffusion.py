@@ -86,6 +86,9 @@ from workloads.base import (
 
 NAME = "diffusion"
 TASKS = ("forward", "train_step", "sample")
+# Its strategies after the first are optional variants (torch's train-step recipes, CUDA graphs):
+# `--variants default` (fwbench run's default with sets) leaves them out.
+OPTIONAL_VARIANTS = True
 GN_EPS = 1e-6
 SAMPLE_STEPS = 10        # sampler steps of the `sample` task
 SAMPLERS = ("ddpm", "ddim")

@@ -110,6 +110,9 @@ from workloads.base import (
 from workloads.record import not_its_api
 
 NAME = "dynamic"
+# Its strategies (bucketing, dynamic shapes, signatures, export) are what it
+# compares, not optional variants: every `--variants` setting runs them all.
+OPTIONAL_VARIANTS = False
 TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
 # The ddpm stream's outputs against the float64 reference: the diffusion forward tolerance of
 # the equivalence tests (tests/support/equivalence.py: TOL[("forward", "diffusion")]).

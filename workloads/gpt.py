@@ -55,6 +55,9 @@ from workloads.base import (
 
 NAME = "gpt"
 TASKS = ("forward", "train_step", "generate")
+# Its strategies after the first are optional variants (torch's train-step recipes, CUDA graphs):
+# `--variants default` (fwbench run's default with sets) leaves them out.
+OPTIONAL_VARIANTS = True
 LN_EPS = 1e-5
 TOKEN_DTYPES = ("int32", "int64")   # HF tokenizers and torch.long give int64
 # nanoGPT's train.py: learning_rate 6e-4 (held fixed here: no warm-up or decay, so

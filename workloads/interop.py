@@ -64,6 +64,9 @@ from workloads.base import (
 )
 
 NAME = "interop"
+# Its strategies (the program as written and its idiomatic rewrite) are what it
+# compares, not optional variants: every `--variants` setting runs them all.
+OPTIONAL_VARIANTS = False
 SEED = 1234          # call k seeds Python's random with SEED + k
 LOG: list[Any] = []  # the Python list the list_append program appends to
 POOL = 4             # inputs: both signs of the sum, four norms (so branches and loop counts differ)

@@ -99,7 +99,9 @@ HARNESS: tuple[Option, ...] = (
     Option("memory", str, "on", "peak memory on the CPU: on (default: one more call per case; TensorFlow in a "
            "memory-only process of its own) or off (neither: fwbench run --quick)", choices=("on", "off"), cli=True),
     Option("variants", str, "all", "all (default): every strategy a workload declares; default: only each "
-           "case's default strategy", choices=("all", "default"), cli=True),
+           "case's default strategy where the others are optional variants (gpt's and diffusion's: torch's "
+           "train-step recipes, CUDA graphs; the other workloads' strategies are what they compare and "
+           "always run)", choices=("all", "default"), cli=True),
     Option("case_order_seed", int, None, "run the benchmark cases in a random order drawn with this seed",
            process=True),
     Option("task_order_seed", int, None, "run the cases task by task, the tasks in an order drawn with this seed "

@@ -42,6 +42,9 @@ from workloads import gpt as G
 from workloads.base import FwbenchError, Preset, Serve, TaskSpec, check_positive, choose, rel_err
 
 NAME = "serving"
+# Its strategies (the development path and each artefact exported from it) are what it
+# compares, not optional variants: every `--variants` setting runs them all.
+OPTIONAL_VARIANTS = False
 TASKS = ("generate", "sample")
 MODEL_OF = {"generate": "gpt", "sample": "diffusion"}   # the workload whose model a task serves
 

@@ -164,7 +164,7 @@ def _run_options(args: argparse.Namespace, wanted: tuple[str, ...]) -> Any:
         warm=args.warm if args.warm is not None else warm,
         seed=args.seed, keep_cache=args.keep_cache, launcher=args.launcher,
         slurm=_slurm_options(args),
-        # sets: each case's default strategy unless --variants all (torch's train-step recipes cost
+        # sets: no optional variants unless --variants all (torch's train-step recipes cost
         # minutes of compiling in every cold process: docs/design/statistics.md)
         variants=args.variants or ("default" if quick or not lone else None),
         memory=args.memory or ("off" if quick else None),

@@ -67,7 +67,8 @@ RUN_NOTES = {
     "budget_s": f"; without it and --rounds a full run times {options.RUN_ROUNDS} rounds per case",
     "rounds": f"; a full run's default on the CPU is {options.RUN_ROUNDS}, after 2 warm-up rounds; --quick and a GPU "
               "run size them by the budget",
-    "variants": "; fwbench run: default with sets and --quick, all with --cycles 0",
+    "variants": "; fwbench run: default with sets and --quick (the other workloads keep every strategy), all "
+                "with --cycles 0",
     "memory": "; off with --quick",
 }
 
@@ -154,8 +155,8 @@ RUN = (
     flag("--quick", action="store_true",
          help=f"tiny preset (on a GPU: the GPU presets), {QUICK_BUDGET_S:g} s per case "
               f"(at least {QUICK_MIN_ROUNDS} rounds, 1 warm-up), "
-              f"one cold set ({QUICK_CYCLES} cycles per task), each case's default strategy "
-              "only (no torch train-step recipe variants), the gpt and diffusion workloads unless "
+              f"one cold set ({QUICK_CYCLES} cycles per task), no optional variants (torch's "
+              "train-step recipes), the gpt and diffusion workloads unless "
               "--workload names others: its numbers are indicative (one set: no interval over sets)"),
     flag("--timeout-s", type=_positive(float), help="limit per framework process in seconds "
          f"(default 3600, {QUICK_TIMEOUT_S:g} with --quick); past it the framework is recorded failed"),

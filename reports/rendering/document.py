@@ -554,33 +554,69 @@ SIDE_METHOD = [
 ]
 
 
-def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
-    """The Method section: how every number of the report was made (a run of process sets: its
-    own description of processes and intervals first)."""
+# The Method section's paragraphs that hold for every run, in the order method_lines prints them.
+TIMING_METHOD = [
+    "Each framework ran in its own processes with the same intra-op thread count; timed callables "
+    "synchronise with the device and with everything the step changed; Python's garbage collector is "
+    "collected and switched off before the warm-up calls and stays off through the timed rounds; inputs "
+    "rotate between rounds.",
+    "Processes: each framework ran cold processes (every case starts from a fresh in-process compile state and, "
+    "in torch and JAX, an empty cache folder of its own, so a first call compiles everything whatever ran "
+    "before it; their caches are then merged into the run's) and warm processes (fresh in-process state, the "
+    "run's filled cache). Steady state comes from warm processes only; cold processes give cold first calls "
+    "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
+    "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
+    "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
+    "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
+    "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
+    "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
+    "interval on the per-process log ratios. Coverage was checked by "
+    "simulation at the default allocation with the variance components measured on the development machine "
+    "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
+    "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
+    "neither is tested against anything (a comparison needs 3 processes a side and only then joins the Holm "
+    "family).",
+]
+FLAGS_METHOD = [
+    "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
+    "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
+    "class, where processes were left out because the machine was busy during its timed rounds (other "
+    "processes' CPU use or steal time, recorded per case; the harness measures such a case again after waiting "
+    "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
+    "rounds, or where a first call compiled nothing.",
+]
+CHOICE_METHOD = [
+    "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
+    "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
+    "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
+    "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
+    "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
+    "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
+    "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
+    "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
+    "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
+    "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
+    "interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ at 95%.",
+]
+UTILISATION_METHOD = [
+    "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
+    "(fp32, tf32 or bf16): the best rate any run on the same set-up measured with one instrument, a "
+    "framework's own n x n matmul at that precision (at fp32 on the CPU numpy's BLAS too); MFU divides "
+    "by the case's own processes' measured peak, the same instrument.",
+    "model FLOPs are counted once per workload task by its formula (GPT: PaLM's 6N + 12LHQT per trained "
+    "token, N the parameters without the position embedding; DDPM: 2 FLOPs per multiply-add of every conv, "
+    "dense and attention product; a train step is 3x the forward pass), the same for every framework. MFU = "
+    "model FLOPs per step / step time / the device's peak GEMM rate at the case's precision (bf16, fp32, or "
+    "TF32 for fp32 at matmul precision tf32 on a GPU), as measured by the framework's own matmul before the "
+    "first case (the best over processes), and against the vendor's dense datasheet peak where the GPU is "
+    "known (frameworks.harness.gemm.VENDOR_PEAKS).",
+]
+
+
+def verdict_method(fam: stats.Family) -> list[str]:
+    """The Method's verdict rule and error rate: the margin and the family's size."""
     m = f"{100 * fam.margin:.0f}%"
-    side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
-                                                                    and x.startswith("sets")).any()
-    return (SIDE_METHOD if side else []) + [
-        "Each framework ran in its own processes with the same intra-op thread count; timed callables "
-        "synchronise with the device and with everything the step changed; Python's garbage collector is "
-        "collected and switched off before the warm-up calls and stays off through the timed rounds; inputs "
-        "rotate between rounds.",
-        "Processes: each framework ran cold processes (every case starts from a fresh in-process compile state and, "
-        "in torch and JAX, an empty cache folder of its own, so a first call compiles everything whatever ran "
-        "before it; their caches are then merged into the run's) and warm processes (fresh in-process state, the "
-        "run's filled cache). Steady state comes from warm processes only; cold processes give cold first calls "
-        "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
-        "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
-        "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
-        "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
-        "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
-        "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
-        "interval on the per-process log ratios. Coverage was checked by "
-        "simulation at the default allocation with the variance components measured on the development machine "
-        "(tests/test_reports_stats.py). A case of one process shows the order-statistic interval of its rounds "
-        "(round noise only), a case of two its processes' min-max (a df = 1 interval spans +-12.7 standard errors); "
-        "neither is tested against anything (a comparison needs 3 processes a side and only then joins the Holm "
-        "family).",
+    return [
         f"Verdicts against a margin of {m} (--margin): faster or slower by at least the margin (the whole interval "
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
@@ -595,12 +631,15 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "j-th smallest p-value of its group; those Holm keeps at the level where it stopped), so it excludes 1 "
         "exactly when a difference is stated. Equivalence is two one-sided tests at the same alpha': the "
         "interval at 1 - 2 alpha', shown with its level, inside the margin. Tables show plain 95% intervals.",
-        "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
-        "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
-        "class, where processes were left out because the machine was busy during its timed rounds (other "
-        "processes' CPU use or steal time, recorded per case; the harness measures such a case again after waiting "
-        "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
-        "rounds, or where a first call compiled nothing.",
+    ]
+
+
+def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
+    """The Method section: how every number of the report was made (a run of process sets: its
+    own description of processes and intervals first)."""
+    side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
+                                                                    and x.startswith("sets")).any()
+    return [*(SIDE_METHOD if side else []), *TIMING_METHOD, *verdict_method(fam), *FLAGS_METHOD,
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
         + " compile latency = a non-eager mode's cold first call minus the same mode's steady step (eager modes "
@@ -609,32 +648,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "of the same t distributions.",
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
-        *[f"{k}: {v}" for k, v in METHOD.items()],
-        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
-        "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
-        "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
-        "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
-        "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
-        "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
-        "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
-        "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
-        "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
-        "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
-        "interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ at 95%.",
-        *claims.rules(),
-        *drawings.method(df),
-        "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
-        "(fp32, tf32 or bf16): the best rate any run on the same set-up measured with one instrument, a "
-        "framework's own n x n matmul at that precision (at fp32 on the CPU numpy's BLAS too); MFU divides "
-        "by the case's own processes' measured peak, the same instrument.",
-        "model FLOPs are counted once per workload task by its formula (GPT: PaLM's 6N + 12LHQT per trained "
-        "token, N the parameters without the position embedding; DDPM: 2 FLOPs per multiply-add of every conv, "
-        "dense and attention product; a train step is 3x the forward pass), the same for every framework. MFU = "
-        "model FLOPs per step / step time / the device's peak GEMM rate at the case's precision (bf16, fp32, or "
-        "TF32 for fp32 at matmul precision tf32 on a GPU), as measured by the framework's own matmul before the "
-        "first case (the best over processes), and against the vendor's dense datasheet peak where the GPU is "
-        "known (frameworks.harness.gemm.VENDOR_PEAKS).",
-    ]
+        *[f"{k}: {v}" for k, v in METHOD.items()], *CHOICE_METHOD, *claims.rules(), *drawings.method(df),
+        *UTILISATION_METHOD]
 
 
 def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | None = None,
