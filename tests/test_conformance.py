@@ -46,7 +46,7 @@ TABLES = {"interop": lambda: interop.REWRITTEN}
 
 
 def _tasks(W) -> tuple[str, ...]:
-    return W.tasks(W.preset("tiny").config) if hasattr(W, "tasks") else W.TASKS
+    return W.tasks(W.preset("tiny").config)
 
 
 def problems(names: tuple[str, ...], root: Path = ROOT) -> list[str]:
@@ -402,6 +402,20 @@ def test_every_declared_precision_reaches_the_models_layers(framework):
                         M.CFG, M.PARAMS)
             err = _rel(a.to_numpy(getattr(m, method)(*(a.asarray(x, "cpu") for x in inputs))), expected)
             assert err >= POLICIES[precision].unit_roundoff, (w, precision, err)
+
+
+# What every workloads/<name>.py declares (workloads/__init__.py), read without a default.
+WORKLOAD_DECLARES = ("NAME", "TASKS", "tasks", "PRESETS", "preset", "init_params", "task_spec", "strategies",
+                     "device_strategies", "OPTIONAL_VARIANTS", "MODEL", "check_inputs")
+
+
+@pytest.mark.parametrize("workload", workloads.WORKLOADS)
+def test_every_workload_declares_its_interface(workload):
+    W = workloads.get(workload)
+    missing = [n for n in WORKLOAD_DECLARES if not hasattr(W, n)]
+    assert not missing, f"workloads/{workload}.py declares no {', '.join(missing)}"
+    assert W.NAME == workload and isinstance(W.OPTIONAL_VARIANTS, bool)
+    assert all(isinstance(t, str) for t in W.tasks(W.preset(next(iter(W.PRESETS))).config))
 
 
 @pytest.mark.parametrize("framework", list(frameworks.names()))

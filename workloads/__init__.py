@@ -4,10 +4,14 @@ Each workload module of WORKLOADS provides:
     NAME, TASKS, PRESETS, preset(name), init_params(config, seed),
     task_spec(config, batch, task, seed, strategy=None) -> TaskSpec,
     strategies(framework, mode, task) -> the case variants (the first is the default),
+    device_strategies(framework, mode, task, kind) -> those on some devices only
+    (workloads.base.no_device_strategies where there are none),
     OPTIONAL_VARIANTS: whether `--variants default` leaves out the strategies after the first,
-    optionally tasks(config) -> the task names of a preset (when names carry sizes),
-    and MODEL, the Protocol its frameworks' models implement (CONTRIBUTING.md: "A workload";
-    tests/test_conformance.py checks every framework's against it).
+    tasks(config) -> the task names of a preset (workloads.base.fixed_tasks(TASKS) where no
+    name carries a size), check_inputs(config, method, *args, **kwargs),
+    and MODEL, the Protocol its frameworks' models implement (CONTRIBUTING.md: "A workload").
+tests/test_conformance.py checks every workload declares these (WORKLOAD_DECLARES) and every
+framework's models against MODEL.
 """
 from __future__ import annotations
 

@@ -343,6 +343,16 @@ def device_strategies(framework: str, mode: str, task: str, kind: str) -> tuple[
     return ()
 
 
+def no_device_strategies(framework: str, mode: str, task: str, kind: str) -> tuple[str, ...]:
+    """device_strategies of a workload that has none: the same strategies on every device."""
+    return ()
+
+
+def fixed_tasks(names: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    """tasks(config) of a workload whose task names carry no sizes: `names` for every preset."""
+    return lambda config: names
+
+
 def train_step_strategies(framework: str, mode: str, task: str) -> tuple[str | None, ...]:
     """Strategies of a train step: torch's compiled one has the recipes other than its default
     as variants of their own; everything else has only the default (None)."""

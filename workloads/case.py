@@ -102,15 +102,14 @@ def declared_cases(workload: str, frameworks: Iterable[str], preset: str, varian
     from workloads.parallel import PARALLEL_TASKS, parallel_strategies
     placement = placement or Placement(device)
     W = importlib.import_module(f"workloads.{workload}")
-    on_device = getattr(W, "device_strategies", lambda f, m, t, kind: ())
-    tasks = W.tasks(W.preset(preset).config) if hasattr(W, "tasks") else W.TASKS
+    tasks = W.tasks(W.preset(preset).config)
     if placement.devices > 1:
         tasks = [t for t in tasks if t in PARALLEL_TASKS]
     out = []
     for f in frameworks:
         for m in MODES:
             for t in tasks:
-                strategies = (*W.strategies(f, m, t), *on_device(f, m, t, placement.kind))
+                strategies = (*W.strategies(f, m, t), *W.device_strategies(f, m, t, placement.kind))
                 chosen = [*(strategies[:1] if variants == "default" and W.OPTIONAL_VARIANTS else strategies),
                           *(parallel_strategies(f, m, t) if placement.devices > 1 else ())]
                 out += [Case(f, workload, t, m, s, p, placement) for s in chosen for p in precisions]

@@ -83,6 +83,7 @@ from workloads.base import (
     choose,
     host_values,
     max_rel_err,
+    no_device_strategies,
     rel_err,
     shape_of,
 )
@@ -92,6 +93,7 @@ NAME = "derivatives"
 # Its strategies (transforms, and the loops they are compared with) are what it
 # compares, not optional variants: every `--variants` setting runs them all.
 OPTIONAL_VARIANTS = False
+device_strategies = no_device_strategies
 PROBLEMS = ("per_sample_grad", "hvp", "hessian", "jacobian", "nth_derivative", "ensemble")
 MLP_KEYS = ("w1", "b1", "w2", "b2")
 FD_H = 1e-3          # step of the 4th-order central differences (float64), along unit vectors

@@ -76,6 +76,7 @@ from workloads.base import (
     choose,
     device_strategies,  # noqa: F401 (declared_cases reads it from the workload)
     dtype_name,
+    fixed_tasks,
     host_values,
     shape_of,
     train_step_strategies,
@@ -86,6 +87,7 @@ from workloads.base import (
 
 NAME = "diffusion"
 TASKS = ("forward", "train_step", "sample")
+tasks = fixed_tasks(TASKS)
 # Its strategies after the first are optional variants (torch's train-step recipes, CUDA graphs):
 # `--variants default` (fwbench run's default with sets) leaves them out.
 OPTIONAL_VARIANTS = True

@@ -100,7 +100,9 @@ from workloads.base import (
     check_positive,
     choose,
     dtype_name,
+    fixed_tasks,
     host_values,
+    no_device_strategies,
     replace_config,
     shape_of,
 )
@@ -113,7 +115,9 @@ NAME = "dynamic"
 # Its strategies (bucketing, dynamic shapes, signatures, export) are what it
 # compares, not optional variants: every `--variants` setting runs them all.
 OPTIONAL_VARIANTS = False
+device_strategies = no_device_strategies
 TASKS = ("prefill", "generate", "train", "ddpm", "prefill_int")
+tasks = fixed_tasks(TASKS)
 # The ddpm stream's outputs against the float64 reference: the diffusion forward tolerance of
 # the equivalence tests (tests/support/equivalence.py: TOL[("forward", "diffusion")]).
 DDPM_TOLERANCE = 8e-5

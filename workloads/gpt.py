@@ -45,6 +45,7 @@ from workloads.base import (
     choose,
     device_strategies,  # noqa: F401 (declared_cases reads it from the workload)
     dtype_name,
+    fixed_tasks,
     host_values,
     shape_of,
     train_step_strategies,
@@ -55,6 +56,7 @@ from workloads.base import (
 
 NAME = "gpt"
 TASKS = ("forward", "train_step", "generate")
+tasks = fixed_tasks(TASKS)
 # Its strategies after the first are optional variants (torch's train-step recipes, CUDA graphs):
 # `--variants default` (fwbench run's default with sets) leaves them out.
 OPTIONAL_VARIANTS = True

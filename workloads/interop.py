@@ -60,6 +60,8 @@ from workloads.base import (
     check_positive,
     choose,
     error_line,
+    fixed_tasks,
+    no_device_strategies,
     rel_err,
 )
 
@@ -67,6 +69,7 @@ NAME = "interop"
 # Its strategies (the program as written and its idiomatic rewrite) are what it
 # compares, not optional variants: every `--variants` setting runs them all.
 OPTIONAL_VARIANTS = False
+device_strategies = no_device_strategies
 SEED = 1234          # call k seeds Python's random with SEED + k
 LOG: list[Any] = []  # the Python list the list_append program appends to
 POOL = 4             # inputs: both signs of the sum, four norms (so branches and loop counts differ)
@@ -134,6 +137,7 @@ PROGRAMS: dict[str, Program] = {p.name: p for p in (
             lambda x, k: x * random.Random(SEED + k).random()),
 )}
 TASKS = tuple(PROGRAMS)
+tasks = fixed_tasks(TASKS)
 
 
 # The programs as a user writes them where tensors have NumPy-style methods (`.sum()`,

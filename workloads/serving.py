@@ -39,13 +39,25 @@ import numpy as np
 
 from workloads import diffusion as D
 from workloads import gpt as G
-from workloads.base import FwbenchError, Preset, Serve, TaskSpec, check_positive, choose, rel_err
+from workloads.base import (
+    FwbenchError,
+    Preset,
+    Serve,
+    TaskSpec,
+    check_positive,
+    choose,
+    fixed_tasks,
+    no_device_strategies,
+    rel_err,
+)
 
 NAME = "serving"
 # Its strategies (the development path and each artefact exported from it) are what it
 # compares, not optional variants: every `--variants` setting runs them all.
 OPTIONAL_VARIANTS = False
+device_strategies = no_device_strategies
 TASKS = ("generate", "sample")
+tasks = fixed_tasks(TASKS)
 MODEL_OF = {"generate": "gpt", "sample": "diffusion"}   # the workload whose model a task serves
 
 DEVELOPMENT, ARTEFACT, OTHER_ENGINE = "development", "artefact", "other engine"
