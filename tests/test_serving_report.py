@@ -133,3 +133,17 @@ def test_a_report_of_the_serving_workload_alone_renders_with_its_section_and_cla
     assert "## Serving: deployable artefacts against the development path (claim 6)" in md
     assert "- Serving (claim 6, production inference best in another engine): inconclusive for torch" in md
     assert "refused: tf2onnx of jax2tf's function: ValueError: Could not infer" in md
+
+
+def test_a_summary_with_nothing_tested_says_so_not_that_nothing_was_timed(tmp_path):
+    """Two processes a case (no comparison tested) and development paths only: the Summary says
+    why it has no finding; "No timed cases" was false of such a report (a serving run whose
+    artefacts were left out said it)."""
+    cases = [served("torch", "eager", None, "generate", 0.0020, 2000),
+             served("torch", "compiled", None, "generate", 0.0013, 3000)]
+    df = reports.load(axis_folder(tmp_path / "runs", cases, 2))
+    reports.render(df, tmp_path / "out", pdf=False)
+    summary = (tmp_path / "out" / "report.md").read_text().split("\n## Summary\n", 1)[1].split("\n## ", 1)[0]
+    assert "No timed cases" not in summary
+    assert "Nothing to summarise: no finding from this run's comparisons (none could be tested: each needs 3 " \
+           "steady-state processes or sets a side)." in summary

@@ -292,7 +292,9 @@ def summary_blocks(df: pd.DataFrame, every: pd.DataFrame, fam: stats.Family, ans
     scope of the run."""
     b: list[Block] = [("h", 2, "Summary")]
     key = summary.key_findings(df, fam) + summary.section_sentences(every, fam, own_family=True)
-    b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise."))
+    untested = "" if fam.m else " (none could be tested: each needs 3 steady-state processes or sets a side)"
+    b.append(("ul", key) if key else ("p", "No timed cases, so nothing to summarise." if df.empty else
+                                      f"Nothing to summarise: no finding from this run's comparisons{untested}."))
     details = bullets.details_table(key)
     if not details.empty:
         b.append(("table", details, "The figures behind the Summary's bullets: per bullet (finding), the task, stream "
