@@ -258,30 +258,36 @@ def serve(folder: str, spawned: float, out: Any) -> None:
         np.savez(os.path.join(folder, "check.npz"), **flat)
         say({"event": "ready", "since_spawn_s": first_at - spawned, "load_s": imported - t0, "first_s": t2 - t1,
              "first_at": first_at})
-        stream: list[Callable[[bool], Any]] = []
-        batches: dict[int, Callable[[bool], Any]] = {}
-        for line in sys.stdin:
-            cmd = line.split()
-            if not cmd:
-                continue
-            if cmd[0] == "go":
-                stream = [reqs.stage(r) for r in requests("stream_")]
-                batches = {int(r[0].shape[0]): reqs.stage(r) for r in requests("batch_")}
-                gc.collect()
-                gc.disable()
-                say({"event": "staged"})
-            elif cmd[0] == "r":
-                s = time.perf_counter()
-                stream[int(cmd[1])]()
-                say({"s": time.perf_counter() - s})
-            elif cmd[0] == "t":
-                say(throughput(batches[int(cmd[1])], float(cmd[2])))
-            elif cmd[0] == "m":
-                say(memory())
-            elif cmd[0] == "q":
-                return
-            else:
-                raise FwbenchError(f"unknown command {line.strip()!r}")
+        _commands(reqs, requests, say)
+
+
+def _commands(reqs: Requests, requests: Callable[[str], list[tuple[np.ndarray, ...]]],
+              say: Callable[[dict[str, Any]], None]) -> None:
+    """The client's commands, one a line on stdin, until `q` (the module's docstring)."""
+    stream: list[Callable[[bool], Any]] = []
+    batches: dict[int, Callable[[bool], Any]] = {}
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "go":
+            stream = [reqs.stage(r) for r in requests("stream_")]
+            batches = {int(r[0].shape[0]): reqs.stage(r) for r in requests("batch_")}
+            gc.collect()
+            gc.disable()
+            say({"event": "staged"})
+        elif cmd[0] == "r":
+            s = time.perf_counter()
+            stream[int(cmd[1])]()
+            say({"s": time.perf_counter() - s})
+        elif cmd[0] == "t":
+            say(throughput(batches[int(cmd[1])], float(cmd[2])))
+        elif cmd[0] == "m":
+            say(memory())
+        elif cmd[0] == "q":
+            return
+        else:
+            raise FwbenchError(f"unknown command {line.strip()!r}")
 
 
 def throughput(call: Callable[[bool], Any], budget_s: float, most: int = 100) -> dict[str, Any]:

@@ -116,6 +116,11 @@ def frameworks_seen(opts: Options) -> tuple[dict[str, Any], dict[str, str], list
     return fws, missing, adapters, accel
 
 
+# What the harness does with Python's garbage collector around a case (frameworks.harness.timing).
+GC_POLICY = ("gc.collect(), then the collector disabled from each case's sizing call through its warm-up and "
+             "timed rounds, and during a stream's cold pass and through its warm passes")
+
+
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = (),
                  peaks: dict[tuple[str, str, str], tuple[float | None, str]] | None = None) -> dict[str, Any]:
     """fwbench's part of pytest-benchmark's machine_info (the JSON's `machine_info.fwbench`;
@@ -157,8 +162,7 @@ def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = (),
         "cache_role": opts.cache_role,
         "case_order": (f"seeded shuffle (seed {opts.case_order_seed})" if opts.case_order_seed is not None
                        else "collection order"),
-        "gc": "gc.collect(), then the collector disabled from each case's sizing call through its warm-up and "
-              "timed rounds, and during a stream's cold pass and through its warm passes",
+        "gc": GC_POLICY,
         "env_pad_bytes": len(os.environ.get("FWBENCH_ENV_PAD", "")),
         "env_bytes": env_bytes(),
         "settings": {n: {"threads": str(threads), "C heap (malloc)": configure_allocator(), **_settings(a)}

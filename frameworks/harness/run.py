@@ -124,15 +124,22 @@ def run_configured(benchmark: Any, session: Session, case: Case, adapter: framew
         except Exception as e:
             not_run("failed", e)
             raise
-        stats = getattr(getattr(benchmark, "stats", None), "stats", None)
-        if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
-            record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
-                                     record["peak_flops"], record["vendor_peak_flops"]))
-            if session.sides is not None and kept is not None and record["status"] in ("ok", "fallback"):
-                call, pool = kept        # its blocks beside the set's other configurations of the task
-                session.sides.keep(Kept(case.id, call, pool, adapter, float(stats.median), case.fields()))
-        benchmark.extra_info.update(record)
+        after_rounds(benchmark, session, case, adapter, spec, record, kept)
         return record
+
+
+def after_rounds(benchmark: Any, session: Session, case: Case, adapter: frameworks.Adapter, spec: Any,
+                 record: dict[str, Any], kept: tuple[Any, list[tuple[Any, ...]]] | None) -> None:
+    """After a case's rounds: its utilisation from their median, its steady calls kept for the
+    set's side-by-side blocks, and the record in pytest-benchmark's extra_info."""
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    if spec.stream is None and stats is not None:      # a stream's rounds are requests of differing work
+        record.update(mfu_fields(record["flops"], record["items"], record["unit"], stats.median,
+                                 record["peak_flops"], record["vendor_peak_flops"]))
+        if session.sides is not None and kept is not None and record["status"] in ("ok", "fallback"):
+            call, pool = kept        # its blocks beside the set's other configurations of the task
+            session.sides.keep(Kept(case.id, call, pool, adapter, float(stats.median), case.fields()))
+    benchmark.extra_info.update(record)
 
 
 def started(session: Session, adapter: frameworks.Adapter, mode: str, device: str) -> None:
@@ -257,6 +264,24 @@ def case_call(adapter: frameworks.Adapter, case: Case, p: Any, spec: Any, opts: 
     return model, params, fn, pool, call
 
 
+def case_memory(adapter: frameworks.Adapter, case: Case, spec: Any, call: Any, pool: list[tuple[Any, ...]],
+                opts: Options) -> dict[str, Any]:
+    """The case's peak memory: the device's peak over its rounds, or one more call outside them
+    (on a CPU by one instrument for every framework), or none with --memory off."""
+    device = case.device
+    out: dict[str, Any] = {"peak_memory_bytes": adapter.peak_memory(device),
+                           "memory_note": None if device != "cpu" else adapter.cpu_memory_note}
+    if device == "cpu" and case.placement.devices == 1 and opts.memory == "off":
+        out.update(peak_memory_bytes=None, memory_note="not measured (--memory off)")
+    elif device == "cpu" and case.placement.devices == 1:
+        peak, source = cpu_call_peak(adapter, call, pool[0], case, opts)
+        out.update(peak_memory_bytes=peak, peak_memory_source=source, memory_note=source)
+    elif spec.call_memory:   # the device allocator's peak
+        peak, source = adapter.call_peak_memory(call, pool[0], device)
+        out.update(peak_memory_bytes=peak, peak_memory_source=source, memory_note=source)
+    return out
+
+
 def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any, spec: Any,
                  record: dict[str, Any], opts: Options) -> tuple[Any, list[tuple[Any, ...]]] | None:
     """Build the case's model, time it (time_steady, or time_stream for a stream) and fill
@@ -297,17 +322,7 @@ def measure_case(benchmark: Any, adapter: frameworks.Adapter, case: Case, p: Any
     record.update({k: k2[k] - k0[k] for k in k0 if k in k2})
     record.update(compilations=c2 - c0, compilations_timed=c2 - c1, recompiled_during_timing=c2 > c1,
                   cache_hits=None if h0 is None or h2 is None else h2 - h0, gc_disabled=True)
-    record["peak_memory_bytes"] = adapter.peak_memory(device)
-    record["memory_note"] = None if device != "cpu" else adapter.cpu_memory_note
-    if device == "cpu" and case.placement.devices == 1 and opts.memory == "off":
-        record["peak_memory_bytes"], record["memory_note"] = None, "not measured (--memory off)"
-    elif device == "cpu" and case.placement.devices == 1:   # one more call, outside the timed rounds, by one
-        peak = cpu_call_peak(adapter, call, pool[0], case, opts)  # instrument for every framework
-        record["peak_memory_bytes"], record["peak_memory_source"] = peak
-        record["memory_note"] = record["peak_memory_source"]
-    elif spec.call_memory:   # one more call, outside the timed rounds: the device allocator's peak
-        record["peak_memory_bytes"], record["peak_memory_source"] = adapter.call_peak_memory(call, pool[0], device)
-        record["memory_note"] = record["peak_memory_source"]
+    record.update(case_memory(adapter, case, spec, call, pool, opts))
     breaks = adapter.fallbacks()[f0:]
     if breaks:   # every graph break, those torch.optim makes on purpose included
         record["graph_breaks"] = "; ".join(dict.fromkeys(b.split(" Explanation:")[0] for b in breaks))[:1000]

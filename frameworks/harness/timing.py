@@ -121,6 +121,20 @@ def reset_benchmark(benchmark: Any) -> None:
         benchmark.stats = None
 
 
+def cold_pass(keys: list[Any], times: list[float], counts: list[int]) -> dict[str, Any]:
+    """A stream's cold pass in its record: per-request times and cumulative compilations, and the
+    median of the requests whose shape was new against those whose shape was seen before."""
+    first = [keys.index(k) == i for i, k in enumerate(keys)]
+    new = [t for t, f in zip(times, first) if f]
+    seen = [t for t, f in zip(times, first) if not f]
+    return dict(first_call_s=times[0], first_call_compilations=counts[0], stream_cold_s=float(sum(times)),
+                distinct_shapes=len(set(keys)), compilations_cold=counts[-1],
+                new_shape_latency_s=float(np.median(new)),
+                seen_shape_latency_s=float(np.median(seen)) if seen else None,
+                stream_cold_request_s=",".join(f"{t:.4g}" for t in times),
+                stream_cold_compilations=",".join(map(str, counts)))
+
+
 def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], call: Callable[..., Any],
                 adapter: frameworks.Adapter, record: dict[str, Any], opts: Options) -> tuple[int, int]:
     """A stream of requests whose shapes vary (workloads.base.Stream), on a fresh model:
@@ -156,16 +170,8 @@ def time_stream(benchmark: Any, stream: Stream, pool: list[tuple[Any, ...]], cal
     record["stream_cold_cache"] = cold_cache
     check_stream(stream, outs, adapter)
     del outs
-    first = [keys.index(k) == i for i, k in enumerate(keys)]
-    new = [t for t, f in zip(times, first) if f]
-    seen = [t for t, f in zip(times, first) if not f]
-    record.update(first_call_s=times[0], first_call_compilations=counts[0],
-                  compile_s=None if s0 is None or s1 is None else s1 - s0,
-                  stream_cold_s=float(sum(times)), distinct_shapes=len(set(keys)), compilations_cold=counts[-1],
-                  new_shape_latency_s=float(np.median(new)),
-                  seen_shape_latency_s=float(np.median(seen)) if seen else None,
-                  stream_cold_request_s=",".join(f"{t:.4g}" for t in times),
-                  stream_cold_compilations=",".join(map(str, counts)), **stream.record)
+    record.update(cold_pass(keys, times, counts), compile_s=None if s0 is None or s1 is None else s1 - s0,
+                  **stream.record)
 
     def one_pass() -> None:
         for args in pool:

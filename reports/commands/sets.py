@@ -410,13 +410,8 @@ def set_job(spec: SetSpec, opts: plan.RunOptions, out: Path) -> list[str]:
     return [str(p) for p in paths]
 
 
-def run_set_jobs(opts: plan.RunOptions, out: Path, progress: results.Progress, sets_: list[SetSpec]) -> list[Path]:
-    """`fwbench run --launcher slurm|submitit...` with sets: each set a job on a node of its own,
-    one set at a time (the first cold set fills the cache the warm ones find); a set's job that
-    dies leaves its processes' result files rebuilt from their event streams; Ctrl-C, SIGTERM or
-    SIGHUP cancels the running job and writes the rest as not run."""
-    kind = launch.kind_of(opts.launcher)
-    limit = opts.timeout_s * max(len(s.members) for s in sets_)     # a set's processes take turns
+def _say_where(opts: plan.RunOptions, kind: str, limit: float, out: Path, progress: results.Progress) -> None:
+    """The launcher's line: where submitit runs, and on Slurm the time each set's job asks for."""
     if opts.launcher == "submitit":
         where = "Slurm (sbatch found)" if kind == "slurm" else "this machine (no sbatch)"
         progress.line(f"launcher: submitit on {where} (--launcher slurm or submitit-local chooses)")
@@ -424,6 +419,16 @@ def run_set_jobs(opts: plan.RunOptions, out: Path, progress: results.Progress, s
         asked = (opts.slurm and opts.slurm.time) or (f"{launch.time_limit(limit)} (minutes: a set's processes' "
                                                      f"--timeout-s {opts.timeout_s:g} s each, with a margin)")
         progress.line(f"slurm: a whole node per set, --time={asked}; job logs in {out / 'submitit'}")
+
+
+def run_set_jobs(opts: plan.RunOptions, out: Path, progress: results.Progress, sets_: list[SetSpec]) -> list[Path]:
+    """`fwbench run --launcher slurm|submitit...` with sets: each set a job on a node of its own,
+    one set at a time (the first cold set fills the cache the warm ones find); a set's job that
+    dies leaves its processes' result files rebuilt from their event streams; Ctrl-C, SIGTERM or
+    SIGHUP cancels the running job and writes the rest as not run."""
+    kind = launch.kind_of(opts.launcher)
+    limit = opts.timeout_s * max(len(s.members) for s in sets_)     # a set's processes take turns
+    _say_where(opts, kind, limit, out, progress)
     jobs = launch.Jobs(launch.executor(out / "submitit", kind, limit, opts.slurm), kind, progress.line)
     written: list[Path] = []
     for i, spec in enumerate(sets_):

@@ -296,25 +296,8 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     busy = [r for r in timed if r.get("busy") is True]
     timed = [r for r in timed if r.get("busy") is not True]
     _extras(row, g, timed, list(extra))
-    row["busy_left_out"] = len(busy)
-    row["busy_note"] = "; ".join(
-        f"{r['run_file']}: other processes {_fmt(r.get('other_cpu'))} CPUs, steal "
-        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {_fmt(r.get('load_avg'))}"
-        + (f", after {stats.plural(int(r['busy_retries']), 're-measurement')} and "
-           f"{stats.fmt_seconds(r.get('busy_wait_s') or 0)} waiting"
-           if finite(r.get("busy_retries")) and r["busy_retries"] else "") for r in busy) or None
-    row.update(run_file=", ".join(sorted({r["run_file"] for r in g})),
-               date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
-               compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
-               or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
-               util_peak_flops=max((float(r["util_peak_flops"]) for r in g if finite(r.get("util_peak_flops"))),
-                                   default=math.nan),
-               # MFU's peaks: the best any process measured (a busy moment only lowers one), the vendor's
-               peak_precision=next((r["peak_precision"] for r in g if isinstance(r.get("peak_precision"), str)), None),
-               peak_flops=max((float(r["peak_flops"]) for r in g if finite(r.get("peak_flops"))), default=math.nan),
-               vendor_peak_flops=next((float(r["vendor_peak_flops"]) for r in g
-                                       if finite(r.get("vendor_peak_flops"))), math.nan),
-               n_processes=0, **{k: None for k in OBJECTS})
+    row.update(busy_left_out=len(busy), busy_note=_busy_note(busy), **_processes(g), n_processes=0,
+               **{k: None for k in OBJECTS})
     if not timed:
         row.update(status=g[-1]["status"], reason=g[-1]["reason"], median_s=math.nan, first_call_s=math.nan,
                    busy=True if busy else None)
@@ -350,6 +333,32 @@ def _one_case(g: list[Rec], extra: list[str] = ()) -> dict[str, Any]:
     row["recompiled_during_timing"] = any(rec) if rec else None
     row["busy"] = False if busy or any(isinstance(r.get("busy"), bool) for r in timed) else None
     return row
+
+
+def _busy_note(busy: list[Rec]) -> str | None:
+    """Why each process left out as busy was: the other processes' CPUs, steal, load, re-measurements."""
+    return "; ".join(
+        f"{r['run_file']}: other processes {_fmt(r.get('other_cpu'))} CPUs, steal "
+        f"{100 * (r.get('steal_frac') or 0):.1f}%, load {_fmt(r.get('load_avg'))}"
+        + (f", after {stats.plural(int(r['busy_retries']), 're-measurement')} and "
+           f"{stats.fmt_seconds(r.get('busy_wait_s') or 0)} waiting"
+           if finite(r.get("busy_retries")) and r["busy_retries"] else "") for r in busy) or None
+
+
+def _processes(g: list[Rec]) -> dict[str, Any]:
+    """What a case's row says of the processes that ran it: files, date, caches, the machine's peaks."""
+    return dict(
+        run_file=", ".join(sorted({r["run_file"] for r in g})),
+        date=max((r["date"] for r in g if isinstance(r["date"], str)), default=None),
+        compile_cache=", ".join(sorted({str(r["compile_cache"]) for r in g if r["compile_cache"] is not None}))
+        or None, gemm_flops=max((float(r["gemm_flops"]) for r in g), default=math.nan),
+        util_peak_flops=max((float(r["util_peak_flops"]) for r in g if finite(r.get("util_peak_flops"))),
+                            default=math.nan),
+        # MFU's peaks: the best any process measured (a busy moment only lowers one), the vendor's
+        peak_precision=next((r["peak_precision"] for r in g if isinstance(r.get("peak_precision"), str)), None),
+        peak_flops=max((float(r["peak_flops"]) for r in g if finite(r.get("peak_flops"))), default=math.nan),
+        vendor_peak_flops=next((float(r["vendor_peak_flops"]) for r in g if finite(r.get("vendor_peak_flops"))),
+                               math.nan))
 
 
 # A case's reason where every process that timed it found the machine busy.

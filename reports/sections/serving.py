@@ -157,6 +157,16 @@ def compared(d: pd.DataFrame, fam: stats.Family) -> tuple[list[dict[str, object]
     return rows, out
 
 
+def _side(verdict: str, speed: float, margin: float) -> str:
+    """Which way one comparison of the other engine with the artefact goes: 'claim' (the other
+    engine faster by the margin), 'other' (the artefact as fast or faster) or 'open'; without a
+    test (a side of fewer than 3 processes) the point estimate decides."""
+    if verdict == stats.NOT_TESTED:
+        return "claim" if speed > 1.0 + margin else "other"
+    return ("claim" if verdict == stats.FASTER_M else
+            "other" if verdict in (stats.EQUIVALENT, stats.SLOWER, stats.SLOWER_M) else "open")
+
+
 def claim6(df: pd.DataFrame, fam: stats.Family, framework: str = CLAIM_FRAMEWORK) -> Claim6:
     """Claim 6, "PyTorch is excellent for development, but production inference is best run in
     a different framework or engine" (Luitjens), from the serving workload's cases (rows of
@@ -197,13 +207,8 @@ def claim6(df: pd.DataFrame, fam: stats.Family, framework: str = CLAIM_FRAMEWORK
         if c.framework != framework or c.label != "other/artefact":
             continue
         s, lo, hi = _speed(c.j)
-        if c.j.verdict == stats.NOT_TESTED:
-            indicative = True
-            side = "claim" if s > 1.0 + fam.margin else "other"
-        else:
-            side = ("claim" if c.j.verdict == stats.FASTER_M else
-                    "other" if c.j.verdict in (stats.EQUIVALENT, stats.SLOWER, stats.SLOWER_M) else "open")
-        n[side] += 1
+        indicative = indicative or c.j.verdict == stats.NOT_TESTED
+        n[_side(c.j.verdict, s, fam.margin)] += 1
         sides.append((f"{c.task} {c.words}", s, FLIPPED.get(c.j.verdict, c.j.verdict)
                       if c.j.verdict != stats.NOT_TESTED else None))
         parts.append(f"{c.task} {c.words}: {name(c.first)} against {name(c.second)}, " + c.j.interval_text())

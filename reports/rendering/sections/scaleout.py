@@ -20,6 +20,26 @@ from workloads import commmodel
 MODEL_FIGURE = "scaleout-model"
 
 
+# The section's opening paragraph: each framework's idiom, what it communicates, how it is judged.
+IDIOMS = ("Each framework's idiomatic data parallel: torch DistributedDataParallel (one process per device, "
+          "gloo on CPUs, NCCL on CUDA), JAX's jitted step over a device mesh with the batch sharded and the "
+          "parameters replicated (GSPMD inserts the all-reduce), TensorFlow's MirroredStrategy (a custom "
+          "training loop with one batched all-reduce). Strategies beside it: 'sharded' (ZeRO-3 / FSDP: torch "
+          "FSDP2 fully_shard per block; JAX parameters and optimizer state sharded on the mesh, gathered where "
+          "the loss uses them; TensorFlow has none here: its parameter sharding is DTensor, not built) and the "
+          "'no-sync' probe (the same step with its gradient synchronisation left out: torch no_sync, JAX "
+          "shard_map without the reduction, TensorFlow's step without its all-reduce). The idioms differ in "
+          "what they communicate: FSDP2 gathers every parameter twice (forward and backward), JAX's compiled "
+          "program keeps the first gather for the backward, and reduces gradients by all-reduce where the CPU "
+          "backend has no reduce-scatter (collectives table). Weak scaling: every device keeps the preset's "
+          "batch, so the ideal N-device step takes as long as the one-device step with the same threads per "
+          "device. Before timing, every data-parallel case's reduced gradients (before clipping) on the first "
+          "global batch had to match a one-device model's, and its parameters after 3 AdamW steps on the same "
+          "global batches too (table below). The verdicts are on t(N)/t(1) paired by round of the run, in a "
+          "Holm family of this section's own. A case with more devices x threads than CPUs measures sharing and"
+          " gets no efficiency. ")
+
+
 def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
     """Data-parallel train steps against one device (reports.measures.scaleout), then across
     processes (reports.measures.distributed)."""
@@ -29,24 +49,7 @@ def blocks(df: pd.DataFrame, fam: stats.Family) -> list[Block]:
     weak = scaleout.judged(df, fam.margin)     # its own family, at the report's margin
     b: list[Block] = [
         ("h", 2, "Scale-out: data parallel"),
-        ("p", "Each framework's idiomatic data parallel: torch DistributedDataParallel (one process per device, "
-              "gloo on CPUs, NCCL on CUDA), JAX's jitted step over a device mesh with the batch sharded and the "
-              "parameters replicated (GSPMD inserts the all-reduce), TensorFlow's MirroredStrategy (a custom "
-              "training loop with one batched all-reduce). Strategies beside it: 'sharded' (ZeRO-3 / FSDP: torch "
-              "FSDP2 fully_shard per block; JAX parameters and optimizer state sharded on the mesh, gathered "
-              "where the loss uses them; TensorFlow has none here: its parameter sharding is DTensor, not built) "
-              "and the 'no-sync' probe (the same step with its gradient synchronisation left out: torch no_sync, "
-              "JAX shard_map without the reduction, TensorFlow's step without its all-reduce). The idioms differ "
-              "in what they communicate: FSDP2 gathers every parameter twice (forward and backward), JAX's "
-              "compiled program keeps the first gather for the backward, and reduces gradients by all-reduce "
-              "where the CPU backend has no reduce-scatter (collectives table). Weak scaling: every device keeps "
-              "the preset's batch, "
-              "so the ideal N-device step takes as long as the one-device step with the same threads per device. "
-              "Before timing, every data-parallel case's reduced gradients (before clipping) on the first global "
-              "batch had to match a one-device model's, and its parameters after 3 AdamW steps on the same global "
-              "batches too (table below). The verdicts are on t(N)/t(1) "
-              "paired by round of the run, in a Holm family of this section's own. A case with more devices x "
-              "threads than CPUs measures sharing and gets no efficiency. " + scaleout.CAVEAT),
+        ("p", IDIOMS + scaleout.CAVEAT),
         ("table", weak, "Weak scaling: one step on N devices against one device, the same per-device batch and "
                         "threads per device.", "scaleout") if len(weak) else
         ("p", "Weak scaling: no data-parallel case has a one-device twin in these results (run with --devices "
