@@ -192,3 +192,15 @@ def test_claim_6_is_the_serving_sections_answer():
     a = claims._serving(d, fam, d)
     assert (a.verdict, a.caveat) == (claims.NOT_RUN, serving.claim6(d, fam).caveat)
     assert "did not serve torch's model" in a.caveat
+
+
+def test_claim_1_leaves_out_a_serving_path_in_another_engine():
+    """ONNX Runtime on torch's export is not the PyTorch 2 compiler: on the committed serving example
+    claim 1 counts torch.compile's and AOTInductor's serving paths, never torch's ONNX path."""
+    folder = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core-serving"
+    if not any(folder.glob("*.json")):
+        pytest.skip("no committed serving example")
+    c = sections.judged_in_report(replicates.cases(data.load([folder])))
+    what = _row(claims.table(c, findings.prepare(c, 0.1)), "compile40")["what was measured"]
+    # torch compiled's generate and sample (torch.compile), and its AOTInductor artefact of each
+    assert what.startswith("4 torch compiled configurations") and "[aoti]" in what and "[onnx]" not in what, what
