@@ -62,7 +62,7 @@ def test_the_example_is_a_run_at_the_default_allocation(records):
     assert all(e.pool is not None and (not e.tested or e.pool[1] > 1) for e in compiled["est_first_cold"])
 
 
-@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes"])
+@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes", "cpu-2core-serving"])
 def test_the_examples_prose_has_no_token_wider_than_a_line(example):
     """A token of a hundred characters in a sentence (an interval bound printed in fixed
     point) widens the HTML page, and a browser then prints every page shrunk to fit: the

@@ -112,7 +112,7 @@ def test_each_examples_paper_compiles_and_reads_as_a_paper(example):
     assert not BAD_UNITS.search(md) and not PLURALS.search(prose), (BAD_UNITS.search(md), PLURALS.search(prose))
 
 
-@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes",
+@pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes", "cpu-2core-serving",
                                      # its MFU table's "211GFLOP/s" and bold headers overflowed by 1.6 pt
                                      "../../docs/measurements/allocation-rerun/report"])
 def test_the_examples_tables_fit_the_page(example, tmp_path):

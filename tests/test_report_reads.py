@@ -1,4 +1,4 @@
-"""The report as its reader meets it (issue 18): every figure of both committed examples
+"""The report as its reader meets it (issue 18): every figure of the committed examples
 reads at print size (no overlapping tick or annotation labels, no text cut off, no truncated
 caption), and the framework choice is not decided by bookkeeping (a variant only one
 framework has changes no other framework's score)."""
@@ -19,7 +19,8 @@ from tests.support.reports_fixtures import simulated_processes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 FOLDERS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
-           "cpu-2core-axes": [EXAMPLES / "cpu-2core-axes" / "dynamic", EXAMPLES / "cpu-2core-axes" / "derivatives"]}
+           "cpu-2core-axes": [EXAMPLES / "cpu-2core-axes" / "dynamic", EXAMPLES / "cpu-2core-axes" / "derivatives"],
+           "cpu-2core-serving": [EXAMPLES / "cpu-2core-serving"]}
 
 
 @pytest.mark.parametrize("example", sorted(FOLDERS))

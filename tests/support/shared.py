@@ -19,6 +19,7 @@ AXES = EXAMPLES / "cpu-2core-axes"
 # The committed runs whose reports the tests read, by name: their result folders.
 EXAMPLE_RUNS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
                 "cpu-2core-axes": [AXES / "dynamic", AXES / "derivatives"],
+                "cpu-2core-serving": [EXAMPLES / "cpu-2core-serving"],
                 "scaleout-quick": [ROOT / "docs" / "measurements" / "scaleout-quick"]}
 SHARED_ENV = "FWBENCH_TEST_SHARED"     # set by tests/conftest.py at the session's start
 
