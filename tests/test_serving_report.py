@@ -147,3 +147,17 @@ def test_a_summary_with_nothing_tested_says_so_not_that_nothing_was_timed(tmp_pa
     assert "No timed cases" not in summary
     assert "Nothing to summarise: no finding from this run's comparisons (none could be tested: each needs 3 " \
            "steady-state processes or sets a side)." in summary
+
+
+def test_a_cold_cache_process_is_not_pooled_with_warm_ones(tmp_path):
+    """A run of 1 cold + 3 warm processes: the serving table's cold start, percentiles and
+    throughput are over the warm processes, as the step time is; the cold-cache process's
+    20 s start (torch.compile from empty caches) is not averaged into the warm ones' 2 s."""
+    kw, p50 = served("torch", "compiled", None, "sample", 0.010, 100)
+    warm_fields = kw["fields"]
+    kw["fields"] = lambda i: {**warm_fields(i), "compile_cache": "cold" if i == 0 else "warm",
+                              "cold_start_s": 20.0 if i == 0 else warm_fields(i)["cold_start_s"]}
+    c, _ = frame(tmp_path, [(kw, p50)], processes=4)
+    r = c.iloc[0]
+    assert len(r["procs_cold_start_s"]) == len(r["procs_latency_p50_s"]) == r["n_processes"] == 3
+    assert 2.0 < r["cold_start_s"] < 2.2 and max(r["procs_cold_start_s"].values()) < 3

@@ -62,8 +62,11 @@ Columns (besides the record's fields, taken from the case's first process):
     extra record keys  (a workload's own fields: stream_cold_s, interop_outcome, params, ...)
                        from the case's first timed process (its first record if none ran);
                        the sections' per-process fields (Section.per_process, e.g. the dynamic
-                       workload's stream_cold_s) are the geometric mean over timed processes
-                       instead, with every process's value kept in `procs_<field>` ({process:
+                       workload's stream_cold_s) are the geometric mean over the processes
+                       the step time comes from (the warm ones where any timed it: a cold-cache
+                       cold start is not pooled with warm-cache ones; a field only the others
+                       measured, from those) instead, with each of
+                       those processes' values kept in `procs_<field>` ({process:
                        value}, not in CSVs) for intervals over processes; their series
                        (Section.series: comma-separated per-request values) the element-wise
                        median
@@ -154,9 +157,14 @@ def _extras(row: dict[str, Any], g: list[Rec], timed: list[Rec], extra: list[str
     src = timed[0] if timed else g[0]
     for k in extra:
         row[k] = src.get(k)
+    # over the processes the case's step time comes from (the warm ones where there are any): a
+    # cold-cache process's cold start or cold pass is not pooled with warm-cache ones; a field
+    # only other processes measured (memory, in the run's first process only) from those
+    steady = roles(timed)[0]
     for k in PER_PROCESS:
         if k in extra or k in row:
-            vals = {proc_key(r): float(r[k]) for r in timed if finite(r.get(k))}
+            src_k = steady if any(finite(r.get(k)) for r in steady) else timed
+            vals = {proc_key(r): float(r[k]) for r in src_k if finite(r.get(k))}
             row[f"procs_{k}"] = vals
             pos = [v for v in vals.values() if v > 0]
             row[k] = (stats.geomean(pos) if len(pos) == len(vals) and vals else _med(vals.values())) if vals \

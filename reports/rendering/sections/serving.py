@@ -168,8 +168,10 @@ TABLES = (
           "exporter's own message, or failed (the artefact did not load, or its answers differed from the eager "
           "model's), shortened (full text in the appendix).", "serving-exports"),
     Table(serving, "Serving per task and path, in a process of its own that loads only the artefact (the development "
-          "path builds the model): cold start (process start to the first answer), latency per request at batch 1 "
-          "over the stream of prompt lengths (p50, p90, p99; over processes, [95% interval] from 3), the best offline "
+          "path builds the model): cold start (process start to the first answer, with the compile caches the "
+          "steady-state processes had: warm where the run had warm ones; an empty-cache first call is the job "
+          "table's), latency per request at batch 1 over the stream of prompt lengths (p50, p90, p99; over the "
+          "steady-state processes, as the step times, [95% interval] from 3), the best offline "
           "throughput and its batch, the serving process's peak memory, the relative error against the eager model "
           "and whether the process imported model code.", "serving"),
     Table(claim_table, "Claim 6's pieces per framework, task and measure: the best development path, the best "
