@@ -444,3 +444,11 @@ def test_no_function_of_the_package_is_over_60_lines():
             long += [f"{path.relative_to(root)}: {n.name}, {n.end_lineno - n.lineno + 1} lines" for n in ast.walk(tree)
                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 60]
     assert long == []
+
+
+def test_fwbench_runs_modules_are_at_most_350_lines():
+    """`fwbench run` (reports/commands/) is split by concern, each module at most 350 lines: a
+    larger one holds two concerns (as runner.py did: options, scheduling, processes, jobs)."""
+    folder = Path(reports.__file__).parent / "commands"
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted(folder.glob("*.py"))}
+    assert {k: n for k, n in sizes.items() if n > 350} == {}

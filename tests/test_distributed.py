@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from reports.commands import distributed as rd
+from reports.commands import ranks
 from reports.measures import distributed as ad
 from tests.support.helpers import INSTALLED
 from tests.test_slurm import _env, slurm  # noqa: F401  (the fixture: a Slurm that answers, or skip/fail)
@@ -113,7 +114,7 @@ def test_a_wrong_reduction_fails_the_check_under_srun(slurm, tmp_path, fw, mutat
     doc = tmp_path / "doc.json"
     p = subprocess.run(["srun", "--ntasks=2", "--kill-on-bad-exit=1", "--time=5", sys.executable, "-m",
                         "frameworks.distributed", fw, "gpt", "--out", str(doc), "--check-only", "--mutate", mutation],
-                       cwd=ROOT, env=_env(FWBENCH_DIST_PORT=str(rd.free_ports(2))), capture_output=True, text=True,
+                       cwd=ROOT, env=_env(FWBENCH_DIST_PORT=str(ranks.free_ports(2))), capture_output=True, text=True,
                        timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
     d = json.loads(doc.read_text())
@@ -184,7 +185,7 @@ def test_a_peer_that_never_comes_is_one_line_after_the_runtimes_timeout(tmp_path
     after FWBENCH_DIST_TIMEOUT_S and the rank exits with one line naming itself and the cause."""
     _need("torch")
     env = {k: v for k, v in _env().items() if not k.startswith("SLURM_")}
-    env.update({wd.RANK: "0", wd.SIZE: "2", wd.HOSTS: "127.0.0.1,127.0.0.1", wd.PORT: str(rd.free_ports(2)),
+    env.update({wd.RANK: "0", wd.SIZE: "2", wd.HOSTS: "127.0.0.1,127.0.0.1", wd.PORT: str(ranks.free_ports(2)),
                 "FWBENCH_DIST_TIMEOUT_S": "3"})
     p = subprocess.run([sys.executable, "-m", "frameworks.distributed", "torch", "gpt", "--out",
                         str(tmp_path / "d.json")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -230,13 +231,13 @@ def test_the_cause_of_a_step_is_the_rank_that_died_not_those_srun_ended_after_it
     cause over one srun then terminated, and its own error line is the one said."""
     killed = ("srun: error: vm: task 0: Exited with exit code 1\n"
               "srun: launch/slurm: _step_signal: Terminating StepId=12.0\nsrun: error: vm: task 1: Killed\n")
-    assert rd.srun_cause(killed, tmp_path) == "rank 1 (vm) ended: Killed, as srun reports it"
+    assert ranks.srun_cause(killed, tmp_path) == "rank 1 (vm) ended: Killed, as srun reports it"
     (tmp_path / "rank0.error").write_text("rank 0 (vm): ValueError: bad\n")
     exited = "srun: error: vm: task 0: Exited with exit code 1\nsrun: error: vm: task 1: Terminated\n"
-    assert rd.srun_cause(exited, tmp_path) == "rank 0 (vm): ValueError: bad"
-    assert rd.srun_cause("srun: error: vm: tasks 0-1: Exited with exit code 2\n", tmp_path / "none") == \
+    assert ranks.srun_cause(exited, tmp_path) == "rank 0 (vm): ValueError: bad"
+    assert ranks.srun_cause("srun: error: vm: tasks 0-1: Exited with exit code 2\n", tmp_path / "none") == \
         "rank 0 (vm): Exited with exit code 2 (srun)"
-    assert rd.srun_cause("nothing said\n", tmp_path) is None
+    assert ranks.srun_cause("nothing said\n", tmp_path) is None
 
 
 def test_a_step_that_ended_badly_keeps_its_finished_cases_and_marks_the_rest(tmp_path):

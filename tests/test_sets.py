@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reports
-from reports.commands import plan, results, sets
+from reports.commands import coordinator, plan, results, sets
 from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
@@ -38,7 +38,7 @@ def test_a_plan_runs_every_unit_once_per_set_and_the_control_twice():
     repeats = [r for p in plan for u, r, _ in p.members if u == "torch"]
     assert sorted(repeats) == list(range(16))                      # one result file each
     assert sets.plan_sets(("jax",), 1, 0, 0, control=None)[0].members == [("jax", 0, False)]
-    assert sets.calls_for(0.001, 0.25) == 250 and sets.calls_for(2.0, 0.25) == 1
+    assert coordinator.calls_for(0.001, 0.25) == 250 and coordinator.calls_for(2.0, 0.25) == 1
 
 
 @pytest.fixture(scope="module")

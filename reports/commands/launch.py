@@ -1,12 +1,11 @@
 """Where the processes of a run execute: `fwbench run --launcher ...`.
 
 local           (default) the runner starts each process itself, one at a time, on this machine.
-slurm           each process (framework unit, repeat) is a Slurm job submitted through submitit
-                (https://github.com/facebookincubator/submitit), asking for a whole node
-                (--exclusive --mem=0, one task), so no two timed processes ever share a machine.
-                `SlurmOptions` adds what sites need: partition, account, QoS, time limit
-                (default: the process's --timeout-s with a margin, `time_limit`), GPUs per node,
-                memory, and any other sbatch option passed through.
+slurm           each process (framework unit, repeat) is a Slurm job submitted through submitit,
+                asking for a whole node (--exclusive --mem=0, one task): no two timed processes
+                ever share a machine. `SlurmOptions` adds what sites need: partition, account,
+                QoS, time limit (default: --timeout-s with a margin, `time_limit`), GPUs per
+                node, memory, and any other sbatch option passed through.
 submitit-local  the same jobs through submitit's local executor, one at a time (a local
                 machine is one machine: jobs in parallel would time each other).
 submitit        slurm where `sbatch` is on the PATH, else submitit-local (the choice is said
@@ -26,9 +25,7 @@ which needs Slurm's accounting database), a line per change and a summary a minu
 a job pending on a reason that cannot resolve (`UNRESOLVABLE`) stops the run (`Unstartable`);
 `cancel` ends every job of the run (scancel), which fwbench run does on Ctrl-C, SIGTERM or
 SIGHUP. sbatch's refusal is one line with sbatch's own words; submitit's own log lines go to
-<run>/submitit/submitit.log, not the terminal.
-
-Why submitit and Slurm, and not Ray, Dask or pytest-xdist: docs/ARCHITECTURE.md.
+<run>/submitit/submitit.log, not the terminal. Why submitit and Slurm: docs/ARCHITECTURE.md.
 """
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from reports.measures import stats
 from reports.measures.data import TIMED, load
 from workloads import options
 
-GAP_S = 0.1     # the coordinator's pause before each block (reports.commands.sets.GAP_S; running sits above)
+GAP_S = 0.1     # the coordinator's pause before each block (reports.commands.coordinator.GAP_S; running sits above)
 
 
 @dataclass
