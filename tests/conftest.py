@@ -17,6 +17,7 @@ import pytest
 
 from frameworks.base import default_cache_dir
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
+from frameworks.pytest_plugin import pytest_collection_modifyitems as plugin_modifyitems
 from tests.support.shared import SHARED_ENV, run_dir
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
@@ -57,6 +58,34 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     n = _workers(config)
     if n > 1:
         config.option.numprocesses, config.option.dist = n, "loadfile"
+        config.option.loadscopereorder = False      # the files in FIRST's order (below), not by test count
+
+
+# The order in which the workers take the test files (a file not named follows, in collection
+# order): the `alone` ones first, so that none waits at the gate for another worker's long test
+# to end (tests/conftest.py: _turn), then the rest longest first, so that no long file is left
+# for the end while the other worker idles (xdist's default takes the files with the most tests
+# first: the Slurm, side-by-side and first-call files, few tests and minutes each, came last).
+# test_slurm.py and test_distributed.py take turns at the one-node Slurm cluster: they stand
+# far enough apart that the second starts after the first has ended. From --durations on the
+# 2-core machine (a file's tests summed, 23 to 262 s); a stale order costs time, never a result.
+FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py",
+         "test_slurm.py", "test_diffusion_equivalence.py", "test_scaleout.py", "test_serving.py",
+         "test_derivatives.py", "test_precision_tensorflow.py", "test_distributed.py", "test_dynamic.py",
+         "test_preset_equivalence.py", "test_paper.py", "test_first_calls.py", "test_gpt_equivalence.py",
+         "test_precision_torch.py", "test_precision_jax.py", "test_reports_stats.py", "test_mutations.py",
+         "test_run_interrupts.py", "test_cli_fwbench.py", "test_harness.py", "test_launch.py",
+         "test_benchmark_run.py", "test_peers.py", "test_run_paths.py", "test_runner_repeats.py",
+         "test_reports_scale.py", "test_interop.py", "test_cli_errors.py", "test_report_reads.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The plugin's selection (frameworks/pytest_plugin.py), then, in a plain test run, the files
+    in FIRST's order (a stable sort: each file's tests keep theirs)."""
+    plugin_modifyitems(config, items)
+    if not config.getoption("benchmark_only", False):
+        rank = {name: i for i, name in enumerate(FIRST)}
+        items.sort(key=lambda it: rank.get(it.path.name if it.path.parent.name == "tests" else "", len(FIRST)))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

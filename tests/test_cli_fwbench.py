@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -452,3 +453,14 @@ def test_fwbench_runs_modules_are_at_most_350_lines():
     folder = Path(reports.__file__).parent / "commands"
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in sorted(folder.glob("*.py"))}
     assert {k: n for k, n in sizes.items() if n > 350} == {}
+
+
+def test_the_suites_file_order_names_test_files_that_exist_and_puts_the_alone_ones_first():
+    """tests/conftest.py: FIRST orders the files the workers take; a name that is no file orders
+    nothing, and an `alone` file after a long one waits at the gate for it."""
+    from tests import conftest
+    here = Path(__file__).parent
+    assert [f for f in conftest.FIRST if not (here / f).is_file()] == []
+    marked = re.compile(r"^(@pytest\.mark\.alone|pytestmark = .*pytest\.mark\.alone)", re.M)
+    alone = [f.name for f in sorted(here.glob("test_*.py")) if marked.search(f.read_text(encoding="utf-8"))]
+    assert alone and set(conftest.FIRST[:len(alone)]) == set(alone), alone
