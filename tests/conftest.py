@@ -14,6 +14,7 @@ import fcntl
 import os
 
 import pytest
+import threadpoolctl
 
 from frameworks.base import default_cache_dir
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
@@ -34,6 +35,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 if os.environ.get("PYTEST_XDIST_WORKER") and len(CPUS) > 1:
     os.sched_setaffinity(0, {CPUS[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(CPUS)]})
+    # numpy's BLAS was loaded above with a thread per CPU; on the worker's one CPU its threads
+    # spin waiting on each other: a float64 reference (numpy) of the ddpm-cifar UNet took 83 s in
+    # a worker, 1.2 s alone. One thread, for good (a process the worker starts inherits the one
+    # CPU and sizes its own pools by it).
+    threadpoolctl.threadpool_limits(1)
 
 MAX_WORKERS = 4
 
