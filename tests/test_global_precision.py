@@ -78,8 +78,8 @@ def _undo(framework: str):
 @pytest.fixture(autouse=True)
 def process_settings_put_back(request):
     """A test here sets a user's own precision and leaves it: the process's is put back after it,
-    or every later test of its worker runs at the user's (torch at 'medium' made a float32 UNet
-    forward 50x slower on the 2-core CPU; JAX's float32 matmuls ran in bfloat16)."""
+    or every later test of its worker runs at the user's (found in the suite: torch at 'medium',
+    which moves a float32 UNet forward's error, and JAX at a bfloat16 default matmul precision)."""
     framework = getattr(request.node, "callspec", None) and request.node.callspec.params.get("framework")
     if framework not in SETTINGS:
         yield
