@@ -50,31 +50,6 @@ def _tensorflow():
 SETTINGS = {"torch": _torch, "jax": _jax, "tensorflow": _tensorflow}
 
 
-def _undo(framework: str):
-    """A function that puts the framework's process-wide float32 setting back as it is now."""
-    if framework == "torch":
-        import torch
-        if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):   # torch < 2.9: the legacy flag
-            saved = torch.get_float32_matmul_precision()
-            return lambda: torch.set_float32_matmul_precision(saved)
-        backends = (torch.backends, torch.backends.cuda.matmul, torch.backends.cudnn, torch.backends.mkldnn.matmul)
-        legacy = torch.get_float32_matmul_precision()          # a state of its own beside the new API's
-        kept = [(b, b.fp32_precision) for b in backends]        # the general one first: it sets the others
-
-        def undo() -> None:
-            torch.set_float32_matmul_precision(legacy)
-            for b, value in kept:
-                b.fp32_precision = value
-        return undo
-    if framework == "jax":
-        import jax
-        saved = jax.config.jax_default_matmul_precision
-        return lambda: jax.config.update("jax_default_matmul_precision", saved)
-    import tensorflow as tf
-    saved = tf.config.experimental.tensor_float_32_execution_enabled()
-    return lambda: tf.config.experimental.enable_tensor_float_32_execution(saved)
-
-
 @pytest.fixture(autouse=True)
 def process_settings_put_back(request):
     """A test here sets a user's own precision and leaves it: the process's is put back after it,
@@ -85,10 +60,10 @@ def process_settings_put_back(request):
         yield
         return
     pytest.importorskip(framework)
-    read = SETTINGS[framework]()[0]
-    before, undo = read(), _undo(framework)
+    read, adapter = SETTINGS[framework]()[0], frameworks.load(framework)
+    before, state = read(), adapter.global_precision()      # the adapter's own pair, checked by this file's read
     yield
-    undo()
+    adapter.set_global_precision(state)
     assert read() == before, "the process's own precision was not put back"
 
 
