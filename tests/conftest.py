@@ -24,6 +24,13 @@ from tests.support.shared import SHARED_ENV, run_dir
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
 os.environ.setdefault("FWBENCH_PDF", "0")
+# A benchmark process a test starts (pytest --benchmark-only, `fwbench run`, a Slurm job) times
+# each case once: beside the other worker the machine is always busy, and the harness would wait
+# up to 30 s for a quiet machine and measure the case again from its build, twice (its default
+# --busy-retries). Measured on 2 cores: test_first_calls' JAX eager test, three cases, took 183 s
+# in the suite and 32 s alone. A test's own --busy-retries, later on its command line, wins.
+if "--busy-retries" not in os.environ.get("PYTEST_ADDOPTS", ""):
+    os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} --busy-retries 0".strip()
 # A worker's compile caches are its own, a folder inside the run's (the controller's configure set
 # FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started): tests that count
 # what a compiler writes to its cache folder would count another worker's writes too.

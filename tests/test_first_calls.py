@@ -99,6 +99,7 @@ def _run_in_one_process(tmp_path, node_ids, *args, cache=None):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = sorted((b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]), key=lambda r: r["order"])
     assert len(recs) == len(node_ids)
+    assert {r["busy_retries"] for r in recs} == {0}    # measured once: tests/conftest.py's PYTEST_ADDOPTS
     return recs
 
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _fwbench(cwd: Path, *args: str, select: str) -> subprocess.CompletedProcess[str]:
     """`python -m reports run` (the CLI, as a user starts it) from `cwd`, on the real tiny
     gpt cases of torch, the pytest selection `select` in each benchmark process (PYTEST_ADDOPTS)."""
-    env = dict(os.environ, PYTEST_ADDOPTS=f"-k {select}",
+    env = dict(os.environ, PYTEST_ADDOPTS=os.environ.get("PYTEST_ADDOPTS", "") + f" -k {select}",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "reports", "run", "--framework", "torch", "--workload", "gpt",
                            "--preset", "tiny", "--rounds", "2", "--cold", "1", "--warm", "0", "--cycles", "2", *args],

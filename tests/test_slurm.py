@@ -122,7 +122,8 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     r = subprocess.run([sys.executable, "-m", "reports", "run", "--launcher", "submitit", "--framework", "torch",
                         "--workload", "gpt", "--preset", "tiny", "--rounds", "2", "--cold", "1", "--warm", "1",
                         "--threads", "1", "--timeout-s", "300", "--out", "run"], cwd=tmp_path,
-                       env=_env(PYTEST_ADDOPTS="-k eager-forward"), capture_output=True, text=True, timeout=900)
+                       env=_env(PYTEST_ADDOPTS=os.environ.get("PYTEST_ADDOPTS", "") + " -k eager-forward"),
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     ids = _job_ids(r.stderr)
     assert len(ids) == 2 and "launcher: submitit on Slurm" in r.stderr
