@@ -444,12 +444,16 @@ def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[Cha
     g = _cases_of(conf, job)
     if g.empty:
         return []
-    rows = {r["configuration"]: r for _, r in g.iterrows()}
+    listed = [r for _, r in g.iterrows()]
+    rows = {r["configuration"]: r for r in listed}
+    found: dict[int, str | None] = {}
 
-    def cheapest(n: int) -> str | None:
-        cs = [(job_cost(r, n, role, draws=False).value, r["configuration"]) for _, r in g.iterrows()]
-        cs = [x for x in cs if finite(x[0])]
-        return min(cs)[1] if cs else None
+    def cheapest(n: int) -> str | None:       # the rows once, each N once: a render of 200 tasks took 22 s here
+        if n not in found:
+            cs = [(job_cost(r, n, role, draws=False).value, r["configuration"]) for r in listed]
+            cs = [x for x in cs if finite(x[0])]
+            found[n] = min(cs)[1] if cs else None
+        return found[n]
     # the cheapest is piecewise constant in N between crossings: sample on a log grid, then
     # find each change by bisection (exact to one count)
     grid = sorted({1, *np.unique(np.logspace(0, math.log10(MAX_N), 200).astype(np.int64)).tolist(), MAX_N})
@@ -594,10 +598,13 @@ def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best_times(df: pd.DataFrame, task: str, workload: str | None = None) -> dict[str, tuple[str, float]]:
+def best_times(df: pd.DataFrame, task: str, workload: str | None = None,
+               conf: pd.DataFrame | None = None) -> dict[str, tuple[str, float]]:
     """Each framework's fastest configuration's steady step on a task: {framework:
-    (configuration, seconds)}, fastest first (for headlines in absolute terms)."""
-    conf = configurations(df)
+    (configuration, seconds)}, fastest first (for headlines in absolute terms); `conf`, the
+    report's configurations(df) where the caller has them (a task at a time, they are most of
+    the cost)."""
+    conf = configurations(df) if conf is None else conf
     g = _cases_of(conf, Job(task, 1, workload))
     out: dict[str, tuple[str, float]] = {}
     for _, r in g.sort_values("median_s", kind="stable").drop_duplicates("framework").iterrows():

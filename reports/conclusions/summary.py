@@ -192,10 +192,10 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str
     return won, stated, compared
 
 
-def absolute(df: pd.DataFrame, workload: str, task: str) -> str:
+def absolute(df: pd.DataFrame, workload: str, task: str, conf: pd.DataFrame | None = None) -> str:
     """'gpt forward: torch compiled 31.7 ms, ...': each framework's fastest configuration's
-    steady step on a task, fastest first."""
-    best = jobs.best_times(df, task, workload)
+    steady step on a task, fastest first (`conf`: jobs.best_times)."""
+    best = jobs.best_times(df, task, workload, conf)
     return f"{workload} {task}: " + ", ".join(f"{c} {stats.fmt_seconds(x)}" for c, x in best.values())
 
 
@@ -204,12 +204,14 @@ def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[st
     eager included), in absolute steady-step times, and every pair of those configurations by
     the report's verdicts (the comparisons findings registers: verdicts.pairs)."""
     t = _model(df, any_strategy=True)
-    tasks = [(w, k) for (w, k), _ in t.groupby(["workload", "task"], sort=True) if jobs.best_times(df, k, w)]
+    conf = jobs.configurations(df)
+    best = {(w, k): jobs.best_times(df, k, w, conf) for (w, k), _ in t.groupby(["workload", "task"], sort=True)}
+    tasks = [wk for wk, b in best.items() if b]
     if not tasks:
         return []
-    firsts = [next(iter(jobs.best_times(df, k, w))) for w, k in tasks]
+    firsts = [next(iter(best[wk])) for wk in tasks]
     count = ", ".join(f"{f}'s in {n}" for f, n in tally(firsts))
-    rows = [(f"{w} {k}", absolute(df, w, k).split(": ", 1)[1]) for w, k in tasks]
+    rows = [(f"{w} {k}", absolute(df, w, k, conf).split(": ", 1)[1]) for w, k in tasks]
     stated = compared = 0
     if fam.m:
         for (w, k), g in t.groupby(["workload", "task"], sort=True):
