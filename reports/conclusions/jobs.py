@@ -448,7 +448,7 @@ def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[Cha
     rows = {r["configuration"]: r for r in listed}
     found: dict[int, str | None] = {}
 
-    def cheapest(n: int) -> str | None:       # the rows once, each N once: a render of 200 tasks took 22 s here
+    def cheapest(n: int) -> str | None:       # the rows once, each N once (12,648 calls on a report of 200 tasks)
         if n not in found:
             cs = [(job_cost(r, n, role, draws=False).value, r["configuration"]) for r in listed]
             cs = [x for x in cs if finite(x[0])]
