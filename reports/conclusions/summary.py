@@ -192,11 +192,9 @@ def _winners(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family, cls: str
     return won, stated, compared
 
 
-def absolute(df: pd.DataFrame, workload: str, task: str, conf: pd.DataFrame | None = None) -> str:
-    """'gpt forward: torch compiled 31.7 ms, ...': each framework's fastest configuration's
-    steady step on a task, fastest first (`conf`: jobs.best_times)."""
-    best = jobs.best_times(df, task, workload, conf)
-    return f"{workload} {task}: " + ", ".join(f"{c} {stats.fmt_seconds(x)}" for c, x in best.values())
+def times_text(best: dict[str, tuple[str, float]]) -> str:
+    """'torch compiled 31.7 ms, ...': jobs.best_times's configurations and steady steps, fastest first."""
+    return ", ".join(f"{c} {stats.fmt_seconds(x)}" for c, x in best.values())
 
 
 def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[str]:
@@ -211,7 +209,7 @@ def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[st
         return []
     firsts = [next(iter(best[wk])) for wk in tasks]
     count = ", ".join(f"{f}'s in {n}" for f, n in tally(firsts))
-    rows = [(f"{w} {k}", absolute(df, w, k, conf).split(": ", 1)[1]) for w, k in tasks]
+    rows = [(f"{w} {k}", times_text(best[(w, k)])) for w, k in tasks]
     stated = compared = 0
     if fam.m:
         for (w, k), g in t.groupby(["workload", "task"], sort=True):
@@ -318,7 +316,7 @@ def _claim_sentence(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> lis
                and max(up) < findings.CLAIM else ""))
     rows = [(f"{top['workload']} {top['task']} (the largest)",
              f"torch compiled {stats.fmt_seconds(top['median_s'])} against eager " + _eager_time(t, top)
-             + "; each framework's fastest: " + absolute(df, top["workload"], top["task"]).split(": ", 1)[1])]
+             + "; each framework's fastest: " + times_text(jobs.best_times(df, top["task"], top["workload"])))]
     if fin:
         r, n, lo, hi = max(fin, key=lambda x: x[1])
         span = (f"[{lo:,.0f}, {'never' if math.isinf(hi) else f'{hi:,.0f}'}]" if not math.isnan(lo) and
