@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.base import FwbenchError, Unsupported, available_cpus, choose, is_accelerator  # noqa: F401  (re-exported)
+from workloads.base import FwbenchError, Unsupported, available_cpus, choose, is_accelerator, restrict_cpus  # noqa: F401  (re-exported)
 from workloads.case import Case, Placement
 from workloads.framework_facts import FACTS, facts
 
@@ -110,8 +110,10 @@ def set_threads(n: int | None = None) -> int:
     PyTorch, TF_NUM_INTRAOP_THREADS for TensorFlow, the XLA CPU flags for JAX) and, when
     n is below the CPUs available, pins the process to n CPUs so that no runtime's pool
     can use more. Adapters also apply n through their own API in `configure`. Also sets
-    up the C heap (configure_allocator). Returns the count in force.
+    up the C heap (configure_allocator). Returns the count in force. The CPUs available are
+    those FWBENCH_CPUS names, where set (restrict_cpus).
     """
+    restrict_cpus()
     cpus = available_cpus()
     n = cpus if n is None else int(n)
     if n < 1:

@@ -20,6 +20,7 @@ from frameworks.base import default_cache_dir
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
 from frameworks.pytest_plugin import pytest_collection_modifyitems as plugin_modifyitems
 from tests.support.shared import SHARED_ENV, run_dir
+from workloads.base import CPUS_ENV
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
@@ -38,10 +39,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), os.environ["PYTEST_XDIST_WORKER"])
 # Each worker runs on one CPU of its own (round robin), so its frameworks take one thread each
 # and two workers' thread pools do not contend for the same cores; an `alone` test gets every
-# CPU back while it runs (_turn).
+# CPU back while it runs (_turn). A process the worker starts inherits its CPU; a Slurm job does
+# not (the test cluster binds no tasks) and finds it in FWBENCH_CPUS, which sbatch passes on
+# (workloads.base.restrict_cpus): without it set_threads pinned every job to CPU 0, beside the
+# worker there, while the submitting worker's CPU idled.
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 if os.environ.get("PYTEST_XDIST_WORKER") and len(CPUS) > 1:
-    os.sched_setaffinity(0, {CPUS[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(CPUS)]})
+    _mine = CPUS[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(CPUS)]
+    os.sched_setaffinity(0, {_mine})
+    os.environ[CPUS_ENV] = str(_mine)
     # numpy's BLAS was loaded above with a thread per CPU; on the worker's one CPU its threads
     # spin waiting on each other: a float64 reference (numpy) of the ddpm-cifar UNet took 83 s in
     # a worker, 1.2 s alone. One thread, for good (a process the worker starts inherits the one
@@ -124,6 +130,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @contextlib.contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+@contextlib.contextmanager
 def _turn(config: pytest.Config, alone: bool, serial: str | None):
     """A turnstile over the run's workers (flock): every test passes the gate, then holds the
     room shared; an `alone` test holds the gate while it takes the room exclusively, so no
@@ -150,6 +169,7 @@ def _turn(config: pytest.Config, alone: bool, serial: str | None):
         if own_cpus is not None:
             os.sched_setaffinity(0, CPUS)
             held.callback(os.sched_setaffinity, 0, own_cpus)
+            held.enter_context(_env(CPUS_ENV, ",".join(map(str, CPUS))))
         yield                                     # closing the files releases every lock
 
 

@@ -54,9 +54,9 @@ def _need(fw: str) -> None:
         pytest.skip(f"{fw} not installed")
 
 
-def _run(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, *args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "reports", "run", "--preset", "tiny", "--workload", "gpt",
-                           "--cold", "1", "--warm", "0", "--out", "run", *args], cwd=tmp_path, env=_env(),
+                           "--cold", "1", "--warm", "0", "--out", "run", *args], cwd=tmp_path, env=_env(**env),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -74,8 +74,11 @@ def test_srun_runs_each_frameworks_data_parallel_step_checked_on_every_rank(slur
     collectives, and both ranks' all-reduce sweep."""
     _need(fw)
     t0 = time.monotonic()
+    # The test cluster binds no tasks: the ranks take the CPU FWBENCH_CPUS names (the last this
+    # test may use; a suite worker's own), which srun passes on with the environment.
+    cpu = max(os.sched_getaffinity(0))
     r = _run(tmp_path, "--processes-per-case", "2", "--launcher", "slurm", "--framework", fw, "--quick",
-             "--rounds", "3")
+             "--rounds", "3", FWBENCH_CPUS=str(cpu))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "launched by srun (Slurm)" in r.stderr and "## Processes x frameworks (measured)" in r.stdout
     log = (tmp_path / "run" / "logs" / f"{fw}-p2-0.log").read_text()
@@ -83,6 +86,7 @@ def test_srun_runs_each_frameworks_data_parallel_step_checked_on_every_rank(slur
     d = _doc(tmp_path, f"{fw}-p2-0.json")
     assert d["complete"] and d["launcher"] == "srun" and d["processes"] == 2 and len(d["hosts"]) == 2
     assert d["job"] and "." in d["job"]                                   # Slurm's job and step ids
+    assert f"on CPUs [{cpu}] " in d["pinning"], d["pinning"]
     [c] = d["cases"]
     assert c["status"] == "ok", c
     assert c["check"]["grad_rel"] <= parallel.GRAD_RTOL["gpt"] and c["check"]["rel"] <= parallel.CHECK_RTOL["gpt"]

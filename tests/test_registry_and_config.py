@@ -316,3 +316,16 @@ def test_cuda_graphs_are_a_labelled_torch_variant_declared_on_cuda_only():
     cfg = gpt.preset("tiny").config
     with pytest.raises(frameworks.Unsupported, match="replays CUDA graphs"):
         fw.build(Case("torch", "gpt", "forward", "compiled", CUDA_GRAPHS), cfg, gpt.init_params(cfg, 0))
+
+
+def test_fwbench_cpus_takes_a_cpu_list_and_keeps_a_process_on_it():
+    from workloads.base import parse_cpus
+    assert parse_cpus("0-3,6") == {0, 1, 2, 3, 6} and parse_cpus(" 1 ") == {1}
+    with pytest.raises(FwbenchError, match=r"^FWBENCH_CPUS='0-x': not a CPU list; write it as taskset -c does"):
+        parse_cpus("0-x")
+    mine = sorted(os.sched_getaffinity(0))
+    code = "import os; from frameworks.base import set_threads; set_threads(); print(sorted(os.sched_getaffinity(0)))"
+    for named, expected in ((str(mine[-1]), [mine[-1]]), ("4096", mine)):    # none of a process's CPUs: as is
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, FWBENCH_CPUS=named),
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == str(expected), named

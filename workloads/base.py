@@ -46,6 +46,36 @@ class Model:
         return {}
 
 
+CPUS_ENV = "FWBENCH_CPUS"
+
+
+def parse_cpus(text: str) -> set[int]:
+    """'0-3,6' (as taskset -c and Slurm write CPU lists) -> {0, 1, 2, 3, 6}."""
+    out: set[int] = set()
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise FwbenchError(f"{CPUS_ENV}={text!r}: not a CPU list; write it as taskset -c does, e.g. 0-3,6") from None
+    return out
+
+
+def restrict_cpus() -> None:
+    """Run on the CPUs FWBENCH_CPUS names, of those this process may use. A process inherits its
+    parent's CPUs, except one a scheduler starts afresh: a Slurm job on a cluster that binds no
+    tasks (TaskPlugin=task/none) may run anywhere on the node, and set_threads would pin it to
+    the node's first CPUs, beside whatever runs there. sbatch passes the submitter's environment
+    on, so a submitter that sets FWBENCH_CPUS keeps its jobs on its own CPUs (the test suite's
+    workers do: each has one CPU). Unset, or naming no CPU this process may use: as is."""
+    text = os.environ.get(CPUS_ENV, "").strip()
+    if not text or not hasattr(os, "sched_setaffinity"):
+        return
+    mine = parse_cpus(text) & os.sched_getaffinity(0)
+    if mine:
+        os.sched_setaffinity(0, mine)
+
+
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity; all of the machine's elsewhere than Linux)."""
     try:

@@ -87,8 +87,10 @@ def _plain(x: Any) -> Any:
 def pin(world: wd.World, threads: int) -> str:
     """This process's threads on CPUs of its own: set_threads (which pins to the first CPUs
     allowed), then CPUs [local_rank x threads, ...) of those the process may use, unless the
-    launcher already bound the task to fewer CPUs than the machine has (then they are its)."""
-    from frameworks.base import set_threads
+    launcher already bound the task to fewer CPUs than the machine has, or FWBENCH_CPUS named
+    fewer (workloads.base.restrict_cpus): then they are its."""
+    from frameworks.base import restrict_cpus, set_threads
+    restrict_cpus()
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     set_threads(threads)
     if not allowed:
