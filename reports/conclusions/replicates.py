@@ -82,6 +82,7 @@ warm_spread), `warm_sd` (the same of warm_sd), `cold_over_warm` (median over cas
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -524,5 +525,26 @@ def eager_of(df: pd.DataFrame, r: pd.Series) -> pd.Series | None:
     c = r.get("eager_case")
     if not isinstance(c, str):
         return None
-    hit = df[df["case"] == c]
-    return hit.iloc[0] if len(hit) else None
+    at = _positions(df).get(c)
+    if at is not None and df["case"].iat[at] != c:        # the frame's rows changed since it was indexed
+        at = _positions(df, again=True).get(c)
+    return None if at is None else df.iloc[at]
+
+
+# A frame's first row of each case, by position: eager_of is asked once per case by every
+# judgement, sentence and figure (2,500 times in one report), and a boolean mask over the frame
+# each time was a tenth of the report's time. Kept per frame while that frame lives.
+_INDEXED: dict[int, tuple[weakref.ref, int, dict[str, int]]] = {}
+
+
+def _positions(df: pd.DataFrame, again: bool = False) -> dict[str, int]:
+    hit = _INDEXED.get(id(df))
+    if hit is not None and hit[0]() is df and hit[1] == len(df) and not again:
+        return hit[2]
+    for k in [k for k, (ref, _, _) in _INDEXED.items() if ref() is None]:
+        del _INDEXED[k]
+    pos: dict[str, int] = {}
+    for i, c in enumerate(df["case"].tolist()):
+        pos.setdefault(c, i)
+    _INDEXED[id(df)] = (weakref.ref(df), len(df), pos)
+    return pos

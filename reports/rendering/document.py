@@ -350,9 +350,16 @@ def _steps(n: float | None, lo: float | None = None, hi: float | None = None) ->
 
 # ----------------------------------------------------------------------------- blocks
 
+def controls_and_margin(records: pd.DataFrame, margin: float) -> tuple[pd.DataFrame, float]:
+    """The A/A controls (controls.aa, at `margin`) and the report's equivalence margin: never
+    smaller than what the controls show of the method itself (controls.spread)."""
+    ctrl = controls.aa(records, margin)
+    return ctrl, max(margin, controls.spread(ctrl))
+
+
 def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str, float],
           notes: list[str], margin: float = stats.MARGIN, jobs: list[Job] | None = None,
-          records: pd.DataFrame | None = None) -> list[Block]:
+          records: pd.DataFrame | None = None, judged: pd.DataFrame | None = None) -> list[Block]:
     """The document's blocks from replicates.cases (records are aggregated first). The
     report's comparisons are judged first, as one family (findings.report_family); the
     verdict-dependent columns (break-even, flags) are added to the frame in place. Its
@@ -360,14 +367,15 @@ def build(df: pd.DataFrame, figs: dict[str, tuple[Path, str]], weights: dict[str
     workload, the model workloads' results, replication, compilation, findings, the choice
     per job, what did not run, the method and the appendices (the weighted concerns last).
     jobs: the reader's own (--job), else conclusions.jobs' defaults; records: the records before
-    aggregation (the side-by-side blocks, the A/A controls), where df is already aggregated."""
+    aggregation (the side-by-side blocks, the A/A controls), where df is already aggregated;
+    judged: the cases of the report's family as render prepared them for the figures (at the
+    report's margin), made here otherwise."""
     records = df if records is None else records
-    ctrl = controls.aa(records, margin)
-    # the equivalence margin is never smaller than what the A/A controls show of the method itself
-    margin = max(margin, controls.spread(ctrl))
+    ctrl, margin = controls_and_margin(records, margin)
     df = replicates.cases(df)
     every = df
-    df = sections.judged_in_report(every)    # scale-out's data-parallel cases: its own family and section
+    # scale-out's data-parallel cases: its own family and section
+    df = sections.judged_in_report(every) if judged is None else judged
     fam = findings.prepare(df, margin)
     missing = rdata.missing_frameworks(df)
     # the model workloads at every case axis' baseline: the generic tables (the variants: their sections)
@@ -711,10 +719,13 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
     return paths
 
 
-def paper_text(cases: pd.DataFrame, blocks: list[Block], jobs: list[Job] | None = None) -> paper_.Text:
-    """What paper.tex says beyond the report's blocks (reports.conclusions.narrative), for this run."""
-    df = sections.judged_in_report(cases)
-    fam = findings.family_of(cases)
+def paper_text(cases: pd.DataFrame, blocks: list[Block], jobs: list[Job] | None = None,
+               judged: pd.DataFrame | None = None) -> paper_.Text:
+    """What paper.tex says beyond the report's blocks (reports.conclusions.narrative), for this run;
+    judged: the report's family's cases as build prepared them (the paper's verdicts are the
+    report's), made here otherwise."""
+    df = sections.judged_in_report(cases) if judged is None else judged
+    fam = findings.family_of(df)
     ct = next((b[1] for b in blocks if b[0] == "table" and b[3] == "claims"), None)
     key = next((b[1] for b in blocks if b[0] == "ul"), [])          # the Summary's sentences (its first list)
     wls = [w for w in ("gpt", "diffusion", "dynamic", "interop", "derivatives") if w in set(cases["workload"])]
@@ -739,14 +750,15 @@ def rendered_by() -> str | None:
 
 
 def paper(cases: pd.DataFrame, blocks: list[Block], out_dir: Path, pdf: bool | None,
-          jobs: list[Job] | None = None, meta: paper_.Meta | None = None) -> dict[str, Any]:
+          jobs: list[Job] | None = None, meta: paper_.Meta | None = None,
+          judged: pd.DataFrame | None = None) -> dict[str, Any]:
     """paper.tex and references.bib (the works it cites), and paper.pdf where a LaTeX engine is on
     the PATH (pdf None: unless FWBENCH_PDF=0). Returns the paths written, `paper_problems`, and where
     compiled `paper_pages` and `paper_fonts` (each figure's place, main or appendix, and smallest
     printed font in points: latex.printed_figures)."""
     import os
     tex, bib = out_dir / "paper.tex", out_dir / "references.bib"
-    text = paper_text(cases, blocks, jobs)
+    text = paper_text(cases, blocks, jobs, judged)
     body = paper_.article(blocks, text, meta)
     tex.write_text(body, encoding="utf-8")
     years = [d.year for d in narrative.dates(cases)]
@@ -772,17 +784,18 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     weights = weights or dict(findings.DEFAULT_WEIGHTS)
     cases = replicates.cases(df)
     one = sections.judged_in_report(cases)       # the figures draw one-device cases
-    findings.prepare(one, margin)                # verdicts first: figures show break-even and flags
+    # verdicts first, at the report's margin (build's): figures show break-even and flags
+    findings.prepare(one, controls_and_margin(df, margin)[1])
     figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
     figs.update(drawings.draw(one, out_dir / "figures"))
     figs.update(choice.draw(one, out_dir / "figures", jobs))
-    blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs, records=df)
+    blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs, records=df, judged=one)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex_tables(blocks), encoding="utf-8")
-    paths.update(paper(cases, blocks, out_dir, pdf, jobs, meta))
+    paths.update(paper(cases, blocks, out_dir, pdf, jobs, meta, one))
     write_csv(df, paths["csv"])
     write_csv(cases.drop(columns=replicates.process_columns(cases)).assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
