@@ -17,6 +17,7 @@ import pytest
 import threadpoolctl
 
 from frameworks.base import default_cache_dir
+from frameworks.harness.gemm import GEMM_N_ENV
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
 from frameworks.pytest_plugin import pytest_collection_modifyitems as plugin_modifyitems
 from tests.support.shared import SHARED_ENV, run_dir
@@ -32,6 +33,11 @@ os.environ.setdefault("FWBENCH_PDF", "0")
 # in the suite and 32 s alone. A test's own --busy-retries, later on its command line, wins.
 if "--busy-retries" not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} --busy-retries 0".strip()
+# The machine's GEMM rate, which every benchmark process samples before its first case and after
+# its last (numpy's and the framework's), is measured at 256 x 256: at the default 2048 it took
+# 4.6 s of each such process (2.3 s a sample on one core; 0.02 s at 256, at 98% of the rate),
+# and no test judges the rate. A test that does sets its own.
+os.environ.setdefault(GEMM_N_ENV, "256")
 # A worker's compile caches are its own, a folder inside the run's (the controller's configure set
 # FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started): tests that count
 # what a compiler writes to its cache folder would count another worker's writes too.

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from frameworks.harness import gemm
 from tests.support.helpers import INSTALLED, MISSING
 from workloads import record as record_mod
 
@@ -59,6 +60,7 @@ def test_machine_info_has_what_utilisation_needs(run_json):
     assert info["gemm_flops"] == max(info["gemm_rates"].values())
     assert info["gemm_flops"] == max(r for sample in info["gemm_samples"] for r in sample.values())
     assert "before the first case and after the last" in info["gemm_note"]
+    assert f"float32 {gemm.gemm_n()}x{gemm.gemm_n()} matmul" in info["gemm_note"]     # the size measured at
     assert info["allocator"]
     assert set(info["frameworks"]) == set(INSTALLED)
     for fw in INSTALLED:

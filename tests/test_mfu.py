@@ -268,3 +268,13 @@ def test_utilisation_divides_by_the_gemm_rate_at_the_cases_precision(tmp_path):
         assert r["util_peak_flops"] == rate
         assert math.isclose(r["utilisation"], 1e9 / r["median_s"] / rate)
     assert math.isnan(df.loc[("jax", "eager"), "utilisation"])
+
+
+def test_the_gemm_size_is_2048_unless_fwbench_gemm_n_says_otherwise(monkeypatch):
+    monkeypatch.delenv(gemm.GEMM_N_ENV, raising=False)
+    assert gemm.gemm_n() == gemm.GEMM_N == 2048
+    monkeypatch.setenv(gemm.GEMM_N_ENV, "256")
+    assert gemm.gemm_n() == 256
+    monkeypatch.setenv(gemm.GEMM_N_ENV, "-3")
+    with pytest.raises(frameworks.FwbenchError, match=r"^FWBENCH_GEMM_N='-3': the GEMM size must be a positive"):
+        gemm.gemm_n()

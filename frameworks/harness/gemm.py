@@ -20,13 +20,29 @@ from workloads.base import FwbenchError
 from workloads.precision import POLICIES, peak_kind
 
 GEMM_N = 2048
+GEMM_N_ENV = "FWBENCH_GEMM_N"
 
 
-def measure_gemm_flops(n: int = GEMM_N, repeats: int = 5, threads: int | None = None) -> float:
+def gemm_n() -> int:
+    """The size of the CPU's fp32 GEMM rate (n x n): GEMM_N, or FWBENCH_GEMM_N where set. At 2048
+    a rate takes about 1.1 s per library on one core, sampled twice per process by numpy and the
+    framework: 4.6 s of a benchmark process. The test suite, which judges no rate, sets 256
+    (tests/conftest.py); the record's gemm_note names the size."""
+    text = os.environ.get(GEMM_N_ENV, "").strip()
+    if not text:
+        return GEMM_N
+    if not text.isdigit() or int(text) < 1:
+        raise FwbenchError(f"{GEMM_N_ENV}={text!r}: the GEMM size must be a positive integer (default {GEMM_N})")
+    return int(text)
+
+
+def measure_gemm_flops(n: int | None = None, repeats: int = 5, threads: int | None = None) -> float:
     """numpy's fp32 matrix-multiply rate on the CPU: the best of `repeats` n x n float32
-    products (BLAS), after one warm-up, with BLAS limited to `threads` (threadpoolctl: numpy's
-    BLAS sizes its pool when numpy is imported, usually before fwbench sets the count)."""
+    products (BLAS; n: gemm_n()), after one warm-up, with BLAS limited to `threads`
+    (threadpoolctl: numpy's BLAS sizes its pool when numpy is imported, usually before fwbench
+    sets the count)."""
     from threadpoolctl import threadpool_limits
+    n = n or gemm_n()
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
@@ -45,12 +61,13 @@ def _best_time(fn: Callable[[], Any], repeats: int) -> float:
     return best
 
 
-def measure_gemm_rates(threads: int, adapters: list[frameworks.Adapter], n: int = GEMM_N,
+def measure_gemm_rates(threads: int, adapters: list[frameworks.Adapter], n: int | None = None,
                        repeats: int = 5) -> dict[str, float]:
     """The CPU's fp32 GEMM rate at `threads` threads by every library at hand: numpy's BLAS
     and each adapter's own matmul (measure_peak: MKL/oneDNN for PyTorch, XLA for JAX and
     TensorFlow), n x n, best of `repeats`. Utilisation divides by the best of them (no
-    library's rate understates what the machine can do), and every rate is recorded."""
+    library's rate understates what the machine can do), and every rate is recorded. n: gemm_n()."""
+    n = n or gemm_n()
     rates = {"numpy": measure_gemm_flops(n, repeats, threads)}
     for a in adapters:
         try:
@@ -71,7 +88,7 @@ def cpu_gemm(threads: int, adapters: list[frameworks.Adapter], before: list[dict
     best = max(rates, key=rates.get)
     when = "before the first case and after the last" if len(samples) > 1 else "after the run"
     return {"gemm_rates": rates, "gemm_samples": samples, "gemm_flops": max(rates.values()),
-            "gemm_note": (f"float32 {GEMM_N}x{GEMM_N} matmul at the thread count in force, best of 5, by "
+            "gemm_note": (f"float32 {gemm_n()}x{gemm_n()} matmul at the thread count in force, best of 5, by "
                           f"{', '.join(rates)}; best of {len(samples)} such measurements ({when}); "
                           f"fastest: {best}")}
 
@@ -131,7 +148,7 @@ def measure_peak(adapter: frameworks.Adapter, device: str, precision: str, repea
     """The one GEMM instrument: the framework's own n x n matrix-multiply rate on `device` with
     both inputs in `precision`'s compute dtype, at fwbench's float32 matmul precision (the
     adapter's own_precision), best of `repeats` after one warm-up, and how it was measured.
-    n: PEAK_N by device unless given (GEMM_N for the CPU's fp32 rates)."""
+    n: PEAK_N by device unless given (gemm_n() for the CPU's fp32 rates)."""
     n = n or PEAK_N["cpu" if device == "cpu" else "accelerator"]
     with adapter.own_precision():
         x = adapter.cast(adapter.asarray(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32), device),

@@ -13,7 +13,7 @@ import numpy as np
 
 import frameworks
 from frameworks.base import available_cpus, configure_allocator, default_cache_dir, process_threads
-from frameworks.harness.gemm import GEMM_N, accelerator_gemm, cpu_gemm, measure_gemm_flops
+from frameworks.harness.gemm import accelerator_gemm, cpu_gemm, gemm_n, measure_gemm_flops
 from frameworks.harness.host import env_bytes
 from frameworks.harness.options import Options, resolve_device
 from workloads import precision
@@ -217,7 +217,7 @@ def host_info(framework: str, device: str = "cpu") -> dict[str, Any]:
         info["gemm_flops"] = measure_gemm_flops()
         info["gemm_rates"] = {"numpy": info["gemm_flops"]}
         info["gemm_samples"] = [dict(info["gemm_rates"])]
-        info["gemm_note"] = (f"numpy float32 {GEMM_N}x{GEMM_N} matmul, best of 5, at the thread count in force; "
+        info["gemm_note"] = (f"numpy float32 {gemm_n()}x{gemm_n()} matmul, best of 5, at the thread count in force; "
                              "measured by fwbench run after the benchmark process ended early")
     accel = None
     try:

@@ -12,7 +12,7 @@ from typing import Any
 import frameworks
 import workloads
 from frameworks.base import FrameworkUnavailable, Unsupported, available_cpus, process_threads
-from frameworks.harness.gemm import GEMM_N, measure_gemm_rates, measure_peak, mfu_fields, vendor_peak
+from frameworks.harness.gemm import gemm_n, measure_gemm_rates, measure_peak, mfu_fields, vendor_peak
 from frameworks.harness.host import wait_quiet
 from frameworks.harness.memory import cpu_call_peak
 from frameworks.harness.options import Options, parse_presets, resolve_device
@@ -191,7 +191,7 @@ def case_peak(session: Session, adapter: frameworks.Adapter, device: str, precis
         rates = session.gemm_samples[0] if session.gemm_samples else {}
         if device == "cpu" and kind == "fp32" and rates:
             best = max(rates, key=rates.get)
-            session.peaks[key] = (rates[best], f"{best} float32 {GEMM_N}x{GEMM_N} matmul on cpu, best of 5 "
+            session.peaks[key] = (rates[best], f"{best} float32 {gemm_n()}x{gemm_n()} matmul on cpu, best of 5 "
                                                f"(the fastest of {', '.join(rates)}), before the first case")
         else:
             try:

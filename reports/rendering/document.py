@@ -19,6 +19,7 @@ reproduces committed outputs.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +130,11 @@ def _gemm_text(runs: list[dict[str, Any]], measured: list[float]) -> str:
     for r in runs:
         for src, g in (r.get("gemm_rates") or {}).items():
             rates[src] = max(rates.get(src, 0.0), g)
+    # the size each run measured at, from its note (2048, the default; a test run's smaller)
+    sizes = sorted({int(m.group(1)) for r in runs if (m := re.search(r"(\d+)x\1 matmul", str(r.get("gemm_note"))))})
     if rates:
-        text = ("float32 2048x2048 matmul at the thread count in force, best of 5, before the first case and after "
+        text = (f"float32 {' and '.join(f'{n}x{n}' for n in sizes) or 'n x n'} matmul at the thread count in force, "
+                "best of 5, before the first case and after "
                 "the last of every process, by numpy's BLAS and each framework; best per library: "
                 + ", ".join(f"{src} {g / 1e9:.1f}" for src, g in sorted(rates.items(), key=lambda kv: -kv[1]))
                 + " GFLOP/s")
