@@ -57,6 +57,22 @@ def test_label_problems_sees_overlapping_ticks():
     assert not any("overlaps" in p for p in figures.label_problems(fig))
 
 
+def test_slanting_a_log_axis_labels_keeps_its_view():
+    """declutter rewrites the tick labels with set_xticks, which widens the view to every tick
+    it is given: a log axis's locator has ticks beyond the data (the first-call figure's x axis
+    ran to 0.0001 with nothing there)."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2.2, 2), layout="constrained")
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.plot([1.2e-3, 4e-2], [1, 2])
+    figures.plain_log_labels(fig)
+    lim = ax.get_xlim()
+    assert any("overlaps" in p for p in figures.label_problems(fig))
+    assert figures.declutter(fig) and ax.get_xlim() == lim and figures.label_problems(fig) == []
+    assert figures.declutter(fig) is False          # nothing left to slant
+
+
 def _model_medians(slow: float) -> dict:
     return {("gpt", t, m): 0.01 * slow * (2.0 if m == "eager" else 1.0) for t in ("forward", "train_step")
             for m in ("eager", "compiled")}

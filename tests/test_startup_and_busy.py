@@ -22,7 +22,7 @@ from tests.support import reports_fixtures as fx
 from tests.test_harness import FakeAdapter, session
 from workloads.case import Case
 
-pytestmark = [pytest.mark.alone, pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")]
+pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 
 
 class StartingAdapter(FakeAdapter):
@@ -217,6 +217,7 @@ def _bench_entries(benchmark):
     return [s for s in benchmark._add_stats.__self__ if s.name == benchmark.name]
 
 
+@pytest.mark.alone           # the real host check: the hog must be all that is busy
 def test_a_case_timed_on_a_busy_machine_is_measured_again_once_the_hog_stops(benchmark, monkeypatch, hog):
     fake = FakeAdapter()
     monkeypatch.setattr(frameworks, "load", lambda name: fake)
@@ -237,6 +238,7 @@ def test_a_case_timed_on_a_busy_machine_is_measured_again_once_the_hog_stops(ben
     assert _bench_entries(benchmark) == [benchmark.stats]          # one result: the last measurement's
 
 
+@pytest.mark.alone           # the real host check: the hog must be all that is busy
 def test_a_case_that_stays_busy_is_left_out_and_counted_on_page_one(benchmark, monkeypatch, hog, tmp_path):
     import reports
     from reports.conclusions import findings, replicates
