@@ -33,11 +33,6 @@ os.environ.setdefault("FWBENCH_PDF", "0")
 # in the suite and 32 s alone. A test's own --busy-retries, later on its command line, wins.
 if "--busy-retries" not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} --busy-retries 0".strip()
-# The machine's GEMM rate, which every benchmark process samples before its first case and after
-# its last (numpy's and the framework's), is measured at 256 x 256: at the default 2048 it took
-# 4.6 s of each such process (2.3 s a sample on one core; 0.02 s at 256, at 98% of the rate),
-# and no test judges the rate. A test that does sets its own.
-os.environ.setdefault(GEMM_N_ENV, "256")
 # A worker's compile caches are its own, a folder inside the run's (the controller's configure set
 # FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started): tests that count
 # what a compiler writes to its cache folder would count another worker's writes too.
@@ -117,6 +112,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """In a worker, pytest-benchmark turns its fixture off (numbers from parallel processes are
     not benchmarks); the tests here use the fixture as the harness does, for its rounds and
     statistics, and those that judge times are `alone`: it is turned back on."""
+    # The tests' benchmark processes and in-process cases measure the machine's GEMM rate (sampled
+    # before the first case and after the last, numpy's and the framework's) at 256 x 256: at the
+    # default 2048 it took 4.6 s of each such process (2.3 s a sample on one core; 0.02 s at 256,
+    # at 98% of the rate), and no test judges the rate (a test that does sets its own). Not in a
+    # benchmark run (--benchmark-only, fwbench run's processes): its rate is the default's.
+    if not session.config.getoption("benchmark_only", False):
+        os.environ.setdefault(GEMM_N_ENV, "256")
     bs = getattr(session.config, "_benchmarksession", None)
     if bs is not None and os.environ.get("PYTEST_XDIST_WORKER"):
         bs.disabled = bool(session.config.getoption("benchmark_disable")
