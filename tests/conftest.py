@@ -12,6 +12,7 @@ process of `fwbench run`), pytest runs as usual.
 import contextlib
 import fcntl
 import os
+import shutil
 
 import pytest
 import threadpoolctl
@@ -22,6 +23,7 @@ from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in t
 from frameworks.pytest_plugin import pytest_collection_modifyitems as plugin_modifyitems
 from tests.support.shared import SHARED_ENV, run_dir
 from workloads.base import CPUS_ENV
+from workloads.framework_facts import facts
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
 # tests compile it on purpose (tests/test_paper.py).
@@ -33,11 +35,35 @@ os.environ.setdefault("FWBENCH_PDF", "0")
 # in the suite and 32 s alone. A test's own --busy-retries, later on its command line, wins.
 if "--busy-retries" not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} --busy-retries 0".strip()
-# A worker's compile caches are its own, a folder inside the run's (the controller's configure set
-# FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started): tests that count
-# what a compiler writes to its cache folder would count another worker's writes too.
+# A worker's compile caches are a folder of its own inside the suite's (the controller's configure
+# set FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started), where TF's XLA
+# cache stays: the tests count its compiles as the entries written there (adapter.counters), and
+# another worker's writes would count too. Torch's and JAX's sub-folders are links to one folder
+# all workers share (SHARED_CACHES): their entries are keyed by the program, so a program compiled
+# in either worker, in this run or an earlier one, is found whichever worker a test file lands on
+# next time (per-worker folders were warm only where earlier runs had put every file on both
+# workers: the compiled torch UNet's block took 84 s instead of 12 on a worker that had not).
+SHARED_CACHES = ("torch", "jax")
+
+
+def _share_caches(suite: str, worker: str) -> str:
+    own = os.path.join(suite, worker)
+    for fw in SHARED_CACHES:
+        sub = facts(fw).cache_subdir
+        shared, link = os.path.join(suite, "shared", sub), os.path.join(own, sub)
+        os.makedirs(shared, exist_ok=True)
+        if os.path.islink(link):
+            continue
+        if os.path.isdir(link):        # a folder of this worker's own from before: its entries join
+            shutil.copytree(link, shared, dirs_exist_ok=True)
+            shutil.rmtree(link)
+        os.makedirs(own, exist_ok=True)
+        os.symlink(shared, link)
+    return own
+
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ["FWBENCH_CACHE_DIR"] = os.path.join(default_cache_dir(), os.environ["PYTEST_XDIST_WORKER"])
+    os.environ["FWBENCH_CACHE_DIR"] = _share_caches(default_cache_dir(), os.environ["PYTEST_XDIST_WORKER"])
 # Each worker runs on one CPU of its own (round robin), so its frameworks take one thread each
 # and two workers' thread pools do not contend for the same cores; an `alone` test gets every
 # CPU back while it runs (_turn). A process the worker starts inherits its CPU; a Slurm job does
@@ -89,7 +115,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 # test_slurm.py and test_distributed.py take turns at the one-node Slurm cluster: they stand
 # far enough apart that the second starts after the first has ended. From --durations on the
 # 2-core machine (a file's tests summed, 23 to 262 s); a stale order costs time, never a result.
-FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py",
+FIRST = ("test_startup_and_busy.py", "test_library.py", "test_sets.py",
          "test_slurm.py", "test_diffusion_equivalence.py", "test_scaleout.py", "test_serving.py",
          "test_derivatives.py", "test_precision_tensorflow.py", "test_distributed.py", "test_dynamic.py",
          "test_preset_equivalence.py", "test_paper.py", "test_first_calls.py", "test_gpt_equivalence.py",

@@ -17,8 +17,10 @@ from reports.commands import coordinator, plan, results, sets
 from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
-# real timings (an injected slowdown found, a position effect): no other test beside it
-pytestmark = pytest.mark.alone
+# The side-by-side run (side_run) times real blocks and runs beside the suite's other tests, on
+# its worker's one CPU, where a set's processes take turns as they do on a machine of their own:
+# measured so, both processes on one CPU and a GEMM loop on the other, the paired ratio read
+# 1.199 [1.137, 1.264] (4 sets; alone on 2 CPUs it took as long and idled the other worker).
 
 SLOW = 1.20    # 4 sets of the tiny forward: 2.5-4% SD per set measured, one set at times 10%: t(3) keeps it found
 LABEL = "jax-compiled-forward"
