@@ -109,20 +109,23 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 # The order in which the workers take the test files (a file not named follows, in collection
 # order): the `alone` ones first, so that none waits at the gate for another worker's long test
-# to end (tests/conftest.py: _turn), then the rest longest first, so that no long file is left
-# for the end while the other worker idles (xdist's default takes the files with the most tests
-# first: the Slurm, side-by-side and first-call files, few tests and minutes each, came last).
-# test_slurm.py and test_distributed.py take turns at the one-node Slurm cluster: they stand
-# far enough apart that the second starts after the first has ended. From --durations on the
-# 2-core machine (a file's tests summed, 23 to 262 s); a stale order costs time, never a result.
-FIRST = ("test_startup_and_busy.py", "test_library.py", "test_sets.py",
-         "test_slurm.py", "test_diffusion_equivalence.py", "test_scaleout.py", "test_serving.py",
-         "test_derivatives.py", "test_precision_tensorflow.py", "test_distributed.py", "test_dynamic.py",
-         "test_preset_equivalence.py", "test_paper.py", "test_first_calls.py", "test_gpt_equivalence.py",
-         "test_precision_torch.py", "test_precision_jax.py", "test_reports_stats.py", "test_mutations.py",
-         "test_run_interrupts.py", "test_cli_fwbench.py", "test_harness.py", "test_launch.py",
-         "test_benchmark_run.py", "test_peers.py", "test_run_paths.py", "test_runner_repeats.py",
-         "test_reports_scale.py", "test_interop.py", "test_cli_errors.py", "test_report_reads.py")
+# to end (tests/conftest.py: _turn); then the side-by-side and Slurm files, which wait on pipes and
+# on Slurm (a fifth of a CPU idles while they run) and so run beside the busiest files; then the
+# rest longest first, so that no long file is left for the end while the other worker idles
+# (xdist's default takes the files with the most tests first: the Slurm, side-by-side and
+# first-call files, few tests and minutes each, came last). test_slurm.py and test_distributed.py
+# take turns at the one-node Slurm cluster: they stand far enough apart that the second starts
+# after the first has ended. From --durations on the 2-core machine (a file's tests summed, 10 to
+# 197 s); a stale order costs time, never a result.
+FIRST = ("test_startup_and_busy.py", "test_library.py", "test_sets.py", "test_slurm.py",
+         "test_serving.py", "test_dynamic.py", "test_scaleout.py", "test_precision_tensorflow.py",
+         "test_distributed.py", "test_derivatives.py", "test_diffusion_equivalence.py", "test_paper.py",
+         "test_reports_stats.py", "test_mutations.py", "test_run_interrupts.py", "test_first_calls.py",
+         "test_cli_fwbench.py", "test_launch.py", "test_gpt_equivalence.py", "test_peers.py",
+         "test_precision_jax.py", "test_harness.py", "test_benchmark_run.py", "test_preset_equivalence.py",
+         "test_report_reads.py", "test_tf_axes.py", "test_runner_repeats.py", "test_reports_scale.py",
+         "test_run_paths.py", "test_cookbook.py", "test_cli_errors.py", "test_global_precision.py",
+         "test_conformance.py", "test_interop.py", "test_precision_torch.py", "test_memory.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
