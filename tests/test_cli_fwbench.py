@@ -464,3 +464,23 @@ def test_the_suites_file_order_names_test_files_that_exist_and_puts_the_alone_on
     marked = re.compile(r"^(@pytest\.mark\.alone|pytestmark = .*pytest\.mark\.alone)", re.M)
     alone = [f.name for f in sorted(here.glob("test_*.py")) if marked.search(f.read_text(encoding="utf-8"))]
     assert alone and set(conftest.FIRST[:len(alone)]) == set(alone), alone
+
+
+def test_the_workers_share_torchs_and_jaxs_compile_caches_and_keep_tfs_own(tmp_path):
+    """tests/conftest.py: a worker's torch and JAX cache folders are links to one folder of the
+    suite's, an earlier per-worker folder's entries join it, and TF's XLA folder stays the
+    worker's own (its compiles are counted as entries written there)."""
+    from tests import conftest
+    from workloads.framework_facts import facts
+    old = tmp_path / "gw1" / facts("torch").cache_subdir
+    old.mkdir(parents=True)
+    (old / "entry").write_text("compiled")
+    own = {w: Path(conftest._share_caches(str(tmp_path), w)) for w in ("gw0", "gw1", "gw0")}
+    for fw in conftest.SHARED_CACHES:
+        sub = facts(fw).cache_subdir
+        links = [own[w] / sub for w in ("gw0", "gw1")]
+        assert all(p.is_symlink() for p in links)
+        assert links[0].resolve() == links[1].resolve() == (tmp_path / "shared" / sub).resolve()
+    assert (own["gw0"] / facts("torch").cache_subdir / "entry").read_text() == "compiled"
+    tf = facts("tensorflow").cache_subdir
+    assert "tensorflow" not in conftest.SHARED_CACHES and not (tmp_path / "shared" / tf).exists()
