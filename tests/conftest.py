@@ -110,7 +110,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 # The order in which the workers take the test files (a file not named follows, in collection
 # order): the `alone` ones first, so that none waits at the gate for another worker's long test
 # to end (tests/conftest.py: _turn); then the side-by-side and Slurm files, which wait on pipes and
-# on Slurm (a fifth of a CPU idles while they run) and so run beside the busiest files; then the
+# on Slurm (15-23% of the two CPUs idle while they run) and so run beside the busiest files; then the
 # rest longest first, so that no long file is left for the end while the other worker idles
 # (xdist's default takes the files with the most tests first: the Slurm, side-by-side and
 # first-call files, few tests and minutes each, came last). test_slurm.py and test_distributed.py
