@@ -3,11 +3,12 @@
 The README's test command, `python -m pytest` with no paths, runs the suite in parallel
 worker processes (pytest-xdist, from the test extra: one per CPU, at most 4, a test file per
 worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each worker on one CPU
-of its own. The suite is CPU-bound: on 2 cores workers take it from about 37 to under 30
-minutes. A test marked `alone` (timings, a busy-machine check) runs with no other test beside
-it, on every CPU; tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a
-time, beside the others. Given paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework
-process of `fwbench run`), pytest runs as usual.
+of its own. The suite is CPU-bound: on 2 cores, with the compile caches an earlier run left
+(torch's and JAX's shared by the workers), it takes about 17-18 minutes in workers. A test
+marked `alone` (timings, a busy-machine check) runs with no other test beside it, on every
+CPU; tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the
+others. Given paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework process of
+`fwbench run`), pytest runs as usual.
 """
 import contextlib
 import fcntl
