@@ -110,15 +110,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 # The order in which the workers take the test files (a file not named follows, in collection
 # order): the `alone` ones first, so that none waits at the gate for another worker's long test
-# to end (tests/conftest.py: _turn); then the side-by-side and Slurm files, which wait on pipes and
-# on Slurm (15-23% of the two CPUs idle while they run) and so run beside the busiest files; then the
+# to end (tests/conftest.py: _turn); then the Slurm file, which waits on Slurm (15-23% of the two
+# CPUs idle while it and the side-by-side file run), beside the busiest files; then the
 # rest longest first, so that no long file is left for the end while the other worker idles
 # (xdist's default takes the files with the most tests first: the Slurm, side-by-side and
 # first-call files, few tests and minutes each, came last). test_slurm.py and test_distributed.py
 # take turns at the one-node Slurm cluster: they stand far enough apart that the second starts
 # after the first has ended. From --durations on the 2-core machine (a file's tests summed, 10 to
 # 197 s); a stale order costs time, never a result.
-FIRST = ("test_startup_and_busy.py", "test_library.py", "test_sets.py", "test_slurm.py",
+FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py", "test_slurm.py",
          "test_serving.py", "test_dynamic.py", "test_scaleout.py", "test_precision_tensorflow.py",
          "test_distributed.py", "test_derivatives.py", "test_diffusion_equivalence.py", "test_paper.py",
          "test_reports_stats.py", "test_mutations.py", "test_run_interrupts.py", "test_first_calls.py",
