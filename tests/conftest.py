@@ -23,7 +23,7 @@ from frameworks.harness.gemm import GEMM_N_ENV
 from frameworks.pytest_plugin import *  # noqa: F401,F403  (hooks must live in the conftest namespace)
 from frameworks.pytest_plugin import pytest_collection_modifyitems as plugin_modifyitems
 from tests.support.shared import SHARED_ENV, run_dir
-from workloads.base import CPUS_ENV
+from workloads.base import CPUS_ENV, merge_tree
 from workloads.framework_facts import facts
 
 # Reports rendered by tests write paper.tex but do not compile it (seconds each); the paper
@@ -56,7 +56,7 @@ def _share_caches(suite: str, worker: str) -> str:
         if os.path.islink(link):
             continue
         if os.path.isdir(link):        # a folder of this worker's own from before: its entries join
-            shutil.copytree(link, shared, dirs_exist_ok=True)
+            merge_tree(link, shared)
             shutil.rmtree(link)
         os.makedirs(own, exist_ok=True)
         os.symlink(shared, link)
