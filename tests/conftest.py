@@ -6,7 +6,7 @@ worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each work
 of its own. The suite is CPU-bound: on 2 cores, with the compile caches an earlier run left
 (torch's and JAX's shared by the workers), it takes about 17-18 minutes in workers. A test
 marked `alone` (timings, a busy-machine check) runs with no other test beside it, on every
-CPU; tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the
+CPU (a file's alone tests first, one after another in one turn); tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the
 others. Given paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework process of
 `fwbench run`), pytest runs as usual.
 """
@@ -129,13 +129,26 @@ FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py", "test_sl
          "test_conformance.py", "test_interop.py", "test_precision_torch.py", "test_memory.py")
 
 
+def _alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The plugin's selection (frameworks/pytest_plugin.py), then, in a plain test run, the files
-    in FIRST's order (a stable sort: each file's tests keep theirs)."""
+    in FIRST's order, and in each file its `alone` tests first (a stable sort: the rest keep
+    their order): a worker then runs a file's alone tests one after another, holding the room
+    from the first to the last (pytest_runtest_protocol), not one at a time between the other
+    worker's tests."""
     plugin_modifyitems(config, items)
     if not config.getoption("benchmark_only", False):
-        rank = {name: i for i, name in enumerate(FIRST)}
-        items.sort(key=lambda it: rank.get(it.path.name if it.path.parent.name == "tests" else "", len(FIRST)))
+        items.sort(key=place)
+
+
+def place(item: pytest.Item) -> tuple[int, bool]:
+    """A test's place in a plain run: its file's in FIRST (a file not named, or a benchmark
+    module, after those named), then, in its file, `alone` before the rest."""
+    rank = FIRST.index(item.path.name) if item.path.parent.name == "tests" and item.path.name in FIRST else len(FIRST)
+    return rank, not _alone(item)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -211,8 +224,28 @@ def _turn(config: pytest.Config, alone: bool, serial: str | None):
         yield                                     # closing the files releases every lock
 
 
+# The room an `alone` test of this worker took, kept while the worker's next test is `alone` too.
+_kept_room: contextlib.ExitStack | None = None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test inside its turn (_turn). An `alone` test whose next test is `alone` too keeps
+    the room for it: released between them, it went to the other worker, whose test (46 s, the
+    Slurm end-to-end one) started in the gap while the alone tests left waited and a CPU idled."""
+    global _kept_room
     serial = item.get_closest_marker("serial")
-    with _turn(item.config, item.get_closest_marker("alone") is not None, serial.args[0] if serial else None):
+    alone = _alone(item) and serial is None
+    room, _kept_room = _kept_room, None
+    if room is None or not alone:
+        if room is not None:
+            room.close()
+        room = contextlib.ExitStack()
+        room.enter_context(_turn(item.config, _alone(item), serial.args[0] if serial else None))
+    try:
         yield
+    finally:
+        if alone and _alone(nextitem) and nextitem.get_closest_marker("serial") is None:
+            _kept_room = room
+        else:
+            room.close()

@@ -7,12 +7,14 @@ for real without a framework. The real-run test at the end uses an installed fra
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -464,6 +466,54 @@ def test_the_suites_file_order_names_test_files_that_exist_and_puts_the_alone_on
     marked = re.compile(r"^(@pytest\.mark\.alone|pytestmark = .*pytest\.mark\.alone)", re.M)
     alone = [f.name for f in sorted(here.glob("test_*.py")) if marked.search(f.read_text(encoding="utf-8"))]
     assert alone and set(conftest.FIRST[:len(alone)]) == set(alone), alone
+
+
+def test_a_files_alone_tests_come_first_and_hold_the_room_from_the_first_to_the_last(monkeypatch):
+    """tests/conftest.py: in a file the `alone` tests run before the rest, and an alone test
+    whose next test is alone keeps the room for it (released between them, the other worker's
+    46 s Slurm test started in the gap while the alone ones left waited), released after the
+    last; a test that is not alone never keeps it."""
+    from tests import conftest
+    monkeypatch.setattr(conftest, "_kept_room", None)
+
+    class Item:
+        config = SimpleNamespace()               # no workerinput: _turn takes no lock, the keeping is checked
+
+        def __init__(self, name: str, *marks: str) -> None:
+            self.path, self.marks = Path(__file__).parent / name, marks
+
+        def get_closest_marker(self, name: str):
+            return SimpleNamespace(args=("slurm",)) if name in self.marks else None
+
+    first, later = conftest.FIRST[0], conftest.FIRST[1]
+    items = [Item(later, "alone"), Item(first), Item(first, "alone"), Item("benchmarks/x.py"), Item(first, "alone")]
+    order = sorted(items, key=conftest.place)
+    assert order == [items[2], items[4], items[1], items[0], items[3]]
+
+    turns = []                                   # each turn taken: [alone, released]
+
+    @contextlib.contextmanager
+    def turn(config, alone, serial):
+        turns.append([alone, False])
+        yield
+        turns[-1][1] = True
+    monkeypatch.setattr(conftest, "_turn", turn)
+
+    def run(item: Item, nxt: Item | None) -> None:
+        hook = conftest.pytest_runtest_protocol(item, nxt)
+        next(hook)
+        with contextlib.suppress(StopIteration):
+            hook.send(None)
+
+    a, b, plain = Item(first, "alone"), Item(first, "alone"), Item(first)
+    run(a, b)
+    assert turns == [[True, False]] and conftest._kept_room is not None    # kept for b
+    run(b, plain)
+    assert turns == [[True, True]] and conftest._kept_room is None         # b in a's turn; released after it
+    run(plain, a)
+    assert turns[1:] == [[False, True]]
+    run(Item(first, "alone", "serial"), b)                                 # a serial test never keeps it
+    assert turns[2:] == [[True, True]] and conftest._kept_room is None
 
 
 def test_the_workers_share_torchs_and_jaxs_compile_caches_and_keep_tfs_own(tmp_path):
