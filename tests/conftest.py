@@ -6,9 +6,10 @@ worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each work
 of its own. The suite is CPU-bound: on 2 cores, with the compile caches an earlier run left
 (torch's and JAX's shared by the workers), it takes about 17-18 minutes in workers. A test
 marked `alone` (timings, a busy-machine check) runs with no other test beside it, on every
-CPU (a file's alone tests first, one after another in one turn); tests marked `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the
-others. Given paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework process of
-`fwbench run`), pytest runs as usual.
+CPU (a file's alone tests first, one after another in one turn); tests marked
+`serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the others. Given
+paths, `-n`, `-p no:xdist`, or `--benchmark-only` (a framework process of `fwbench run`),
+pytest runs as usual.
 """
 import contextlib
 import fcntl
