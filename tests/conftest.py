@@ -4,7 +4,7 @@ The README's test command, `python -m pytest` with no paths, runs the suite in p
 worker processes (pytest-xdist, from the test extra: one per CPU, at most 4, a test file per
 worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each worker on one CPU
 of its own. The suite is CPU-bound: on 2 cores, with the compile caches an earlier run left
-(torch's and JAX's shared by the workers), it takes about 17-18 minutes in workers. A test
+(shared by the workers), it takes about 17-18 minutes in workers. A test
 marked `alone` (timings, a busy-machine check) runs with no other test beside it, on every
 CPU (a file's alone tests first, one after another in one turn); tests marked
 `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the others. Given
@@ -13,8 +13,11 @@ pytest runs as usual.
 """
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
+import sys
+import zlib
 
 import pytest
 import threadpoolctl
@@ -38,14 +41,15 @@ os.environ.setdefault("FWBENCH_PDF", "0")
 if "--busy-retries" not in os.environ.get("PYTEST_ADDOPTS", ""):
     os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} --busy-retries 0".strip()
 # A worker's compile caches are a folder of its own inside the suite's (the controller's configure
-# set FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started), where TF's XLA
-# cache stays: the tests count its compiles as the entries written there (adapter.counters), and
-# another worker's writes would count too. Torch's and JAX's sub-folders are links to one folder
-# all workers share (SHARED_CACHES): their entries are keyed by the program, so a program compiled
-# in either worker, in this run or an earlier one, is found whichever worker a test file lands on
-# next time (per-worker folders were warm only where earlier runs had put every file on both
-# workers: the compiled torch UNet's block took 84 s instead of 12 on a worker that had not).
-SHARED_CACHES = ("torch", "jax")
+# set FWBENCH_CACHE_DIR to the suite's folder, tests/, before the workers started), whose torch,
+# JAX and TensorFlow (XLA) sub-folders are links to one folder all workers share (SHARED_CACHES):
+# a program compiled in either worker, in this run or an earlier one, is found whichever worker a
+# test file lands on next time (per-worker folders were warm only where earlier runs had put every
+# file on both workers: the compiled torch UNet's block took 84 s instead of 12 on a worker that
+# had not). TF's programs are keyed by their functions' names too (_tf_names). The two tests that
+# count XLA's compiles as the entries written to the folder (adapter.counters) are `alone`: the
+# other worker's writes would count too.
+SHARED_CACHES = ("torch", "jax", "tensorflow")
 
 
 def _share_caches(suite: str, worker: str) -> str:
@@ -119,13 +123,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 # take turns at the one-node Slurm cluster: they stand far enough apart that the second starts
 # after the first has ended. From --durations on the 2-core machine (a file's tests summed, 10 to
 # 197 s); a stale order costs time, never a result.
-FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py", "test_slurm.py",
-         "test_serving.py", "test_dynamic.py", "test_scaleout.py", "test_precision_tensorflow.py",
+FIRST = ("test_sets.py", "test_startup_and_busy.py", "test_library.py", "test_tf_axes.py", "test_dynamic.py",
+         "test_slurm.py", "test_serving.py", "test_scaleout.py", "test_precision_tensorflow.py",
          "test_distributed.py", "test_derivatives.py", "test_diffusion_equivalence.py", "test_paper.py",
          "test_reports_stats.py", "test_mutations.py", "test_run_interrupts.py", "test_first_calls.py",
          "test_cli_fwbench.py", "test_launch.py", "test_gpt_equivalence.py", "test_peers.py",
          "test_precision_jax.py", "test_harness.py", "test_benchmark_run.py", "test_preset_equivalence.py",
-         "test_report_reads.py", "test_tf_axes.py", "test_runner_repeats.py", "test_reports_scale.py",
+         "test_report_reads.py", "test_runner_repeats.py", "test_reports_scale.py",
          "test_run_paths.py", "test_cookbook.py", "test_cli_errors.py", "test_global_precision.py",
          "test_conformance.py", "test_interop.py", "test_precision_torch.py", "test_memory.py")
 
@@ -225,6 +229,45 @@ def _turn(config: pytest.Config, alone: bool, serial: str | None):
         yield                                     # closing the files releases every lock
 
 
+# TensorFlow names each traced function "__inference_<name>_<ops.uid()>" (and a while loop's
+# body, a gradient, likewise) from one counter per process, and XLA's persistent cache keys a
+# program by those names (a tf.function compiled in two processes, the counter stepped 5 in the
+# second: a new entry): a test's programs were found only when its worker had run the same tests
+# before it, in the same order, as the run that wrote them. In a test the counter starts at a
+# number of the test's own (from its node id's CRC, far above what TF's own counter reaches), so a
+# test that traces what it traced last time finds its programs, whatever ran before it (measured:
+# test_precision_tensorflow.py's compiled tests after three test_dynamic.py ones, from a folder
+# they had filled alone: 49.5 s and no entry of theirs written, against 65 s unpatched). A test
+# that must compile (one that counts XLA's compiles) steps the counter at random first.
+UID_SPAN = 1 << 24                 # uids a test may take (one that must compile steps up to 2^20)
+_uid_bases: set[int] = set()
+
+
+def uid_base(nodeid: str, taken: set[int]) -> int:
+    """Where TF's counter starts in the test `nodeid`: from its CRC, past the bases taken."""
+    base = (1 << 40) + zlib.crc32(nodeid.encode()) * UID_SPAN
+    while base in taken:           # two node ids with one CRC: the later one moves on
+        base += UID_SPAN
+    return base
+
+
+@contextlib.contextmanager
+def _tf_names(nodeid: str):
+    """TF's ops.uid() counting from the test's own base while it runs (if TF is loaded)."""
+    ops = sys.modules.get("tensorflow.python.framework.ops")
+    if ops is None:
+        yield
+        return
+    base = uid_base(nodeid, _uid_bases)
+    _uid_bases.add(base)
+    own, counter = ops.uid, itertools.count(base)
+    ops.uid = lambda: next(counter)
+    try:
+        yield
+    finally:
+        ops.uid = own
+
+
 # The room an `alone` test of this worker took, kept while the worker's next test is `alone` too.
 _kept_room: contextlib.ExitStack | None = None
 
@@ -244,7 +287,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         room = contextlib.ExitStack()
         room.enter_context(_turn(item.config, _alone(item), serial.args[0] if serial else None))
     try:
-        yield
+        with _tf_names(item.nodeid):
+            yield
     finally:
         if alone and _alone(nextitem) and nextitem.get_closest_marker("serial") is None:
             _kept_room = room

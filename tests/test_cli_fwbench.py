@@ -480,7 +480,7 @@ def test_a_files_alone_tests_come_first_and_hold_the_room_from_the_first_to_the_
         config = SimpleNamespace()               # no workerinput: _turn takes no lock, the keeping is checked
 
         def __init__(self, name: str, *marks: str) -> None:
-            self.path, self.marks = Path(__file__).parent / name, marks
+            self.path, self.marks, self.nodeid = Path(__file__).parent / name, marks, f"tests/{name}::t"
 
         def get_closest_marker(self, name: str):
             return SimpleNamespace(args=("slurm",)) if name in self.marks else None
@@ -516,21 +516,40 @@ def test_a_files_alone_tests_come_first_and_hold_the_room_from_the_first_to_the_
     assert turns[2:] == [[True, True]] and conftest._kept_room is None
 
 
-def test_the_workers_share_torchs_and_jaxs_compile_caches_and_keep_tfs_own(tmp_path):
-    """tests/conftest.py: a worker's torch and JAX cache folders are links to one folder of the
-    suite's, an earlier per-worker folder's entries join it, and TF's XLA folder stays the
-    worker's own (its compiles are counted as entries written there)."""
+def test_the_workers_share_their_compile_caches(tmp_path):
+    """tests/conftest.py: a worker's torch, JAX and TF cache folders are links to one folder of
+    the suite's, and an earlier per-worker folder's entries join it."""
     from tests import conftest
     from workloads.framework_facts import facts
-    old = tmp_path / "gw1" / facts("torch").cache_subdir
-    old.mkdir(parents=True)
-    (old / "entry").write_text("compiled")
+    assert set(conftest.SHARED_CACHES) == set(FRAMEWORKS)
+    for fw in ("torch", "tensorflow"):
+        old = tmp_path / "gw1" / facts(fw).cache_subdir
+        old.mkdir(parents=True)
+        (old / "entry").write_text(fw)
     own = {w: Path(conftest._share_caches(str(tmp_path), w)) for w in ("gw0", "gw1", "gw0")}
     for fw in conftest.SHARED_CACHES:
         sub = facts(fw).cache_subdir
         links = [own[w] / sub for w in ("gw0", "gw1")]
         assert all(p.is_symlink() for p in links)
         assert links[0].resolve() == links[1].resolve() == (tmp_path / "shared" / sub).resolve()
-    assert (own["gw0"] / facts("torch").cache_subdir / "entry").read_text() == "compiled"
-    tf = facts("tensorflow").cache_subdir
-    assert "tensorflow" not in conftest.SHARED_CACHES and not (tmp_path / "shared" / tf).exists()
+    for fw in ("torch", "tensorflow"):
+        assert (own["gw0"] / facts(fw).cache_subdir / "entry").read_text() == fw
+
+
+def test_tensorflows_uid_counter_starts_at_the_tests_own_number_in_each_test(monkeypatch):
+    """tests/conftest.py: while a test runs, TF's ops.uid() (the number in each traced function's
+    name, which XLA's cache keys programs by) counts from a base of the test's own node id,
+    whatever ran before it; two node ids with one base get two; TF's own counter is back after."""
+    from tests import conftest
+    ops = SimpleNamespace(uid=lambda: 7)
+    monkeypatch.setitem(sys.modules, "tensorflow.python.framework.ops", ops)
+    monkeypatch.setattr(conftest, "_uid_bases", set())
+    runs = []
+    for nodeid in ("tests/a.py::t", "tests/b.py::t", "tests/a.py::t"):
+        with conftest._tf_names(nodeid):
+            runs.append([ops.uid() for _ in range(3)])
+        assert ops.uid() == 7
+    a = conftest.uid_base("tests/a.py::t", set())
+    assert runs[0] == [a, a + 1, a + 2] and runs[1][0] == conftest.uid_base("tests/b.py::t", set()) != a
+    assert runs[2][0] == a + conftest.UID_SPAN                       # its base was taken: the next span
+    assert a > 1 << 40 and conftest.uid_base("tests/a.py::t", set()) == a     # the same in every process

@@ -351,6 +351,7 @@ def test_torch_fresh_caches_gives_inductor_an_empty_cache_dir():
 
 # ----------------------------------------------------------------------------- XLA under TensorFlow
 
+@pytest.mark.alone      # counts the entries written to the XLA folder the test workers share
 def test_tf_counts_xla_compiles_per_shape_under_one_input_signature_trace():
     if "tensorflow" not in INSTALLED:
         pytest.skip("needs tensorflow")

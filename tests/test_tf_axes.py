@@ -26,6 +26,7 @@ PARAMS = D.init_params(TINY)
 # ----------------------------------------------------------------------------- decoding
 
 @pytest.mark.slow
+@pytest.mark.alone      # counts the entries written to the XLA folder the test workers share
 def test_compiled_bucketed_generate_compiles_once_per_bucket(benchmark):
     """XLA compiles of the compiled bucketed `generate` stream (tiny: 12 requests, 9 prompt
     lengths in 2 buckets). What is counted: entries XLA writes to TF's persistent cache folder
