@@ -2,7 +2,7 @@
 turns block by block, the order drawn per cycle and the start order per set, and a difference
 injected into one configuration is found by the paired estimate, on a short real run: one set
 design, JAX alone with its control process (a second JAX process), the GPT's forward at the tiny
-preset, a 20% slowdown injected into the control's compiled forward."""
+preset, a 30% slowdown injected into the control's compiled forward."""
 from __future__ import annotations
 
 import json
@@ -18,11 +18,15 @@ from reports.measures import controls, stats
 from tests.support.helpers import INSTALLED
 
 # real timings (an injected slowdown found, a position effect): no other test beside it. Tried
-# beside the other worker, on the worker's one CPU: 1.199 [1.137, 1.264] in one run, and in a
-# fresh-clone CI 1.197 [0.976, 1.470], the 20% not found (one set's ratio spread).
+# beside the other worker, on the worker's one CPU: an injected 20% read 1.199 [1.137, 1.264] in
+# one run, and in a fresh-clone CI 1.197 [0.976, 1.470], not found (one set's ratio spread).
 pytestmark = pytest.mark.alone
 
-SLOW = 1.20    # 4 sets of the tiny forward: 2.5-4% SD per set measured, one set at times 10%: t(3) keeps it found
+# 4 sets of the tiny forward. A set's ratio (the mean over its cycles) spreads 3% (SD) between
+# sets on an idle machine, 9-11% in the suite's alone turn (set ratios of an injected 20%: 1.22,
+# 1.48, 1.38, 1.23 in a fresh-clone CI: 1.32 [1.14, 1.53]; the A/A control's eager ones 0.88-1.14):
+# at 20% the t(3) interval's low end came within 2-14% of 1. 30% stays found at that spread.
+SLOW = 1.30
 LABEL = "jax-compiled-forward"
 
 
@@ -83,7 +87,7 @@ def test_a_sets_configurations_take_turns_one_block_at_a_time(side_run):
 
 
 def test_an_injected_slowdown_is_found_by_the_paired_estimate(side_run):
-    """20% in the control's compiled forward: the control comparison (paired by cycle and set) finds
+    """30% in the control's compiled forward: the control comparison (paired by cycle and set) finds
     it, with an interval narrower than the same data compared unpaired (each process's per-set
     values as independent samples, as processes run at different times were)."""
     out, _ = side_run
@@ -100,7 +104,9 @@ def test_an_injected_slowdown_is_found_by_the_paired_estimate(side_run):
         per_set.append(np.mean([c[k] - a[k] for k in a]))
     paired = stats.ratio(stats.Est({str(i): x for i, x in enumerate(per_set)}))
     lo, hi = paired.interval()
-    assert 1.0 < lo and 1.10 < paired.value < 1.32, (paired.value, lo, hi)
+    assert 1.0 < lo, (paired.value, lo, hi)
+    # the estimate is of the injected ratio: within 6 of its standard errors (t(3): 0.9% of runs outside)
+    assert abs(math.log(paired.value / SLOW)) < 6 * paired.se, (paired.value, lo, hi)
     unpaired = []
     for who in (True, False):
         vals = {}
@@ -122,7 +128,7 @@ def test_the_report_shows_the_controls_and_the_position_effect(side_run, tmp_pat
     md = Path(paths["md"]).read_text()
     assert "### Side by side: A/A controls and the position effect" in md
     assert "| gpt forward | jax compiled | 4 |" in md and "Position effect: a block run right after" in md
-    assert "A/A control called different" in md                   # the injected 20% is a control called slower
+    assert "A/A control called different" in md                   # the injected 30% is a control called slower
 
 
 def test_a_signal_during_a_set_keeps_what_its_processes_finished(tmp_path):
