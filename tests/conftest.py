@@ -238,7 +238,10 @@ def _turn(config: pytest.Config, alone: bool, serial: str | None):
 # test that traces what it traced last time finds its programs, whatever ran before it (measured:
 # test_precision_tensorflow.py's compiled tests after three test_dynamic.py ones, from a folder
 # they had filled alone: 49.5 s and no entry of theirs written, against 65 s unpatched). A test
-# that must compile (one that counts XLA's compiles) steps the counter at random first.
+# that must compile (one that counts XLA's compiles) steps the counter at random first. Its
+# programs also hold the source paths of TF's own files (the op metadata): a program compiled
+# from another virtual environment's TF (a CI clone's .venv-ci) is another entry, and a function
+# traced outside a test (a benchmark process's GEMM rate) keeps TF's own counter.
 UID_SPAN = 1 << 24                 # uids a test may take (one that must compile steps up to 2^20)
 _uid_bases: set[int] = set()
 
