@@ -255,13 +255,15 @@ def uid_base(nodeid: str, taken: set[int]) -> int:
 
 
 @contextlib.contextmanager
-def _tf_names(nodeid: str):
-    """TF's ops.uid() counting from the test's own base while it runs (if TF is loaded)."""
+def _tf_names(item: pytest.Item):
+    """TF's ops.uid() counting from the test's own base while it runs (if TF is loaded), in a
+    plain test run: a benchmark process (--benchmark-only, fwbench run's) keeps TF's own counter,
+    its cases' names as a user's process gives them."""
     ops = sys.modules.get("tensorflow.python.framework.ops")
-    if ops is None:
+    if ops is None or item.config.getoption("benchmark_only", False):
         yield
         return
-    base = uid_base(nodeid, _uid_bases)
+    base = uid_base(item.nodeid, _uid_bases)
     _uid_bases.add(base)
     own, counter = ops.uid, itertools.count(base)
     ops.uid = lambda: next(counter)
@@ -290,7 +292,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         room = contextlib.ExitStack()
         room.enter_context(_turn(item.config, _alone(item), serial.args[0] if serial else None))
     try:
-        with _tf_names(item.nodeid):
+        with _tf_names(item):
             yield
     finally:
         if alone and _alone(nextitem) and nextitem.get_closest_marker("serial") is None:

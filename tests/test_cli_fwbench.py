@@ -539,16 +539,22 @@ def test_the_workers_share_their_compile_caches(tmp_path):
 def test_tensorflows_uid_counter_starts_at_the_tests_own_number_in_each_test(monkeypatch):
     """tests/conftest.py: while a test runs, TF's ops.uid() (the number in each traced function's
     name, which XLA's cache keys programs by) counts from a base of the test's own node id,
-    whatever ran before it; two node ids with one base get two; TF's own counter is back after."""
+    whatever ran before it; two node ids with one base get two; TF's own counter is back after, and
+    in a benchmark process (its cases named as a user's process names them)."""
     from tests import conftest
     ops = SimpleNamespace(uid=lambda: 7)
     monkeypatch.setitem(sys.modules, "tensorflow.python.framework.ops", ops)
     monkeypatch.setattr(conftest, "_uid_bases", set())
     runs = []
+
+    def item(nodeid: str, benchmark_only: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, config=SimpleNamespace(getoption=lambda *a: benchmark_only))
     for nodeid in ("tests/a.py::t", "tests/b.py::t", "tests/a.py::t"):
-        with conftest._tf_names(nodeid):
+        with conftest._tf_names(item(nodeid)):
             runs.append([ops.uid() for _ in range(3)])
         assert ops.uid() == 7
+    with conftest._tf_names(item("tests/c.py::t", benchmark_only=True)):
+        assert ops.uid() == 7                                   # a benchmark process: TF's own counter
     a = conftest.uid_base("tests/a.py::t", set())
     assert runs[0] == [a, a + 1, a + 2] and runs[1][0] == conftest.uid_base("tests/b.py::t", set()) != a
     assert runs[2][0] == a + conftest.UID_SPAN                       # its base was taken: the next span
