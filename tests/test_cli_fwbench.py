@@ -477,7 +477,8 @@ def test_a_files_alone_tests_come_first_and_hold_the_room_from_the_first_to_the_
     monkeypatch.setattr(conftest, "_kept_room", None)
 
     class Item:
-        config = SimpleNamespace()               # no workerinput: _turn takes no lock, the keeping is checked
+        # no workerinput: _turn takes no lock, the keeping is checked; a plain test run
+        config = SimpleNamespace(getoption=lambda *a: False)
 
         def __init__(self, name: str, *marks: str) -> None:
             self.path, self.marks, self.nodeid = Path(__file__).parent / name, marks, f"tests/{name}::t"
