@@ -138,6 +138,11 @@ def _alone(item: pytest.Item | None) -> bool:
     return item is not None and item.get_closest_marker("alone") is not None
 
 
+def _keeps_room(item: pytest.Item | None) -> bool:
+    """Whether the test may hold the room over from or into a neighbour: alone, and not serial."""
+    return _alone(item) and item.get_closest_marker("serial") is None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The plugin's selection (frameworks/pytest_plugin.py), then, in a plain test run, the files
     in FIRST's order, and in each file its `alone` tests first (a stable sort: the rest keep
@@ -284,7 +289,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     Slurm end-to-end one) started in the gap while the alone tests left waited and a CPU idled."""
     global _kept_room
     serial = item.get_closest_marker("serial")
-    alone = _alone(item) and serial is None
+    alone = _keeps_room(item)
     room, _kept_room = _kept_room, None
     if room is None or not alone:
         if room is not None:
@@ -295,7 +300,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         with _tf_names(item):
             yield
     finally:
-        if alone and _alone(nextitem) and nextitem.get_closest_marker("serial") is None:
+        if alone and _keeps_room(nextitem):
             _kept_room = room
         else:
             room.close()

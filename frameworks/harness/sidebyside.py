@@ -152,8 +152,8 @@ class SideBySide:
         # before every block, more than the block itself at the tests' 50 ms; frozen, microseconds.
         gc.collect()
         gc.freeze()
-        self.link.send(built=task, configs=configs)
         try:
+            self.link.send(built=task, configs=configs)
             while True:
                 msg = self.link.receive()
                 if "release" in msg:
