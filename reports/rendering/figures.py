@@ -642,8 +642,10 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     """PNG (PNG_DPI, for screens and HTML) and PDF (vector, for papers), without timestamps;
     each y axis states its scale (state_scales); overlapping x tick labels are slanted
     (declutter), measured as the PNG's drawing placed them (the most ticks a log axis gets:
-    the PDF's 72 dpi gets fewer), and the PNG drawn again where any was. (Drawing a figure is
-    most of its cost: a draw of its own to measure the labels was a third of the figures' time.)"""
+    the PDF's 72 dpi gets fewer), and the PNG drawn again where any was. The PDF keeps the PNG's
+    layout instead of computing it again (its panels moved by at most 0.4 % of the width when it
+    did; a third of the PDF's drawing time). (Drawing a figure is most of its cost: a draw of its
+    own to measure the labels was a third of the figures' time.)"""
     plain_log_labels(fig)
     state_scales(fig)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -651,7 +653,12 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     draw_png = lambda: fig.savefig(png, dpi=PNG_DPI, metadata={"Software": None})     # noqa: E731
     draw_png()
     declutter(fig, PNG_DPI, draw_png)
-    fig.savefig(pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    engine = fig.get_layout_engine()
+    fig.set_layout_engine("none")
+    try:
+        fig.savefig(pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    finally:
+        fig.set_layout_engine(engine)
     return png, pdf
 
 
