@@ -30,7 +30,7 @@ def block(name: str) -> str:
 
 def workload(cfg=CFG, params=PARAMS, batch=(X0, T, NOISE), x_noisy=X_NOISY, extras=True) -> Workload:
     return Workload("diffusion", cfg, params, forward=("eps", (x_noisy, batch[1])), batch=batch,
-                    optimizer=D.OPTIMIZER, decayed=D.decayed, loss_drop=0.9,
+                    optimizer=D.OPTIMIZER, decayed=D.decayed, loss_drop=0.75,
                     ref_loss=lambda p: D.reference_loss(cfg, p, *batch),
                     zero_grad=lambda k: ".attn" in k and k.endswith(".k.bias"), group=block,
                     extras={"ddim": ("sample", (X_T,), {"method": "ddim", "steps": 10}),

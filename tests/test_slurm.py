@@ -112,7 +112,8 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     """`fwbench run --launcher submitit` (Slurm, since sbatch is here) on the real tiny gpt case
     of torch in eager mode (the cheapest real case: PYTEST_ADDOPTS selects it in each process),
     one cold and one warm set (each a job on a node: torch's process and its control, side by
-    side), a relative --out: records, blocks, job ids in the JSON and report.
+    side, in 2 short cycles: the jobs are under test, not the blocks), a relative --out: records,
+    blocks, job ids in the JSON and report.
 
     --threads 1: the job's processes are not pinned as the test workers are, and with a thread
     per CPU they share a CPU with the other worker's test; OpenMP's threads then wait on each
@@ -121,9 +122,9 @@ def test_a_run_on_slurm_end_to_end_with_job_ids_in_the_report(slurm, tmp_path):
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "reports", "run", "--launcher", "submitit", "--framework", "torch",
                         "--workload", "gpt", "--preset", "tiny", "--rounds", "2", "--cold", "1", "--warm", "1",
-                        "--threads", "1", "--timeout-s", "300", "--out", "run"], cwd=tmp_path,
-                       env=_env(PYTEST_ADDOPTS=os.environ.get("PYTEST_ADDOPTS", "") + " -k eager-forward"),
-                       capture_output=True, text=True, timeout=900)
+                        "--cycles", "2", "--block-s", "0.02", "--threads", "1", "--timeout-s", "300", "--out", "run"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                       env=_env(PYTEST_ADDOPTS=os.environ.get("PYTEST_ADDOPTS", "") + " -k eager-forward"))
     assert r.returncode == 0, r.stderr
     ids = _job_ids(r.stderr)
     assert len(ids) == 2 and "launcher: submitit on Slurm" in r.stderr

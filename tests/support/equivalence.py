@@ -33,7 +33,9 @@ from tests.support.helpers import DEVICE
 from workloads import gpt
 from workloads.base import AdamW, adamw_reference, rel_err
 
-STEPS = 20
+# Training steps of the loss-falls check: the tiny presets' loss is below 0.70 (GPT) and 0.60
+# (DDPM) of the first by the eighth step in every framework (torch eager: 0.699, 0.596).
+STEPS = 8
 ADAM_STEPS = 3
 
 # Tolerances, ~10x the worst error achieved over torch, jax and tensorflow in every mode
@@ -90,7 +92,7 @@ class Workload:
     ref_loss: Callable[[dict[str, np.ndarray]], float]   # numpy float64 loss of float64 params
     # name -> (method, inputs, kwargs): workload-specific outputs (generation, sampling)
     extras: dict[str, tuple[str, tuple[np.ndarray, ...], dict[str, Any]]] = field(default_factory=dict)
-    loss_drop: float = 0.8                      # loss after 20 steps < loss_drop * first loss
+    loss_drop: float = 0.8                      # loss after STEPS steps < loss_drop * first loss
     # parameters whose gradient is exactly zero in exact arithmetic (e.g. attention key
     # biases: they shift every score of a softmax row equally). Their float32 values are
     # rounding residue, so they are checked to be negligible instead of compared.
