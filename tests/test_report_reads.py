@@ -4,47 +4,48 @@ caption), and the framework choice is not decided by bookkeeping (a variant only
 framework has changes no other framework's score)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import reports
 from reports import sections
-from reports.conclusions import findings, replicates
+from reports.conclusions import findings
 from reports.rendering import figures
 from reports.rendering import sections as drawings
-from reports.sections.common import has
-from reports.util import escape
 from tests.support.reports_fixtures import simulated_processes
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
-FOLDERS = {"cpu-2core": [EXAMPLES / "cpu-2core"],
-           "cpu-2core-axes": [EXAMPLES / "cpu-2core-axes" / "dynamic", EXAMPLES / "cpu-2core-axes" / "derivatives"],
-           "cpu-2core-serving": [EXAMPLES / "cpu-2core-serving"]}
+from tests.support.shared import EXAMPLE_RUNS, has_example, rendered_example
 
 
-@pytest.mark.parametrize("example", sorted(FOLDERS))
+@pytest.mark.parametrize("example", sorted(EXAMPLE_RUNS))
 def test_every_figure_of_the_examples_reads(example):
-    paths = [p for p in FOLDERS[example] if p.is_dir()]
-    if not paths:
+    """The example rendered as `fwbench report` renders it (tests/support/shared.py: once per
+    test run): render measured each figure it saved, as its PNG drew it (figures.save:
+    label_problems after declutter), and found nothing that would not read."""
+    if not has_example(example):
         pytest.skip(f"no committed example {example}")
-    c = replicates.cases(reports.load(paths))
-    findings.prepare(c)
-    d = escape.mpl_frame(c)
-    drawn = []
-    for name, (fn, caption) in figures.FIGURES.items():
-        if figures.too_big(name, d) is None and (fig := fn(d)) is not None:
-            drawn.append((name, fig, caption))
-    for s in sections.SECTIONS:
-        w = s.cases(d)
-        for plot in drawings.drawing(s).figures:
-            if not w.empty and has(w, *plot.needs) and (fig := plot.draw(w)) is not None:
-                drawn.append((plot.name, fig, plot.caption))
-    assert len(drawn) >= 5
-    for name, fig, caption in drawn:
-        figures.declutter(fig)
-        assert figures.label_problems(fig) == [], name
-        assert not caption.rstrip().endswith(("...", "…")) and caption.rstrip().endswith((".", ")")), name
+    out, paths = rendered_example(example)
+    assert len(list((out / "figures").glob("*.png"))) >= 5
+    assert paths["figure_problems"] == {}
+
+
+def test_every_figure_caption_is_whole():
+    captions = [caption for _, caption in figures.FIGURES.values()]
+    captions += [plot.caption for s in sections.SECTIONS for plot in drawings.drawing(s).figures]
+    assert len(captions) >= 5
+    for caption in captions:
+        assert not caption.rstrip().endswith(("...", "\u2026")) and caption.rstrip().endswith((".", ")")), caption
+
+
+def test_render_returns_what_of_a_saved_figure_would_not_read(tmp_path):
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2, 2))
+    ax = fig.subplots()
+    ax.text(0.2, 0.5, "one annotation here")
+    ax.text(0.25, 0.5, "and another one on it")
+    with figures.problems_of_saved() as found:
+        figures.save(fig, tmp_path, "clash")
+    assert list(found) == ["clash"] and any("overlaps" in p for p in found["clash"]), found
+    figures.save(fig, tmp_path, "after")                      # no collection open: nothing measured
+    assert list(found) == ["clash"]
 
 
 def test_label_problems_sees_overlapping_ticks():

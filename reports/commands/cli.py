@@ -92,6 +92,7 @@ def _render(results: list[Path], out: Path, weights_text: str | None, cmd: str,
     with safe_write(out, "the report into"):
         paths = document.render(df, out, weights, margin, jobs=job_list, meta=meta)
     _warn(cmd, [f"paper: {p}" for p in paths.get("paper_problems", [])])
+    _warn(cmd, [f"figure {k}: {p}" for k, ps in paths.get("figure_problems", {}).items() for p in ps])
     pages = paths.get("paper_pages") or {}
     paper = f"{paths.get('pdf', paths['paper'])}" + (f" ({pages['total']} pages, {pages['main']} of main text)"
                                                     if {"total", "main"} <= set(pages) else "")

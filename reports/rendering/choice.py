@@ -21,6 +21,8 @@ from reports.rendering.sections.common import Block, figure_block
 from reports.util import escape
 
 PANELS_PER_ROW = 4
+# two lines: on one (3.4 in at its size) it ran out of a figure of one or two rows of panels
+Y_LABEL = "start-up + first call,\ncold cache (s, log scale)"
 
 
 def page_one(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | None,
@@ -119,6 +121,18 @@ def _pareto_panel(ax: object, g: pd.DataFrame, front: pd.DataFrame, colours: dic
     F._plain_ticks(ax.yaxis, y1 / y0, few=labels is not None)
 
 
+TITLE_CHARS = 20      # a longer task name ran out of its panel (per_sample_grad_mlp_b32: 23)
+
+
+def _two_lines(name: str) -> str:
+    """`name` broken after its underscore nearest the middle (as it is where it has none)."""
+    cuts = [i for i, c in enumerate(name) if c == "_"]
+    if not cuts:
+        return name
+    i = min(cuts, key=lambda k: abs(k - len(name) / 2))
+    return f"{name[:i + 1]}\n{name[i + 1:]}"
+
+
 def _legend(fig: object, axes: list, ncol: int) -> None:
     handles: dict[str, object] = {}
     for ax in axes:
@@ -158,15 +172,16 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
         tasks = sorted(set(w["task"]))
         with F._style():
             rows = math.ceil(len(tasks) / PANELS_PER_ROW)
-            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, F.PRINT_WIDTH_IN / PANELS_PER_ROW,
+            # the line's width however few the tasks (the legend's four columns need it)
+            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, F.PRINT_WIDTH_IN / min(PANELS_PER_ROW, len(tasks)),
                                      1.6 if rows <= 4 else 1.4)
             for ax, task in zip(axes, tasks):
                 f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
                 _pareto_panel(ax, w[w["task"] == task], f, colours, 16)
-                ax.set_title(task, fontsize=6.8)
+                ax.set_title(_two_lines(task) if len(task) > TITLE_CHARS else task, fontsize=6.8)
             fig.set_figheight(max(fig.get_figheight(), 3.2))
             fig.supxlabel("steady step (s, log scale)")
-            fig.supylabel("start-up + first call, cold cache (s, log scale)")
+            fig.supylabel(Y_LABEL)
             _legend(fig, axes, 4)
         name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
         png, _ = F.save(fig, out_dir, name)
@@ -184,7 +199,7 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
         two = max(len(f"{wl} {task}") for wl, task in keys) > 78 / ncols
         per = 1.62 + (0.12 if two else 0.0)
         with F.print_style():
-            fig, axes = F.panel_grid(len(keys), ncols, F.PRINT_WIDTH_IN / ncols, per)
+            fig, axes = F.panel_grid(len(keys), ncols, F.PRINT_WIDTH_IN / min(ncols, len(keys)), per)
             fig.set_figheight(per * rows + 0.55)
             for ax, (wl, task) in zip(axes, keys):
                 g = conf[(conf["workload"] == wl) & (conf["task"] == task)]
@@ -192,7 +207,7 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
                 _pareto_panel(ax, g, f, colours, 16, cheapest.get((wl, task), {}))
                 ax.set_title(f"{wl}\n{task}" if two else f"{wl} {task}", fontsize=6.8, linespacing=1.0)
             fig.supxlabel("steady step (s, log scale)")
-            fig.supylabel("start-up + first call, cold cache (s, log scale)")
+            fig.supylabel(Y_LABEL)
             _legend(fig, axes, 4)
         png, _ = F.save(fig, out_dir, JOBS_FIGURE)
         out[JOBS_FIGURE] = (png, caption(JOBS_FIGURE))

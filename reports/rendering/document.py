@@ -790,9 +790,10 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     one = sections.judged_in_report(cases)       # the figures draw one-device cases
     # verdicts first, at the report's margin (build's): figures show break-even and flags
     findings.prepare(one, controls_and_margin(df, margin)[1])
-    figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
-    figs.update(drawings.draw(one, out_dir / "figures"))
-    figs.update(choice.draw(one, out_dir / "figures", jobs))
+    with figures.problems_of_saved() as figure_problems:
+        figs = figures.draw_all(one, rdata.missing_frameworks(one), out_dir / "figures")
+        figs.update(drawings.draw(one, out_dir / "figures"))
+        figs.update(choice.draw(one, out_dir / "figures", jobs))
     blocks = build(cases, figs, weights, cases.attrs["notes"], margin, jobs, records=df, judged=one)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
              "csv": out_dir / "data.csv", "cases_csv": out_dir / "cases.csv"}
@@ -803,4 +804,5 @@ def _render(df: pd.DataFrame, out_dir: Path, weights: dict[str, float] | None, m
     write_csv(df, paths["csv"])
     write_csv(cases.drop(columns=replicates.process_columns(cases)).assign(times=None), paths["cases_csv"])
     paths.update({f"fig:{k}": v[0] for k, v in figs.items() if v[0] is not None})
+    paths["figure_problems"] = {k: v for k, v in figure_problems.items() if v}
     return paths

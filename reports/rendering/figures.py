@@ -530,11 +530,12 @@ def _renderer(fig: Figure) -> Any:
     return canvas.get_renderer()
 
 
-def label_problems(fig: Figure) -> list[str]:
+def label_problems(fig: Figure, r: Any = None) -> list[str]:
     """What would not read at print size: two tick labels of one axis, or two texts
     (annotations) of one panel, that overlap by more than 2 points; a text that runs out of
-    the figure. matplotlib computes each text's box with the figure's renderer."""
-    r = _renderer(fig)
+    the figure. matplotlib computes each text's box with the figure's renderer (`r`: one
+    whose last draw placed the texts, at the figure's dpi; else the figure is drawn)."""
+    r = r if r is not None else _renderer(fig)
     fb, tol = fig.bbox, 2 * fig.dpi / 72
     out = []
     for i, ax in enumerate(fig.axes):
@@ -636,6 +637,20 @@ def plain_log_labels(fig: Figure) -> None:
 
 
 PNG_DPI = 150
+_SAVED_PROBLEMS: list[dict[str, list[str]]] = []       # problems_of_saved's open collections
+
+
+@contextlib.contextmanager
+def problems_of_saved() -> Iterator[dict[str, list[str]]]:
+    """Every figure `save`d inside the block, by name: what of it would not read
+    (label_problems), measured as its PNG drew it (PNG_DPI: a log axis's most ticks), after
+    declutter. reports.render returns them as `figure_problems`; `fwbench report` prints them."""
+    found: dict[str, list[str]] = {}
+    _SAVED_PROBLEMS.append(found)
+    try:
+        yield found
+    finally:
+        _SAVED_PROBLEMS.remove(found)
 
 
 def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
@@ -653,6 +668,10 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     draw_png = lambda: fig.savefig(png, dpi=PNG_DPI, metadata={"Software": None})     # noqa: E731
     draw_png()
     declutter(fig, PNG_DPI, draw_png)
+    if _SAVED_PROBLEMS:
+        from matplotlib import cbook
+        with cbook._setattr_cm(fig, dpi=PNG_DPI):
+            _SAVED_PROBLEMS[-1][name] = label_problems(fig, _measurer(fig))
     engine = fig.get_layout_engine()
     fig.set_layout_engine("none")
     try:

@@ -49,12 +49,13 @@ def has_example(name: str) -> bool:
 
 def rendered_example(name: str) -> tuple[Path, dict[str, Any]]:
     """The example `name` rendered as `fwbench report` renders it (the paper compiled), once per
-    test run: its output folder and what render returned of the paper (problems, pages, fonts)."""
+    test run: its output folder and what render returned of the paper (problems, pages, fonts)
+    and of the figures (problems)."""
     out = run_dir() / "examples" / name
     done = out / "render.json"
     with locked(f"example-{name}"):
         if not done.exists():
             paths = reports.render(reports.load(EXAMPLE_RUNS[name]), out, pdf=True)
-            done.write_text(json.dumps({k: paths[k] for k in ("paper_problems", "paper_pages", "paper_fonts")
-                                        if k in paths}))
+            kept = ("paper_problems", "paper_pages", "paper_fonts", "figure_problems")
+            done.write_text(json.dumps({k: paths[k] for k in kept if k in paths}))
     return out, json.loads(done.read_text())
