@@ -57,6 +57,7 @@ def test_two_machines_get_a_report_each_and_no_ratio_between_them(tmp_path):
                                                                  host="b1"))
     df = reports.load([a, b])
     paths = reports.render(df, tmp_path / "out")
+    assert paths["figure_problems"] == {}                        # every machine's figures, gathered
     index = (tmp_path / "out" / "report.md").read_text()
     assert "results from 2 machines" in index and "states no ratio between machines" in index
     assert "machine_id aaaa; hosts a1" in index and "machine_id bbbb; hosts b1" in index

@@ -125,7 +125,7 @@ TITLE_CHARS = 20      # a longer task name ran out of its panel (per_sample_grad
 
 
 def _two_lines(name: str) -> str:
-    """`name` broken after its underscore nearest the middle (as it is where it has none)."""
+    """`name` broken after its underscore nearest the middle (unchanged where it has none)."""
     cuts = [i for i, c in enumerate(name) if c == "_"]
     if not cuts:
         return name

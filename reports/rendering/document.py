@@ -694,12 +694,14 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
               "its own, whose every ratio and verdict compares numbers of that machine only; this page shows their "
               "summaries one after the other and states no ratio between machines, since a difference between "
               "them mixes the machines with the frameworks.")]
-    paths: dict[str, Path] = {}
+    paths: dict[str, Any] = {}
+    figure_problems: dict[str, list[str]] = {}
     for k, (mid, sub) in enumerate(groups.items(), start=1):
         folder = out_dir / f"machine-{k}"
         folder.mkdir(parents=True, exist_ok=True)
         sub_paths = _render(sub, folder, weights, margin, pdf, jobs)
         paths.update({f"machine-{k}:{n}": p for n, p in sub_paths.items()})
+        figure_problems.update({f"machine-{k}/{n}": p for n, p in sub_paths["figure_problems"].items()})
         runs = sub.attrs.get("runs", [])
         r0 = runs[0] if runs else {}
         hosts = sorted({str(r.get("host")) for r in runs if r.get("host")})
@@ -715,7 +717,7 @@ def _render_machines(df: pd.DataFrame, groups: dict[str, pd.DataFrame], out_dir:
             blocks.append(("table", ft, f"Machine {k}, per framework and mode (speed relative to the fastest on "
                                         f"this machine).", f"machine-{k}"))
     paths.update({"md": out_dir / "report.md", "html": out_dir / "report.html", "tex": out_dir / "tables.tex",
-                  "csv": out_dir / "data.csv", "paper": out_dir / "report.md"})
+                  "csv": out_dir / "data.csv", "paper": out_dir / "report.md", "figure_problems": figure_problems})
     paths["md"].write_text(markdown(blocks, out_dir), encoding="utf-8")
     paths["html"].write_text(html_doc(blocks), encoding="utf-8")
     paths["tex"].write_text(latex_tables(blocks), encoding="utf-8")
