@@ -172,9 +172,7 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
         tasks = sorted(set(w["task"]))
         with F._style():
             rows = math.ceil(len(tasks) / PANELS_PER_ROW)
-            # the line's width however few the tasks (the legend's four columns need it)
-            fig, axes = F.panel_grid(len(tasks), PANELS_PER_ROW, F.PRINT_WIDTH_IN / min(PANELS_PER_ROW, len(tasks)),
-                                     1.6 if rows <= 4 else 1.4)
+            fig, axes = F.line_grid(len(tasks), PANELS_PER_ROW, 1.6 if rows <= 4 else 1.4)
             for ax, task in zip(axes, tasks):
                 f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
                 _pareto_panel(ax, w[w["task"] == task], f, colours, 16)
@@ -199,7 +197,7 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
         two = max(len(f"{wl} {task}") for wl, task in keys) > 78 / ncols
         per = 1.62 + (0.12 if two else 0.0)
         with F.print_style():
-            fig, axes = F.panel_grid(len(keys), ncols, F.PRINT_WIDTH_IN / min(ncols, len(keys)), per)
+            fig, axes = F.line_grid(len(keys), ncols, per)
             fig.set_figheight(per * rows + 0.55)
             for ax, (wl, task) in zip(axes, keys):
                 g = conf[(conf["workload"] == wl) & (conf["task"] == task)]

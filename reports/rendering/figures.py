@@ -104,6 +104,12 @@ def panel_grid(n: int, ncols: int, w: float = PANEL_W, h: float = PANEL_H) -> tu
     return fig, flat[:n]
 
 
+def line_grid(n: int, ncols: int, h: float = PANEL_H) -> tuple[Figure, list[Any]]:
+    """panel_grid across the print line's width (PRINT_WIDTH_IN) however few the panels: fewer
+    than ncols share it (a legend of four columns above two panels ran out of a narrower figure)."""
+    return panel_grid(n, ncols, PRINT_WIDTH_IN / max(1, min(ncols, n)), h)
+
+
 def _panels(df: pd.DataFrame, col: str) -> tuple[list[str], dict[str, list[str]]]:
     """Workloads (rows of panels) and, per workload, the values of `col` (one panel each)."""
     workloads = sorted(df["workload"].unique())

@@ -101,7 +101,7 @@ def _per_stream_framework(d: pd.DataFrame, col: str, draw: Callable[[Any, pd.Ser
     seen: dict[str, Any] = {}
     with F._style():
         cols = 3 if len(keys) <= 12 else 4          # at most five rows: the figure prints on one page
-        fig, panels = F.panel_grid(len(keys), cols, F.PRINT_WIDTH_IN / cols, F.PANEL_H - 0.45)
+        fig, panels = F.line_grid(len(keys), cols, F.PANEL_H - 0.45)
         for i, ax in enumerate(panels):
             s, f, e = keys[i]
             panel = d[(d["_s"] == s) & (d["framework"] == f) & (d["_e"] == e)]
