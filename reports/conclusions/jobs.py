@@ -48,8 +48,10 @@ pair with X has an interval.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -530,14 +532,38 @@ def fmt_cost(c: float, lo: float, hi: float) -> str:
     return stats.fmt_time_ci(c, lo, hi) if finite(lo) and finite(hi) else stats.fmt_seconds(c) + " (no interval)"
 
 
+# The outcomes asked for while a report is rendered (remembering), by frame, role and jobs: the
+# Summary, page one, the narrative, the job table and the Pareto figure ask for the same ones (9
+# calls, 3 distinct; on a report of 200 tasks 0.6 s each). The frame is kept with them, so its id
+# is not reused; outside a rendering nothing is kept (a frame changed in place is computed again).
+_remembered: dict[tuple, tuple[pd.DataFrame, list[Outcome]]] | None = None
+
+
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+    """Outcomes computed once per frame, role and jobs inside the block (a rendering)."""
+    global _remembered
+    outer, _remembered = _remembered, {} if _remembered is None else _remembered
+    try:
+        yield
+    finally:
+        _remembered = outer
+
+
 def outcomes(df: pd.DataFrame, jobs: list[Job] | None = None, role: str = "cold") -> list[Outcome]:
     """Each job's Outcome (the reader's jobs, else default_jobs), jobs without a measured
     configuration left out."""
+    key = (id(df), role, tuple(jobs) if jobs else None)
+    if _remembered is not None and key in _remembered:
+        return list(_remembered[key][1])
     conf = configurations(df)
     if conf.empty:
         return []
-    jobs = _with_workload(conf, jobs) if jobs else default_jobs(conf)
-    return [o for o in (outcome(conf, j, role) for j in jobs) if not o.best.empty]
+    listed = _with_workload(conf, jobs) if jobs else default_jobs(conf)
+    out = [o for o in (outcome(conf, j, role) for j in listed) if not o.best.empty]
+    if _remembered is not None:
+        _remembered[key] = (df, out)
+    return list(out)
 
 
 def job_table(df: pd.DataFrame, jobs: list[Job] | None = None, role: str = "cold") -> pd.DataFrame:

@@ -111,12 +111,12 @@ def _pareto_panel(ax: object, g: pd.DataFrame, front: pd.DataFrame, colours: dic
                         h["first_call_cold_s"].iloc[0]), xytext=(4, 3), textcoords="offset points",
                         fontsize=6.5, zorder=4, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.55,
                                                       "pad": 0.5})
-    ax.set_xscale("log")
-    ax.set_yscale("log")
     xs, ys = g["median_s"].astype(float), g["first_call_cold_s"].astype(float)
     x0, x1, y0, y1 = xs.min() / 1.6, xs.max() * (3.5 if labels else 1.6), ys.min() / 1.6, ys.max() * 2.2
-    ax.set_xlim(x0, x1)
+    ax.set_xlim(x0, x1)             # before the log scales: one point's own limits are no range to scale
     ax.set_ylim(y0, y1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
     F._plain_ticks(ax.xaxis, x1 / x0, few=labels is not None)
     F._plain_ticks(ax.yaxis, y1 / y0, few=labels is not None)
 
@@ -158,9 +158,10 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
          ) -> dict[str, tuple[Path | None, str]]:
     """pareto_<workload>: a panel per task, every configuration (colour: framework; marker: mode)
     placed by its steady step and what a fresh process waits for (start-up + first call, cold
-    cache), the cold front dashed; and pareto_jobs, the same for the tasks of the job table only,
+    cache), the cold front dashed (not drawn, and a note instead, past figures.MAX_PANELS tasks: the
+    rule of every figure with a panel per task); and pareto_jobs, the same for the tasks of the job table only,
     drawn at the paper's line width (figures.print_style), each configuration that is cheapest for
-    one of the jobs labelled with the jobs' counts."""
+    one of the jobs labelled with the jobs' counts (a note instead past MAX_PANELS tasks too)."""
     df = escape.mpl_frame(df)           # names from result files are text to matplotlib, never markup
     conf = _conf(df)
     out: dict[str, tuple[Path | None, str]] = {}
@@ -170,6 +171,11 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
     colours = F.colours(framework_order(conf["framework"]))
     for wl, w in conf.groupby("workload", sort=True):
         tasks = sorted(set(w["task"]))
+        name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
+        why = F.too_many(name, len(tasks))
+        if why:                             # a panel per task, as the figures of figures.FIGURES
+            out[name] = (None, why)
+            continue
         with F._style():
             rows = math.ceil(len(tasks) / PANELS_PER_ROW)
             fig, axes = F.line_grid(len(tasks), PANELS_PER_ROW, 1.6 if rows <= 4 else 1.4)
@@ -181,12 +187,13 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
             fig.supxlabel("steady step (s, log scale)")
             fig.supylabel(Y_LABEL)
             _legend(fig, axes, 4)
-        name = "pareto_" + re.sub(r"[^A-Za-z0-9_-]", "_", str(wl))     # a file name whatever the workload is called
         png, _ = F.save(fig, out_dir, name)
         out[name] = (png, caption(name))
     outs = jobs.outcomes(df, job_list, "cold")
     keys = list(dict.fromkeys((o.job.workload, o.job.task) for o in outs))
-    if keys:
+    if keys and (why := F.too_many(JOBS_FIGURE, len(keys))):
+        out[JOBS_FIGURE] = (None, why)
+    elif keys:
         cheapest: dict[tuple[str, str], dict[str, list[int]]] = {}
         for o in outs:
             cheapest.setdefault((o.job.workload, o.job.task), {}).setdefault(

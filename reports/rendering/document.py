@@ -27,7 +27,7 @@ import pandas as pd
 
 from reports import sections
 from reports.conclusions import claims, findings, narrative, replicates, summary
-from reports.conclusions.jobs import Job
+from reports.conclusions.jobs import Job, remembering
 from reports.measures import controls, peers, stats
 from reports.measures import data as rdata
 from reports.measures.data import TIMED, finite
@@ -672,7 +672,7 @@ def render(df: pd.DataFrame, out_dir: Path | str, weights: dict[str, float] | No
     so an interrupted render leaves the previous report whole."""
     final = Path(out_dir)
     margin = stats.MARGIN if margin is None else margin
-    with atomic.staged(final) as staging:
+    with atomic.staged(final) as staging, remembering():
         groups = rdata.machine_groups(df)
         if len(groups) > 1:
             paths = _render_machines(df, groups, staging, weights, margin, pdf, jobs)

@@ -705,6 +705,14 @@ def too_big(name: str, df: pd.DataFrame) -> str | None:
     else:
         n, limit, what = df["workload"].nunique() * int(df.groupby("workload")["task"].nunique().max()), \
             MAX_PANELS, "panels"
+    return too_many(name, n, limit, what)
+
+
+def too_many(name: str, n: int, limit: int | None = None, what: str = "panels") -> str | None:
+    """Why figure `name`, of `n` panels (or `what`; limit: MAX_PANELS), would be too large to
+    read, or None: the one rule and note for every figure of the report (too_big; the Pareto
+    figures, choice.py)."""
+    limit = MAX_PANELS if limit is None else limit
     if n <= limit:
         return None
     return (f"The {name} figure is not drawn: it would have {n} {what} (more than {limit} can be read); "

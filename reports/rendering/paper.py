@@ -264,7 +264,7 @@ def _claims_text(ct: pd.DataFrame, labels: dict[str, str]) -> list[str]:
     return out
 
 
-def _intro(text: Text, n_claims: int) -> list[str]:
+def _intro(text: Text, n_claims: int, jobs_figure: bool) -> list[str]:
     return [
         r"\section{Introduction}\label{sec:intro}",
         r"Which deep-learning framework to use is argued more often with claims than with measurements. Three "
@@ -288,7 +288,7 @@ def _intro(text: Text, n_claims: int) -> list[str]:
         r"per report \citep{holm1979simple}, and the smallest difference the run resolves stated with its answers.",
         r"\item An answer per job instead of a framework score: the cost of $N$ steps, calls or requests in a "
         r"fresh process with its interval, every pair of frameworks tested on its ratio "
-        rf"(Section~\ref{{sec:results}}, {fig_ref('pareto_jobs')}).",
+        rf"(Section~\ref{{sec:results}}{', ' + fig_ref('pareto_jobs') if jobs_figure else ''}).",
         rf"\item The {n_claims} claims tested by one rule per kind of claim, each verdict for the device and sizes "
         r"measured (Section~\ref{sec:claims}).",
         r"\item The result files, the full report and this paper, which regenerate from those files with one "
@@ -328,7 +328,7 @@ def _results(blocks: list[tuple], text: Text, figs: list[tuple], fig_dir: str, l
         out.append(_para(rec, labels) + (" " + _para(text.job_why, labels) if text.job_why else ""))
     if jt is not None and not jt.empty:
         out.append(r"Table~\ref{tab:fwbench-jobs-main} gives each job's cost per framework, "
-                   + (f"{fig_ref('pareto_jobs')} the configurations behind it; " if figs else "")
+                   + (f"{fig_ref('pareto_jobs')} the configurations behind it; " if "pareto_jobs" in placed else "")
                    + r"the appendix's Table~\ref{tab:fwbench-jobs} adds where the cheapest configuration changes "
                      r"with $N$.")
         out.append(_refs(latex.table(_compact_jobs(jt), "The choice per job, cold cache: each framework's cheapest "
@@ -390,7 +390,7 @@ def article(blocks: list[tuple], text: Text, meta: Meta | None = None, fig_dir: 
            rf"\date{{{latex.prose(date)}}}", r"\begin{document}", r"\maketitle",
            r"\begin{abstract}", " ".join(_para(x) for x in text.abstract), r"\end{abstract}",
            r"\noindent\textit{Provenance.} " + _para(text.provenance), ""]
-    out += _intro(text, len(claims.CLAIMS))
+    out += _intro(text, len(claims.CLAIMS), any(b[1] == "pareto_jobs" for b in main_figs))
     out += [r"\section{Related work}\label{sec:related}", RELATED]
     out += _design(text, caveats, labels)
     out += _results(blocks, text, main_figs, fig_dir, labels)
