@@ -27,8 +27,8 @@ def test_2000_records_of_200_cases_render_quickly(tmp_path):
     assert out.returncode == 0, out.stderr
     rows, problems, elapsed, peak_kib = out.stdout.split()
     assert (int(rows), int(problems)) == (2000, 0)
-    # 18 s on one CPU of the 2-core AMD EPYC (42 s before the Pareto figure kept the panel rule and
-    # a rendering remembered its job outcomes)
+    # 11 s on one CPU of the 2-core AMD EPYC (42 s before the Pareto figures kept the panel rule, a
+    # rendering remembered its job outcomes and leader_changes read each row's costs once)
     assert float(elapsed) < 60, elapsed
     assert int(peak_kib) < 2 * 1024 ** 2, peak_kib      # under 2 GiB (about 0.25 GiB here)
     md = (tmp_path / "out" / "report.md").read_text()

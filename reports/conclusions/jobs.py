@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -221,17 +221,36 @@ def job_cost(r: pd.Series, n: int, role: str = "cold", draws: bool = True) -> Co
         if s is not None and cold is not None and warm is not None:
             draws = s + (cold + max(n - k, 0.0) * warm / k if n >= k else cold * n / k)
         return _with_interval(_startup(r) + c, draws)
-    calls = n / r["items"] if r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0 else n
-    first, step = r.get(f"first_call_{role}_s"), r.get("median_s")
-    if not (finite(first) and finite(step)):
+    point = _point_cost(r, role)
+    if point is None:
         return Cost(math.nan)
     if not draws:
-        return Cost(_startup(r) + float(first) + calls * float(step))
+        return Cost(point(n))
+    calls = n / r["items"] if _in_units(r) else n
     s = _startup_draws(r)
     f = term_draws(r.get(f"est_first_{role}"), f"first {role}|{r['case']}")
     t = term_draws(r.get("est"), f"step|{r['case']}")
     draws = s + f + calls * t if s is not None and f is not None and t is not None else None
-    return _with_interval(_startup(r) + float(first) + calls * float(step), draws)
+    return _with_interval(point(n), draws)
+
+
+def _in_units(r: pd.Series) -> bool:
+    """Whether a job's count is of items (COUNTED_IN_UNITS) that a call does `items` of."""
+    return r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0
+
+
+def _point_cost(r: pd.Series, role: str) -> Callable[[int], float] | None:
+    """A configuration's cost of n (not a stream) by the point estimates, as a function of n:
+    start-up + first call + calls x step, its terms read from the row once (leader_changes asks
+    for thousands of counts); None where the first call or the step is not measured."""
+    first, step = r.get(f"first_call_{role}_s"), r.get("median_s")
+    if not (finite(first) and finite(step)):
+        return None
+    fixed, step = _startup(r) + float(first), float(step)
+    if _in_units(r):
+        items = r["items"]
+        return lambda n: fixed + n / items * step
+    return lambda n: fixed + n * step
 
 
 def _with_interval(value: float, draws: np.ndarray | None) -> Cost:
@@ -379,7 +398,7 @@ def _line(r: pd.Series, role: str) -> tuple[float, float] | None:
     first = r.get(f"first_call_{role}_s")
     if not finite(first):
         return None
-    per = r["items"] if r["workload"] in COUNTED_IN_UNITS and finite(r.get("items")) and r["items"] > 0 else 1.0
+    per = r["items"] if _in_units(r) else 1.0
     return _startup(r) + first, r["median_s"] / per
 
 
@@ -449,10 +468,13 @@ def leader_changes(conf: pd.DataFrame, job: Job, role: str = "cold") -> list[Cha
     listed = [r for _, r in g.iterrows()]
     rows = {r["configuration"]: r for r in listed}
     found: dict[int, str | None] = {}
+    costs = [(_point_cost(r, role) if r["workload"] != STREAMS else
+              (lambda n, r=r: job_cost(r, n, role, draws=False).value), r["configuration"]) for r in listed]
+    costs = [(f, c) for f, c in costs if f is not None]
 
     def cheapest(n: int) -> str | None:       # the rows once, each N once (12,648 calls on a report of 200 tasks)
         if n not in found:
-            cs = [(job_cost(r, n, role, draws=False).value, r["configuration"]) for r in listed]
+            cs = [(f(n), c) for f, c in costs]
             cs = [x for x in cs if finite(x[0])]
             found[n] = min(cs)[1] if cs else None
         return found[n]

@@ -194,29 +194,35 @@ def draw(df: pd.DataFrame, out_dir: Path, job_list: list[jobs.Job] | None = None
     if keys and (why := F.too_many(JOBS_FIGURE, len(keys))):
         out[JOBS_FIGURE] = (None, why)
     elif keys:
-        cheapest: dict[tuple[str, str], dict[str, list[int]]] = {}
-        for o in outs:
-            cheapest.setdefault((o.job.workload, o.job.task), {}).setdefault(
-                str(o.best.iloc[0]["configuration"]), []).append(o.job.n)
-        ncols = 3 if len(keys) <= 9 else 4
-        rows = math.ceil(len(keys) / ncols)
-        # a title that would run into its neighbour's takes two lines: the workload, then the task
-        two = max(len(f"{wl} {task}") for wl, task in keys) > 78 / ncols
-        per = 1.62 + (0.12 if two else 0.0)
-        with F.print_style():
-            fig, axes = F.line_grid(len(keys), ncols, per)
-            fig.set_figheight(per * rows + 0.55)
-            for ax, (wl, task) in zip(axes, keys):
-                g = conf[(conf["workload"] == wl) & (conf["task"] == task)]
-                f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
-                _pareto_panel(ax, g, f, colours, 16, cheapest.get((wl, task), {}))
-                ax.set_title(f"{wl}\n{task}" if two else f"{wl} {task}", fontsize=6.8, linespacing=1.0)
-            fig.supxlabel("steady step (s, log scale)")
-            fig.supylabel(Y_LABEL)
-            _legend(fig, axes, 4)
-        png, _ = F.save(fig, out_dir, JOBS_FIGURE)
-        out[JOBS_FIGURE] = (png, caption(JOBS_FIGURE))
+        out[JOBS_FIGURE] = (_jobs_figure(conf, front, colours, outs, keys, out_dir), caption(JOBS_FIGURE))
     return out
+
+
+def _jobs_figure(conf: pd.DataFrame, front: pd.DataFrame, colours: dict[str, str], outs: list[jobs.Outcome],
+                 keys: list[tuple[str, str]], out_dir: Path) -> Path:
+    """pareto_jobs (draw): a panel per (workload, task) of the jobs, at the paper's line width."""
+    cheapest: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for o in outs:
+        cheapest.setdefault((o.job.workload, o.job.task), {}).setdefault(
+            str(o.best.iloc[0]["configuration"]), []).append(o.job.n)
+    ncols = 3 if len(keys) <= 9 else 4
+    rows = math.ceil(len(keys) / ncols)
+    # a title that would run into its neighbour's takes two lines: the workload, then the task
+    two = max(len(f"{wl} {task}") for wl, task in keys) > 78 / ncols
+    per = 1.62 + (0.12 if two else 0.0)
+    with F.print_style():
+        fig, axes = F.line_grid(len(keys), ncols, per)
+        fig.set_figheight(per * rows + 0.55)
+        for ax, (wl, task) in zip(axes, keys):
+            g = conf[(conf["workload"] == wl) & (conf["task"] == task)]
+            f = front[(front["workload"] == wl) & (front["task"] == task)] if len(front) else front
+            _pareto_panel(ax, g, f, colours, 16, cheapest.get((wl, task), {}))
+            ax.set_title(f"{wl}\n{task}" if two else f"{wl} {task}", fontsize=6.8, linespacing=1.0)
+        fig.supxlabel("steady step (s, log scale)")
+        fig.supylabel(Y_LABEL)
+        _legend(fig, axes, 4)
+    png, _ = F.save(fig, out_dir, JOBS_FIGURE)
+    return png
 
 
 def caption(name: str) -> str:
