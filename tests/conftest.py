@@ -4,7 +4,7 @@ The README's test command, `python -m pytest` with no paths, runs the suite in p
 worker processes (pytest-xdist, from the test extra: one per CPU, at most 4, a test file per
 worker at a time; FWBENCH_TEST_WORKERS overrides, 0 runs it serially), each worker on one CPU
 of its own. The suite is CPU-bound: on 2 cores, with the compile caches an earlier run left
-(shared by the workers), it takes about 18 minutes in workers, 24 from empty caches. A test
+(shared by the workers), it takes about 18 minutes in workers, 24-27 from empty caches. A test
 marked `alone` (timings, a busy-machine check) runs with no other test beside it, on every
 CPU (a file's alone tests first, one after another in one turn); tests marked
 `serial("slurm")` (the one-node Slurm cluster) run one at a time, beside the others. Given
