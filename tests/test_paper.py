@@ -112,6 +112,23 @@ def test_each_examples_paper_compiles_and_reads_as_a_paper(example):
     assert not BAD_UNITS.search(md) and not PLURALS.search(prose), (BAD_UNITS.search(md), PLURALS.search(prose))
 
 
+def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
+    """The committed example is a run of process sets (its steady state from every set's blocks, the
+    cold set's too): the report and the paper say so, and no sentence of the lone-process design
+    (steady state from warm processes only, one process at a time) is left in them."""
+    if not has_example("cpu-2core"):
+        pytest.skip("no committed example cpu-2core")
+    out, _ = rendered_example("cpu-2core")
+    md, tex = (out / "report.md").read_text(), (out / "paper.tex").read_text()
+    for lone in ("comes from warm processes", "Steady state comes from warm processes only", "warm processes' median",
+                 "one at a time in a seeded order", "processes (cold+warm)", "round-to-round"):
+        assert lone not in md and lone not in tex, lone
+    assert "| sets (cold+warm) |" in md and "The cold sets' steady step over the warm sets'" in md
+    assert "Cold and warm sets: " in md and "Steady state comes from every set's blocks, cold and warm" in md
+    assert "Each framework ran in process sets: 1 cold set" in tex and "paired by set" in tex
+    assert "whiskers: 95\\% t interval over sets" in tex or "95% t interval over sets" in md
+
+
 @pytest.mark.parametrize("example", ["cpu-2core", "cpu-2core-axes", "cpu-2core-serving",
                                      # its MFU table's "211GFLOP/s" and bold headers overflowed by 1.6 pt
                                      "../../docs/measurements/allocation-rerun/report"])

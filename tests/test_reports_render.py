@@ -82,10 +82,10 @@ def test_data_csv_and_text_are_reproducible(rendered, tmp_path):
     df = reports.load(results)                      # a second load of the same JSON
     formats.write_csv(df, tmp_path / "data.csv")
     assert (tmp_path / "data.csv").read_bytes() == (out / "data.csv").read_bytes()
-    figs = {k.removeprefix("fig:"): (v, figures.FIGURES[k.removeprefix("fig:")][1]
+    cases = replicates.cases(df)                    # as document.render builds its blocks
+    figs = {k.removeprefix("fig:"): (v, figures.caption(k.removeprefix("fig:"), cases)
                                      if k.removeprefix("fig:") in figures.FIGURES else choice.caption(k[4:]))
             for k, v in paths.items() if k.startswith("fig:")}
-    cases = replicates.cases(df)                    # as document.render builds its blocks
     blocks = document.build(cases, figs, dict(findings.DEFAULT_WEIGHTS), cases.attrs["notes"], records=df)
     assert formats.markdown(blocks, out) == (out / "report.md").read_text()
     assert formats.latex_tables(blocks) == (out / "tables.tex").read_text()

@@ -229,8 +229,9 @@ def _best_configuration_sentence(df: pd.DataFrame, fam: stats.Family) -> list[st
 
 def _speed_sentences(df: pd.DataFrame, t: pd.DataFrame, fam: stats.Family) -> list[str]:
     if fam.m == 0:
-        return ["Steady state: every case has a single warm process, so no framework is found faster than another "
-                "(indicative numbers only; run without --quick for verdicts)."]
+        one = "steady-state set" if side_by_side(t) else "warm process"
+        return [f"Steady state: every case has a single {one}, so no framework is found faster than "
+                "another (indicative numbers only; run without --quick for verdicts)."]
     out = []
     for cls, what in (("accelerated", "compiled (or TF graph)"), ("eager", "eager")):
         won, stated, compared = _winners(df, t, fam, cls)
@@ -342,6 +343,14 @@ def side_by_side(df: pd.DataFrame) -> bool:
 def unit(df: pd.DataFrame) -> str:
     """The report's unit of replication, in words: sets, or processes."""
     return "sets" if side_by_side(df) else "processes"
+
+
+def steady_source(df: pd.DataFrame) -> str:
+    """Where a case's steady step comes from, in words that hold for the report's design: in
+    sets every set's blocks (cold sets' too, replicates.cases), else the warm processes' medians."""
+    if side_by_side(df):
+        return "the geometric mean over every set, cold and warm, of each set's blocks' time per call"
+    return "the geometric mean of the warm processes' median steps"
 
 
 def detectable(se: float, df: float, level: float, power: float = POWER) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from reports.conclusions import claims, jobs
+from reports.conclusions import claims, jobs, summary
 from reports.measures import stats
 from reports.measures.data import framework_order
 from reports.rendering import figures as F
@@ -36,12 +36,13 @@ def page_one(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | Non
                        "presets, so which framework is cheapest here need not predict which is cheapest at the "
                        "default presets or at your model's size; run without --quick before choosing."))
     jt = jobs.job_table(df, job_list)
+    u = summary.unit(df)
     if not jt.empty:
         b.append(("table", jt, "The choice per job, cold cache (every compile cache empty): for each job (a task and "
                   "a count), each framework's cheapest configuration (framework x mode x strategy, eager included) "
                   "and its cost in a fresh process = the compiled mode's compiler start-up + first call + N x steady "
                   "step (streams: the cold pass, then the warm rate) with its 95% interval (from draws of each term's "
-                  "t distribution over processes; none where a term has fewer than 3 processes). The answer tests "
+                  f"t distribution over {u}; none where a term has fewer than 3 {u}). The answer tests "
                   "every pair of frameworks on the ratio of their costs, the job's pairs sharing a 5% error rate: "
                   "'cheapest: X' where X is cheaper than every other, 'not resolved against Y' where that pair's "
                   "interval holds 1, 'indicative' where no pair with X has an interval. Last, the cheapest "
@@ -53,7 +54,7 @@ def page_one(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | Non
     b.append(("table", ct, "The seven claims fwbench was set up to check, as an industry article (2023) quotes three "
               "practitioners (it gives no measurements of its own): each verdict by the rule for its kind of claim "
               "(Method), from this run's data, for the device and sizes it names; 'not tested in this run' where "
-              "the claim's workload did not run; '(indicative)': it rests on point estimates, fewer than 3 processes "
+              f"the claim's workload did not run; '(indicative)': it rests on point estimates, fewer than 3 {u} "
               "a side.", "claims"))
     return b
 
@@ -228,7 +229,7 @@ def _jobs_figure(conf: pd.DataFrame, front: pd.DataFrame, colours: dict[str, str
 def caption(name: str) -> str:
     """The caption of a figure drawn here (pareto_<workload>, pareto_jobs)."""
     what = ("per configuration (colour: framework; marker: mode, circle eager, square TensorFlow graph, triangle "
-            "compiled; both axes log): its steady step (warm processes; a stream's warm pass) against what a "
+            "compiled; both axes log): its steady step (for a stream, its warm pass) against what a "
             "fresh process waits for before its first result, the compiled mode's compiler start-up (where the "
             "runs measured it) + the first call with every compile cache empty; dashed: the Pareto front. A job "
             "of N calls costs about the first + N x the step, so short jobs favour the front's upper left end "

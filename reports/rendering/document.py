@@ -186,12 +186,13 @@ def _counter(r: pd.Series) -> str:
 
 
 def results_table(w: pd.DataFrame) -> pd.DataFrame:
-    """A row per case: steady step over warm processes, throughput, speedup over eager
-    (paired), the cold processes' step over the warm ones', and the case's flags
+    """A row per case: steady step (over warm processes, or over sets), throughput, speedup over
+    eager (paired), the cold processes' (sets') step over the warm ones', and the case's flags
     (findings.annotate) where a report added them. First calls, compile latency,
     break-even and the compile counters are in compile_table."""
     rows = []
     lacking = rdata.lacking_modes(w)
+    u = summary.unit(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
@@ -199,7 +200,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
             "task": r["task"] + (f" [{r['strategy']}]" if isinstance(r["strategy"], str) else ""),
             "framework": r["framework"], "mode": r["mode"],
             "status": "n/a" if (r["framework"], r["mode"]) in lacking else r["status"],
-            "processes (cold+warm)": f"{_n(r, 'n_cold')}+{_n(r, 'n_warm')}" if timed else "",
+            f"{u} (cold+warm)": f"{_n(r, 'n_cold')}+{_n(r, 'n_warm')}" if timed else "",
             "step [95% CI]": ((stats.fmt_est(r["est"], r["median_s"]) if n == 2 else
                                stats.fmt_time_ci(r["median_s"], r["median_lo_s"], r["median_hi_s"]))
                               + ("*" if n == 1 else "")) if timed else "",
@@ -238,6 +239,19 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _results_caption(wl: str, w: pd.DataFrame) -> str:
+    """The caption of a workload's case table, in the words of the run's design (sets or lone processes)."""
+    if summary.side_by_side(w):
+        return (f"{wl}: step time, {summary.steady_source(w)} (* one set: the interval covers block-to-block noise "
+                "only), throughput, speedup over the same framework's eager mode (paired by set; op-by-op: JAX's and "
+                "TensorFlow's eager), the cold sets' step over the warm sets', and the case's flags (see Replication "
+                "and stability).")
+    return (f"{wl}: step time over warm processes (* one process: the interval covers round-to-round noise only), "
+            "throughput, speedup over the same framework's eager mode (paired over processes; op-by-op: JAX's and "
+            "TensorFlow's eager), the cold processes' step over the warm ones', and the case's flags (see "
+            "Replication and stability).")
+
+
 def mfu_blocks(model: pd.DataFrame) -> list[Block]:
     """Throughput and MFU, a table per device (a GPU table where the placement is cuda)."""
     if model.empty or "mfu" not in model:
@@ -249,11 +263,11 @@ def mfu_blocks(model: pd.DataFrame) -> list[Block]:
             continue
         kind = "GPU" if is_accelerator(device) else device.upper()
         b += [("h", 3, f"Throughput and MFU on the {kind}"),
-              ("table", t, f"{kind}: step time over warm processes, throughput, and MFU = model FLOPs per step "
-               "(the workload's formula, forward + backward = 3x forward for a train step) / step time / the peak "
-               "GEMM rate at the case's precision (bf16, fp32, or TF32), measured by the framework before the first "
-               "case (on the CPU at fp32: the best of numpy's and the frameworks'), and the vendor's dense peak "
-               "where the GPU is in the table (n/a on a CPU).", f"mfu-{device}")]
+              ("table", t, f"{kind}: step time ({summary.steady_source(d)}), throughput, and MFU = model FLOPs "
+               "per step (the workload's formula, forward + backward = 3x forward for a train step) / step time / "
+               "the peak GEMM rate at the case's precision (bf16, fp32, or TF32), measured by the framework before "
+               "the first case (on the CPU at fp32: the best of numpy's and the frameworks'), and the vendor's "
+               "dense peak where the GPU is in the table (n/a on a CPU).", f"mfu-{device}")]
     return b
 
 
@@ -503,10 +517,7 @@ def appendix_blocks(df: pd.DataFrame, missing: dict[str, str], reasons: list[str
         b.append(("h", 2, "Appendix B: every case"))
         for wl, w in model.groupby("workload", sort=True):
             b.append(("h", 3, f"Workload {wl}"))
-            b.append(("table", results_table(w), f"{wl}: step time over warm processes (* one process: the interval "
-                      "covers round-to-round noise only), throughput, speedup over the same framework's eager mode "
-                      "(paired over processes; op-by-op: JAX's and TensorFlow's eager), the cold processes' step over "
-                      "the warm ones', and the case's flags (see Replication and stability).", f"results-{wl}"))
+            b.append(("table", results_table(w), _results_caption(wl, w), f"results-{wl}"))
         ct = compile_table(model)
         if not ct.empty:
             b.append(("h", 2, "Appendix C: first calls and compilations"))
@@ -578,7 +589,9 @@ TIMING_METHOD = [
     "run's filled cache). Steady state comes from warm processes only; cold processes give cold first calls "
     "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
     "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
-    "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
+    "Intervals (runs of lone processes; in a run of sets, the numbers measured once per process: first calls and "
+    "the per-process numbers of the dynamic, derivatives and serving sections): a case's step is the geometric "
+    "mean of its processes' medians with a Student-t interval on "
     "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
     "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
     "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
@@ -589,6 +602,15 @@ TIMING_METHOD = [
     "neither is tested against anything (a comparison needs 3 processes a side and only then joins the Holm "
     "family).",
 ]
+# In a run of sets, the lone processes' bullet above (TIMING_METHOD[1]) gives way to this one.
+SETS_ROLES_METHOD = (
+    "Cold and warm sets: in a cold set every case starts from a fresh in-process compile state and, in torch and "
+    "JAX, an empty cache folder of its own, so a first call compiles everything whatever ran before it (the "
+    "caches are then merged into the run's); a warm set's processes start from a fresh in-process state and the "
+    "run's filled cache. Steady state comes from every set's blocks, cold and warm; the cold sets alone give the "
+    "cold first calls, and their blocks over the warm sets' the cold/warm step ratio. TensorFlow's XLA cache keys "
+    "its entries by tf.function's process-unique names, so a warm TensorFlow process mostly compiles again (its "
+    "warm first calls say so).")
 FLAGS_METHOD = [
     "Flags: every stated verdict is recomputed on the second half of each process's rounds and with each side's "
     "most deviant process replaced by the others' median; a case is flagged only where that changes a verdict's "
@@ -602,9 +624,10 @@ CHOICE_METHOD = [
     "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
     "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
     "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
-    "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
+    "comes from draws of each term's t distribution over processes (over sets in a run of sets; a cold first "
+    "call at the spread pooled "
     "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
-    "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
+    "from fewer than 3 processes (sets) leaves the cost without one (never a range). Every pair of frameworks' "
     "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
     "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
     "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
@@ -651,7 +674,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     own description of processes and intervals first)."""
     side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
                                                                     and x.startswith("sets")).any()
-    return [*(SIDE_METHOD if side else []), *TIMING_METHOD, *verdict_method(fam), *FLAGS_METHOD,
+    timing = [TIMING_METHOD[0], SETS_ROLES_METHOD, *TIMING_METHOD[2:]] if side else TIMING_METHOD
+    return [*(SIDE_METHOD if side else []), *timing, *verdict_method(fam), *FLAGS_METHOD,
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
         + " compile latency = a non-eager mode's cold first call minus the same mode's steady step (eager modes "

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
+from reports.conclusions import summary
 from reports.conclusions.findings import CLAIM
 from reports.measures.data import (
     OP_BY_OP_EAGER,
@@ -341,7 +342,7 @@ def first_call(df: pd.DataFrame) -> Figure | None:
             _plain_ticks(ax.yaxis, y1 / y0)
             _annotate_apart(ax, notes)
             ax.set_title(f"{wl} {task}")
-            ax.set_xlabel("step (s, warm processes)")
+            ax.set_xlabel("steady step (s)")
             ax.set_ylabel("first call (s)")
         modes = mode_order(d["mode"])
         marks = [Line2D([], [], marker=MODE_MARKERS.get(m, "D"), color="grey", linestyle="", label=m) for m in modes]
@@ -481,12 +482,14 @@ def cold_warm(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
+# name -> (drawing, caption); STEADY and UNIT in a caption are the report's design's words for where
+# a steady step comes from and what its intervals are over (summary.steady_source, summary.unit)
 FIGURES: dict[str, tuple[Callable[..., Figure | None], str]] = {
-    "throughput": (throughput, "Throughput per task by framework and mode (from the geometric mean of the warm "
-                               "processes' median steps; whiskers: 95% t interval over processes). JAX's and "
-                               "TensorFlow's eager modes run op by op. A dashed outline marks a flagged case."),
+    "throughput": (throughput, "Throughput per task by framework and mode (from STEADY; whiskers: 95% t "
+                               "interval over UNIT). JAX's and TensorFlow's eager modes run op by op. A dashed "
+                               "outline marks a flagged case."),
     "speedup": (speedup, "Speedup of compiled (and TensorFlow graph) mode over the same framework's eager "
-                         "(paired over the processes both ran in; whiskers: 95% interval). JAX's and TensorFlow's "
+                         "(paired over the UNIT both ran in; whiskers: 95% interval). JAX's and TensorFlow's "
                          "eager modes run op by op. Solid line: no change; dashed: the \"as high as 40%\" claim "
                          "(1.4x), made for torch.compile over torch eager. A dashed bar outline marks a flagged case."),
     "first_call": (first_call, "First call (trace + compile + run) against the steady-state step time. Dotted "
@@ -719,6 +722,14 @@ def too_many(name: str, n: int, limit: int | None = None, what: str = "panels") 
             "the tables and data.csv hold every case.")
 
 
+def caption(name: str, df: pd.DataFrame) -> str:
+    """FIGURES' caption of `name` in the words of the report's design (STEADY, UNIT)."""
+    text = FIGURES[name][1]
+    for token, words in (("STEADY", summary.steady_source(df)), ("UNIT", summary.unit(df))):
+        text = text.replace(token, words)
+    return text
+
+
 def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[str, tuple[Path | None, str]]:
     """Draw and save every figure that has data; name -> (PNG path, caption), or
     (None, why) for a figure too large to read (too_big). Text from the result files is
@@ -726,7 +737,7 @@ def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[s
     df = escape.mpl_frame(df)
     missing = {escape.mpl(k): v for k, v in missing.items()}
     done: dict[str, tuple[Path | None, str]] = {}
-    for name, (fn, caption) in FIGURES.items():
+    for name, (fn, _) in FIGURES.items():
         why = too_big(name, df)
         if why:
             done[name] = (None, why)
@@ -735,7 +746,7 @@ def draw_all(df: pd.DataFrame, missing: dict[str, str], out_dir: Path) -> dict[s
         if fig is None:
             continue
         png, _ = save(fig, out_dir, name)
-        done[name] = (png, caption)
+        done[name] = (png, caption(name, df))
     return done
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.conclusions import claims
+from reports.conclusions import claims, summary
 from reports.measures import stats
 from reports.measures.data import TIMED
 from reports.rendering import bibliography, latex
@@ -421,6 +421,27 @@ def _command(text: str) -> str:
     return r"{\raggedright\texttt{" + " ".join(word(w) for w in text.split(" ") if w) + r"}\par}"
 
 
+def _design_sentences(cases: pd.DataFrame, cold: int, warm: int) -> str:
+    """How the processes ran and what a steady step and a ratio are, for the run's design: process sets
+    (side by side) or lone processes one at a time."""
+    if summary.side_by_side(cases):
+        return (f"Each framework ran in process sets: {stats.plural(cold, 'cold set')} (every compile cache empty) "
+                f"and {stats.plural(warm, 'warm set')} (the run's cache filled), one after another, each one process "
+                "per framework and a second process of one framework (an A/A control), alive together and started "
+                "in an order drawn per set, each with the same model, inputs and checked outputs. Task by task, the "
+                "configurations took turns in cycles of one block each, in an order drawn per cycle, one block at "
+                "a time. A case's steady step is the geometric mean over sets of its blocks' time per call with a "
+                "Student-t interval over sets (df = sets - 1); a ratio of two cases is paired by set (the per-set "
+                "mean of each cycle's log ratio), so the machine's state during a cycle falls on both.")
+    return (f"Each framework ran in processes of its own: up to {stats.plural(cold, 'cold process')} (every compile "
+            f"cache empty for every case) and {stats.plural(warm, 'warm process')} (the run's cache filled), one at a "
+            "time in a seeded order, each with the same model, inputs and checked outputs. A case's steady step "
+            "is the geometric mean of its warm processes' median rounds with a Student-t interval over "
+            "processes (df = processes - 1); a ratio of two cases uses Welch's standard error with Hsu's "
+            "conservative df, min(processes a, processes b) - 1, or a paired t interval where both ran in the same "
+            "processes.")
+
+
 def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
     """The main text's method: the allocation, the intervals (as computed), the verdicts, the family
     and the job costs."""
@@ -428,18 +449,14 @@ def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
     cold = int(t["n_cold"].max()) if "n_cold" in t.columns and t["n_cold"].notna().any() else 0
     warm = int(t["n_warm"].max()) if "n_warm" in t.columns and t["n_warm"].notna().any() else 0
     m = f"{100 * fam.margin:.0f}%"
-    return (f"Each framework ran in processes of its own: up to {stats.plural(cold, 'cold process')} (every compile "
-            f"cache empty for every case) and {stats.plural(warm, 'warm process')} (the run's cache filled), one at a "
-            "time in a seeded order, each with the same model, inputs and checked outputs. A case's steady step "
-            "is the geometric mean of its warm processes' median rounds with a Student-t interval over "
-            "processes (df = processes - 1); a ratio of two cases uses Welch's standard error with Hsu's "
-            "conservative df, min(processes a, processes b) - 1, or a paired t interval where both ran in the same "
-            f"processes. A comparison needs {stats.MIN_TESTED} processes a side; below that the processes' range is "
+    u = summary.unit(cases)
+    return (_design_sentences(cases, cold, warm)
+            + f" A comparison needs {stats.MIN_TESTED} {u} a side; below that the {u}' range is "
             f"shown and it is not tested. Verdicts are stated against a {m} margin, "
             + (f"and the report's {stats.plural(fam.m, 'tested comparison')} share one 5% chance of any false "
                "'faster' or 'slower' (Holm's step-down procedure in two groups, those against op-by-op eager modes "
                "apart), each interval shown at its Holm level; equivalence is two one-sided tests at the same level."
-               if fam.m else "but no comparison of this run has 3 processes a side, so none is tested and no "
+               if fam.m else f"but no comparison of this run has 3 {u} a side, so none is tested and no "
                "difference is stated.")
             + " A job's cost in a fresh "
             "process is the compiled mode's compiler start-up + first call (cold cache) + N x steady step, its "

@@ -42,28 +42,35 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
         return []
     margin = fam.margin if fam is not None else stats.MARGIN
     one = int((t["n_processes"] == 1).sum())
-    lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state processes or more"
-             + (f"; {one} have one: nothing between processes is tested for them, and their intervals cover "
-                "round-to-round noise only (marked * in the results)." if one else ".")]
+    sets = summary.side_by_side(d)
+    u, noise = ("sets", "block-to-block") if sets else ("processes", "round-to-round")
+    lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state {u} or more"
+             + (f"; {one} have one: nothing between {u} is tested for them, and their intervals cover "
+                f"{noise} noise only (marked * in the results)." if one else ".")]
     sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
     multi = t[t["n_processes"] >= 2]
     if finite(sd) and len(multi):
         p = int(multi["n_processes"].median())
         warm = "steady_from" in multi.columns and multi["steady_from"].astype(str).str.startswith("warm").all()
         res = stats.resolution(sd, p) if p >= stats.MIN_TESTED else math.nan
-        lines.append(f"{'Warm' if warm else 'Steady-state'} processes of the same case differ by {100 * sd:.1f}% (SD "
-                     f"of their median steps, median over the {len(multi)} cases with two or more; the largest over "
-                     f"the smallest of a case's {p} processes is {100 * spread:.1f}% in median, a range that grows "
-                     "with the number of processes)."
-                     + (f" At that spread a ratio of two cases of {p} processes each has a 95% interval of about "
+        who, of = (("Sets", "per-set steps, each the geometric mean of the set's blocks") if sets else
+                   ("Warm processes" if warm else "Steady-state processes", "median steps"))
+        lines.append(f"{who} of the same case differ by {100 * sd:.1f}% (SD of their {of}, median over the "
+                     f"{len(multi)} cases with two or more; the largest over the smallest of a case's {p} {u} is "
+                     f"{100 * spread:.1f}% in median, a range that grows with the number of {u})."
+                     + (f" At that spread a ratio of two cases of {p} {u} each has a 95% interval of about "
                         f"+-{100 * res:.1f}% (wider at the verdicts' Holm levels)." if finite(res) else
-                        f" Cases with fewer than {stats.MIN_TESTED} processes on a side are not tested: their "
-                        "tables show the processes' min-max, not an interval.")
+                        f" Cases with fewer than {stats.MIN_TESTED} {u} on a side are not tested: their "
+                        f"tables show the {u}' min-max, not an interval.")
                      + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
                         "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
-                        "or with more processes." if finite(res) and res > margin else ""))
+                        f"or with more {u}." if finite(res) and res > margin else ""))
     cold = d.attrs.get("cold_over_warm", math.nan)
-    if finite(cold):
+    if finite(cold) and sets:
+        lines.append(f"The cold sets' steady step over the warm sets' (median over cases): {cold:.3f}x; per case in "
+                     "the compile table. Side by side, every set's blocks, cold and warm, enter the steady-state "
+                     "numbers, intervals and verdicts; the cold sets alone give the cold first calls.")
+    elif finite(cold):
         lines.append(f"The cold processes' steady step over the warm ones' (median over cases): {cold:.3f}x; per case "
                      "in the compile table. The cold processes measure first calls and this ratio only: every "
                      "steady-state number, interval and verdict comes from warm processes.")
@@ -183,9 +190,10 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     if provenance:
         b.append(("p", provenance))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
-        b.append(("p", f"{INDICATIVE} every case has a single steady-state process (as `fwbench run --quick` "
-                       "measures), so no comparison between processes is tested and no framework is found faster "
-                       "than another; the intervals cover round-to-round noise only. Run without --quick for "
+        one, noise = (("set", "block-to-block") if sets else ("process", "round-to-round"))
+        b.append(("p", f"{INDICATIVE} every case has a single steady-state {one} (as `fwbench run --quick` "
+                       f"measures), so no comparison between {one}s is tested and no framework is found faster "
+                       f"than another; the intervals cover {noise} noise only. Run without --quick for "
                        "findings."))
     if missing:
         b.append(("p", f"{NOT_MEASURED} " +
