@@ -125,6 +125,8 @@ def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
         assert lone not in md and lone not in tex, lone
     assert "| sets (cold+warm) |" in md and "The cold sets' steady step over the warm sets'" in md
     assert "Cold and warm sets: " in md and "Steady state comes from every set's blocks, cold and warm" in md
+    assert "Intervals of what is measured once per process (first calls;" in md
+    assert "draws of each term's t distribution over sets" in md and "fewer than 3 sets leaves the cost" in md
     assert "Each framework ran in process sets: 1 cold set" in tex and "paired by set" in tex
     assert "whiskers: 95\\% t interval over sets" in tex or "95% t interval over sets" in md
 

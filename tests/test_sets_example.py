@@ -13,8 +13,9 @@ import pytest
 from scipy import stats as sps
 
 import reports
-from reports.conclusions import variance
+from reports.conclusions import replicates, variance
 from reports.measures import controls
+from reports.rendering import figures, parts
 from workloads import options
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
@@ -93,3 +94,15 @@ def test_pairing_is_what_the_sets_buy(side):
     few = variance.simulate_side(side, 3, 30, 1.05, 2000)
     more = variance.simulate_side(side, 6, 10, 1.05, 2000)
     assert more["half_holm"] < few["half_holm"] / 2, (few, more)
+
+
+def test_one_set_reads_as_one_set(records):
+    """The example's cold set alone, as `fwbench run --quick` measures (one set): the Replication
+    lines and the figure captions speak of sets and of the noise between a set's blocks, and the
+    whole example of sets too; a lone process's 'round-to-round' is not what its interval covers."""
+    one = replicates.cases(records[records["set"] == 0])
+    lines = " ".join(parts.stability_lines(one))
+    assert "0 of 42 timed cases have two steady-state sets or more" in lines and "block-to-block noise only" in lines
+    assert "round-to-round" not in lines and "processes" not in lines
+    assert "interval over sets" in figures.caption("throughput", one)
+    assert "paired over the sets" in figures.caption("speedup", one)

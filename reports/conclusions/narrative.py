@@ -559,7 +559,8 @@ def discussion(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | N
         lead = (f"No framework is cheapest for every job: {wins} of the {len(outs)} jobs, and {n_open} stay "
                 "unresolved at this run's resolution." if won else
                 f"No job is resolved here: with {process_words(df)} the job costs carry no interval, so the cheapest "
-                "configurations named are point estimates to be confirmed by a run with warm processes.")
+                "configurations named are point estimates to be confirmed by a run with "
+                + ("more sets." if summary.side_by_side(df) else "warm processes."))
         out.append(lead + " A reader should take the row of the job table closest to their own job (or run "
                    "fwbench report --job TASK:N) rather than a single framework ranking; the weighted ranking kept "
                    "in the appendix shows how any single score depends on its weights.")
@@ -574,7 +575,7 @@ def discussion(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | N
                        "and first call), so whether it pays back is a question of the job's length, which the "
                        "break-even steps in the appendix answer per task.")
     if not tested(df):
-        out.append("Because every case has fewer than three steady-state processes, this run's verdicts are "
+        out.append(f"Because every case has fewer than three steady-state {summary.unit(df)}, this run's verdicts are "
                    "indicative throughout; its value is in what ran, what compiled and what was refused "
                    "(capabilities, counts, outcomes), which do not need replication to be read.")
     return out
@@ -585,17 +586,21 @@ def limitations(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     out = []
     t = _timed(df)
     r = summary.resolution(df, fam)
+    sets = summary.side_by_side(df)
     cold, warm = _processes(df)
     if finite(r["detectable"]):
         out.append(f"Resolution: with {process_words(df)}, a difference between two frameworks' steps smaller than "
                    f"about {100 * r['detectable']:.0f}% (the median comparison, 80% power) is not resolved; "
                    "equivalence within the margin needs more processes still."
-                   + (f" About {r['needed']} warm processes per framework would resolve 20% at this spread."
+                   + (f" About {r['needed']} {'sets' if sets else 'warm processes per framework'} would resolve "
+                      f"{100 * (summary.SIDE_TARGET if sets else summary.TARGET):.0f}% at this spread."
                       if r.get("needed") else ""))
     elif len(t):
-        out.append(f"Resolution: no case has {stats.MIN_TESTED} or more steady-state processes ({process_words(df)}), "
-                   "so no difference between processes is tested and every ratio is a point estimate; intervals "
-                   "shown for a one-process case cover round-to-round noise only.")
+        u, one = ("sets", "one-set case cover block-to-block") if sets else ("processes", "one-process case cover "
+                                                                             "round-to-round")
+        out.append(f"Resolution: no case has {stats.MIN_TESTED} or more steady-state {u} ({process_words(df)}), "
+                   f"so no difference between {u} is tested and every ratio is a point estimate; intervals "
+                   f"shown for a {one} noise only.")
     if cold and max(cold) < stats.MIN_TESTED and len(t):
         out.append(f"Cold first calls come from {stats.plural(max(cold), 'process')} per case: their intervals rest "
                    "on a spread pooled over a framework's cases of one mode, an assumption that the cases share it.")

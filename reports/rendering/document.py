@@ -589,9 +589,7 @@ TIMING_METHOD = [
     "run's filled cache). Steady state comes from warm processes only; cold processes give cold first calls "
     "and the cold/warm step ratio. TensorFlow's XLA cache keys its entries by tf.function's process-unique "
     "names, so a warm TensorFlow process mostly compiles again (its warm first calls say so).",
-    "Intervals (runs of lone processes; in a run of sets, the numbers measured once per process: first calls and "
-    "the per-process numbers of the dynamic, derivatives and serving sections): a case's step is the geometric "
-    "mean of its processes' medians with a Student-t interval on "
+    "Intervals: a case's step is the geometric mean of its processes' medians with a Student-t interval on "
     "the log process medians (df = processes - 1); ratios between processes use Welch's standard error on the "
     "two log means with Hsu's conservative df = min(processes a, processes b) - 1, contrasts within the same "
     "processes (a mode against eager, a transform against its loop, a new- against a seen-shape request) a t "
@@ -624,10 +622,9 @@ CHOICE_METHOD = [
     "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
     "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
     "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
-    "comes from draws of each term's t distribution over processes (over sets in a run of sets; a cold first "
-    "call at the spread pooled "
+    "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
     "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
-    "from fewer than 3 processes (sets) leaves the cost without one (never a range). Every pair of frameworks' "
+    "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
     "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
     "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
     "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
@@ -672,9 +669,14 @@ def verdict_method(fam: stats.Family) -> list[str]:
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """The Method section: how every number of the report was made (a run of process sets: its
     own description of processes and intervals first)."""
-    side = "steady_from" in df.columns and df["steady_from"].map(lambda x: isinstance(x, str)
-                                                                    and x.startswith("sets")).any()
-    timing = [TIMING_METHOD[0], SETS_ROLES_METHOD, *TIMING_METHOD[2:]] if side else TIMING_METHOD
+    side = summary.side_by_side(df)
+    timing, choice_ = TIMING_METHOD, CHOICE_METHOD
+    if side:        # the lone processes' roles give way to the sets'; what stays per process says so
+        timing = [TIMING_METHOD[0], SETS_ROLES_METHOD, TIMING_METHOD[2].replace(
+            "Intervals: ", "Intervals of what is measured once per process (first calls; the per-process numbers of "
+            "the dynamic, derivatives and serving sections): ", 1), *TIMING_METHOD[3:]]
+        choice_ = [CHOICE_METHOD[0].replace("t distribution over processes", "t distribution over sets").replace(
+            "fewer than 3 processes", "fewer than 3 sets"), *CHOICE_METHOD[1:]]
     return [*(SIDE_METHOD if side else []), *timing, *verdict_method(fam), *FLAGS_METHOD,
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
@@ -684,7 +686,7 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "of the same t distributions.",
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
-        *[f"{k}: {v}" for k, v in METHOD.items()], *CHOICE_METHOD, *claims.rules(), *drawings.method(df),
+        *[f"{k}: {v}" for k, v in METHOD.items()], *choice_, *claims.rules(), *drawings.method(df),
         *UTILISATION_METHOD]
 
 
