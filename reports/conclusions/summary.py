@@ -274,7 +274,8 @@ def _first_call_sentences(t: pd.DataFrame) -> list[str]:
     n = int(acc["n_first_cold"].max()) if acc["n_first_cold"].notna().any() else 0
     su = jobs.startups(t)
     order = framework_order(f for f, _ in su)
-    start = [(f"{f} {m}", f"{stats.fmt_seconds(e.value)} (geometric mean of {e.n} processes)")
+    start = [(f"{f} {m}", f"{stats.fmt_seconds(e.value)} ("
+              + (f"geometric mean of {e.n} processes)" if e.n > 1 else "one process)"))
              for (f, m), e in sorted(su.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1]))]
     out = [Finding("First call of the fastest compiled mode, cold (every cache empty; "
                    f"{stats.plural(n, 'cold process')} each), over the tasks: " + ", ".join(parts)
