@@ -14,7 +14,7 @@ from scipy import stats as sps
 
 import reports
 from reports.conclusions import replicates, variance
-from reports.measures import controls
+from reports.measures import controls, stats, verdicts
 from reports.rendering import figures, parts
 from workloads import options
 
@@ -106,3 +106,6 @@ def test_one_set_reads_as_one_set(records):
     assert "round-to-round" not in lines and "processes" not in lines
     assert "interval over sets" in figures.caption("throughput", one)
     assert "paired over the sets" in figures.caption("speedup", one)
+    a, b = one[one["status"] == "ok"].iloc[0], one[one["status"] == "ok"].iloc[1]
+    j = verdicts.judge(a, b, stats.Family())
+    assert stats.sentence(j, "a", "b", 0.1).startswith("a against b: not tested (fewer than 3 sets)")

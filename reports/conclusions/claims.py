@@ -38,7 +38,7 @@ import pandas as pd
 
 from reports.conclusions import findings, jobs, replicates
 from reports.measures import distributed, scaleout, stats, verdicts
-from reports.measures.data import TIMED, finite, framework_order, lacking_modes, not_applicable
+from reports.measures.data import TIMED, finite, framework_order, lacking_modes, not_applicable, unit
 from reports.sections import interop, serving
 from workloads import code_size
 from workloads.base import is_accelerator
@@ -218,7 +218,7 @@ def _compile40(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Answ
     slower = sum(s.tested and s.high < 1.0 for s in items)
     if indicative:
         what = (f"{len(items)} torch compiled configurations at {min(s.speed for s in items):.2f}-{top.speed:.2f}x "
-                f"torch eager's speed (point estimates: fewer than {stats.MIN_TESTED} processes); largest {top.task}")
+                f"torch eager's speed (point estimates: fewer than {stats.MIN_TESTED} {unit(df)}); largest {top.task}")
     else:
         worst = max(items, key=lambda s: s.upper95)
         reach = [s for s in items if s.low >= findings.CLAIM]
@@ -304,7 +304,7 @@ def _interop_speed(df: pd.DataFrame, programs: list[str]) -> str:
     return (f"torch compiled is slower than torch eager on {len(slower)} of {len(x)} programs"
             + (f" ({min(slower):.1f}x)" if slower and f"{min(slower):.1f}" == f"{max(slower):.1f}" else
                f" ({min(slower):.1f}-{max(slower):.1f}x)" if slower else "")
-            + (f" (point estimates: fewer than {stats.MIN_TESTED} processes)" if not finite(n) or n < stats.MIN_TESTED
+            + (f" (point estimates: fewer than {stats.MIN_TESTED} {unit(df)})" if not finite(n) or n < stats.MIN_TESTED
                else "") + "; graph breaks run the Python eagerly between graphs")
 
 

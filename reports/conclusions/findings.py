@@ -56,7 +56,7 @@ import pandas as pd
 from reports import sections
 from reports.conclusions import replicates
 from reports.measures import stats, verdicts
-from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes, unit
 from reports.measures.verdicts import fastest_per_framework, pairs, versus
 from workloads.base import FwbenchError
 from workloads.record import NOT_REACHED
@@ -219,10 +219,11 @@ def _compile_findings(df: pd.DataFrame, w: pd.DataFrame, fam: stats.Family) -> l
     count = {v: sum(coarse == v for coarse in (stats.coarse(j.verdict) for j in js.values()))
              for v in (stats.FASTER, stats.SLOWER, stats.EQUIVALENT, stats.INCONCLUSIVE, stats.NOT_TESTED)}
     me = f"{100 * fam.margin:.0f}%"
-    lines = [f"Against their framework's eager mode (paired over the processes both ran in), of {len(js)} non-eager "
+    u = unit(df)
+    lines = [f"Against their framework's eager mode (paired over the {u} both ran in), of {len(js)} non-eager "
              f"cases {count[stats.FASTER]} are faster, {count[stats.SLOWER]} slower, {count[stats.EQUIVALENT]} "
              f"equivalent within +-{me}, {count[stats.INCONCLUSIVE]} inconclusive"
-             + (f", {count[stats.NOT_TESTED]} not tested (fewer than 3 processes)" if count[stats.NOT_TESTED] else "")
+             + (f", {count[stats.NOT_TESTED]} not tested (fewer than 3 {u})" if count[stats.NOT_TESTED] else "")
              + "; JAX's and TensorFlow's eager modes run op by op, so their speedups are over op-by-op execution, "
              "not over a fast eager mode."]
     torch_c = c[(c["framework"] == CLAIM_FRAMEWORK) & (c["mode"] == "compiled")]

@@ -37,6 +37,7 @@ import pandas as pd
 import workloads
 from reports import sections
 from reports.conclusions import claims, jobs, summary
+from reports.measures import data as rdata
 from reports.measures import stats
 from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order
 
@@ -191,7 +192,7 @@ def _span(v: list[int]) -> str:
 def process_words(df: pd.DataFrame) -> str:
     """'2 cold and 7 warm processes per framework', '1-2 cold processes per framework and no warm one'."""
     cold, warm = _processes(df)
-    if summary.side_by_side(df):
+    if rdata.side_by_side(df):
         return (f"{_span(cold) if cold else 'no'} cold and {_span(warm) if warm else 'no'} warm process sets, each "
                 "one process per framework and a control, timed side by side")
     c = f"{_span(cold)} cold" if cold else "no cold"
@@ -560,7 +561,7 @@ def discussion(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | N
                 "unresolved at this run's resolution." if won else
                 f"No job is resolved here: with {process_words(df)} the job costs carry no interval, so the cheapest "
                 "configurations named are point estimates to be confirmed by a run with "
-                + ("more sets." if summary.side_by_side(df) else "warm processes."))
+                + ("more sets." if rdata.side_by_side(df) else "warm processes."))
         out.append(lead + " A reader should take the row of the job table closest to their own job (or run "
                    "fwbench report --job TASK:N) rather than a single framework ranking; the weighted ranking kept "
                    "in the appendix shows how any single score depends on its weights.")
@@ -575,7 +576,7 @@ def discussion(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | N
                        "and first call), so whether it pays back is a question of the job's length, which the "
                        "break-even steps in the appendix answer per task.")
     if not tested(df):
-        out.append(f"Because every case has fewer than three steady-state {summary.unit(df)}, this run's verdicts are "
+        out.append(f"Because every case has fewer than three steady-state {rdata.unit(df)}, this run's verdicts are "
                    "indicative throughout; its value is in what ran, what compiled and what was refused "
                    "(capabilities, counts, outcomes), which do not need replication to be read.")
     return out
@@ -586,7 +587,7 @@ def limitations(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     out = []
     t = _timed(df)
     r = summary.resolution(df, fam)
-    sets = summary.side_by_side(df)
+    sets = rdata.side_by_side(df)
     cold, warm = _processes(df)
     if finite(r["detectable"]):
         out.append(f"Resolution: with {process_words(df)}, a difference between two frameworks' steps smaller than "

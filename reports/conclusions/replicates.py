@@ -219,7 +219,7 @@ def _set_est(recs: list[Rec]) -> stats.Est | None:
     values = {set_key(r): stats.geomean(_per_call(r)) for r in recs}
     halves = {set_key(r): stats.geomean(_per_call(r)[len(r["blocks"]) // 2:]) for r in recs}
     rounds = _per_call(recs[0]) if len(recs) == 1 else None
-    return stats.Est.of(values, halves, rounds)
+    return stats.Est.of(values, halves, rounds, unit="sets")
 
 
 def _valid_first(r: Rec) -> bool:

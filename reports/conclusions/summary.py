@@ -28,7 +28,7 @@ from reports import sections
 from reports.conclusions import findings, jobs, replicates
 from reports.measures import precision, stats, verdicts
 from reports.measures.bullets import Finding, tally
-from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes
+from reports.measures.data import OP_BY_OP_EAGER, TIMED, finite, framework_order, lacking_modes, side_by_side, unit
 from workloads.base import is_accelerator
 from workloads.record import NOT_REACHED
 
@@ -335,25 +335,6 @@ SIDE_TARGET = 0.05   # the same for a run of sets, side by side
 MAX_NEEDED = 60  # warm processes (sets) per framework beyond which a report says "more than"
 
 
-def side_by_side(df: pd.DataFrame) -> bool:
-    """Whether the report's cases were timed side by side in process sets (reports.commands.sets)."""
-    return "steady_from" in df.columns and bool(df["steady_from"].map(
-        lambda x: isinstance(x, str) and x.startswith("sets")).any())
-
-
-def unit(df: pd.DataFrame) -> str:
-    """The report's unit of replication, in words: sets, or processes."""
-    return "sets" if side_by_side(df) else "processes"
-
-
-def steady_source(df: pd.DataFrame) -> str:
-    """Where a case's steady step comes from, in words that hold for the report's design: in
-    sets every set's blocks (cold sets' too, replicates.cases), else the warm processes' medians."""
-    if side_by_side(df):
-        return "the geometric mean over every set, cold and warm, of each set's blocks' time per call"
-    return "the geometric mean of the warm processes' median steps"
-
-
 def detectable(se: float, df: float, level: float, power: float = POWER) -> float:
     """The smallest true log ratio a t test of standard error `se` and `df` degrees of freedom
     at `level` (two-sided) finds with `power`: the noncentral t's power solved for its
@@ -548,7 +529,7 @@ def recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job]
     if open_:
         tasks = list(dict.fromkeys(f"{o.job.workload + ' ' if o.job.workload else ''}{o.job.task}" for o in open_))
         lead = ", ".join(f"{f} for {n}" for f, n in tally(str(o.best.iloc[0]["framework"]) for o in open_))
-        why = (f"; no interval: fewer than {stats.MIN_TESTED} processes" if all(o.verdict == jobs.INDICATIVE
+        why = (f"; no interval: fewer than {stats.MIN_TESTED} {unit(df)}" if all(o.verdict == jobs.INDICATIVE
                                                                                  for o in open_) else "")
         parts.append(f"no framework is resolved cheapest for {'the other ' if won else ''}{len(open_)} job"
                      f"{'s' if len(open_) > 1 else ''} ({', '.join(tasks)}{why}), where the cheapest by the point "

@@ -541,3 +541,24 @@ def not_applicable(df: pd.DataFrame) -> pd.Series:
     if df.empty or "reason" not in df.columns:
         return pd.Series(False, index=df.index)
     return (df["status"] == "unsupported") & df["reason"].astype(str).str.contains(NOT_ITS_API, regex=True)
+
+
+# The run's design in words (a run of process sets, or lone processes), for every sentence that
+# says where a number comes from or what its interval is over.
+def side_by_side(df: pd.DataFrame) -> bool:
+    """Whether the report's cases were timed side by side in process sets (reports.commands.sets)."""
+    return "steady_from" in df.columns and bool(df["steady_from"].map(
+        lambda x: isinstance(x, str) and x.startswith("sets")).any())
+
+
+def unit(df: pd.DataFrame) -> str:
+    """The report's unit of replication, in words: sets, or processes."""
+    return "sets" if side_by_side(df) else "processes"
+
+
+def steady_source(df: pd.DataFrame) -> str:
+    """Where a case's steady step comes from, in words that hold for the report's design: in
+    sets every set's blocks (cold sets' too, replicates.cases), else the warm processes' medians."""
+    if side_by_side(df):
+        return "the geometric mean over every set, cold and warm, of each set's blocks' time per call"
+    return "the geometric mean of the warm processes' median steps"

@@ -79,7 +79,14 @@ DECIDED = (FASTER_M, FASTER, SLOWER, SLOWER_M)
 MAIN, OP_BY_OP = "main", "against op-by-op eager"
 GROUP_SHARES = {MAIN: 0.8, OP_BY_OP: 0.2}
 MIN_TESTED = 3             # processes a side needs before a comparison is tested (df >= 2)
-ONE_PROCESS = "not tested (fewer than 3 processes)"   # the words of NOT_TESTED
+
+
+def not_tested(unit: str = "processes") -> str:
+    """NOT_TESTED in words, for values of processes or of sets (Est.unit)."""
+    return f"not tested (fewer than {MIN_TESTED} {unit})"
+
+
+ONE_PROCESS = not_tested()      # the words of NOT_TESTED
 
 
 def seed_of(name: str) -> int:
@@ -116,13 +123,14 @@ class Est:
     halves: dict[str, float] | None = None
     rounds: tuple[float, ...] | None = None
     pool: tuple[float, float, int] | None = None   # (log SD, its df, cases) pooled over cases (`pooled`)
+    unit: str = "processes"     # what a value is of, in words: processes, or sets (a run side by side)
 
     @classmethod
     def of(cls, values: Mapping[str, float], halves: Mapping[str, float] | None = None,
-           rounds: Sequence[float] | None = None) -> "Est":
+           rounds: Sequence[float] | None = None, unit: str = "processes") -> "Est":
         h = _logs(halves) if halves else None
         return cls(_logs(values), h if h and set(h) == set(_logs(values)) else None,
-                   tuple(float(x) for x in rounds) if rounds is not None and len(rounds) else None)
+                   tuple(float(x) for x in rounds) if rounds is not None and len(rounds) else None, unit=unit)
 
     @property
     def n(self) -> int:
@@ -364,6 +372,7 @@ class Judgement:
     level: float
     verdict: str
     kind: str
+    unit: str = "processes"     # what its sides' values are of (Est.unit): the words of 'not tested'
 
     @property
     def decided(self) -> bool:
@@ -438,7 +447,7 @@ class Family:
             self.groups[key] = self.group_of(tuple(cases)) if self.group_of is not None else MAIN
         level = self.levels.get(key, self.stop_level) if self.closed and r.tested else LEVEL
         v, lo, hi, shown = self.verdict_of(r, level)
-        j = Judgement(key, r.value, lo, hi, shown, v, r.kind)
+        j = Judgement(key, r.value, lo, hi, shown, v, r.kind, a.unit)
         cache[key] = j
         if self.closed and r.tested:
             self._stability(key, j, a, b, tuple(cases), level)
@@ -559,7 +568,7 @@ def sentence(j: Judgement, a: str, b: str, margin: float, label: str | None = No
     elif v == INCONCLUSIVE:
         s = f"{a} against {b} is inconclusive: the interval contains 1 and reaches beyond +-{m} ({x})"
     else:
-        s = f"{a} against {b}: {ONE_PROCESS}, {x}"
+        s = f"{a} against {b}: {not_tested(j.unit)}, {x}"
     fl = sorted(set(flags))
     return s + (f" [flagged: {'; '.join(fl)}]" if fl else "")
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from reports.conclusions import claims, jobs, summary
+from reports.conclusions import claims, jobs
+from reports.measures import data as rdata
 from reports.measures import stats
 from reports.measures.data import framework_order
 from reports.rendering import figures as F
@@ -36,7 +37,7 @@ def page_one(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | Non
                        "presets, so which framework is cheapest here need not predict which is cheapest at the "
                        "default presets or at your model's size; run without --quick before choosing."))
     jt = jobs.job_table(df, job_list)
-    u = summary.unit(df)
+    u = rdata.unit(df)
     if not jt.empty:
         b.append(("table", jt, "The choice per job, cold cache (every compile cache empty): for each job (a task and "
                   "a count), each framework's cheapest configuration (framework x mode x strategy, eager included) "

@@ -160,7 +160,8 @@ def _run_rows(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """Set-up rows from machine_info.fwbench's run keys (record.RUN_INFO), where recorded."""
     pads = [r.get("env_pad_bytes") for r in runs if isinstance(r.get("env_pad_bytes"), int)]
     envs = [r.get("env_bytes") for r in runs if isinstance(r.get("env_bytes"), int)]
-    rows = [("processes per framework", _uniq(f"{r['cold']} cold + {r['warm']} warm" if isinstance(r.get("cold"), int)
+    rows = [("sets (cold + warm)" if any(isinstance(r.get("set"), int) for r in runs) else "processes per framework",
+             _uniq(f"{r['cold']} cold + {r['warm']} warm" if isinstance(r.get("cold"), int)
                                               and isinstance(r.get("warm"), int) else r.get("repeats") for r in runs)),
             ("environment padding (per process, random)",
              f"{min(pads)}-{max(pads)} bytes; environments of {min(envs)}-{max(envs)} bytes" if pads and envs
@@ -192,7 +193,7 @@ def results_table(w: pd.DataFrame) -> pd.DataFrame:
     break-even and the compile counters are in compile_table."""
     rows = []
     lacking = rdata.lacking_modes(w)
-    u = summary.unit(w)
+    u = rdata.unit(w)
     for _, r in w.iterrows():
         timed = r["status"] in TIMED and finite(r["median_s"])
         n = r.get("n_processes", 1)
@@ -241,8 +242,8 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
 
 def _results_caption(wl: str, w: pd.DataFrame) -> str:
     """The caption of a workload's case table, in the words of the run's design (sets or lone processes)."""
-    if summary.side_by_side(w):
-        return (f"{wl}: step time, {summary.steady_source(w)} (* one set: the interval covers block-to-block noise "
+    if rdata.side_by_side(w):
+        return (f"{wl}: step time, {rdata.steady_source(w)} (* one set: the interval covers block-to-block noise "
                 "only), throughput, speedup over the same framework's eager mode (paired by set; op-by-op: JAX's and "
                 "TensorFlow's eager), the cold sets' step over the warm sets', and the case's flags (see Replication "
                 "and stability).")
@@ -263,7 +264,7 @@ def mfu_blocks(model: pd.DataFrame) -> list[Block]:
             continue
         kind = "GPU" if is_accelerator(device) else device.upper()
         b += [("h", 3, f"Throughput and MFU on the {kind}"),
-              ("table", t, f"{kind}: step time ({summary.steady_source(d)}), throughput, and MFU = model FLOPs "
+              ("table", t, f"{kind}: step time ({rdata.steady_source(d)}), throughput, and MFU = model FLOPs "
                "per step (the workload's formula, forward + backward = 3x forward for a train step) / step time / "
                "the peak GEMM rate at the case's precision (bf16, fp32, or TF32), measured by the framework before "
                "the first case (on the CPU at fp32: the best of numpy's and the frameworks'), and the vendor's "
@@ -666,18 +667,22 @@ def verdict_method(fam: stats.Family) -> list[str]:
     ]
 
 
+def _in_sets(lines: list[str]) -> list[str]:
+    """Rules written for processes, in a run of sets: its replicates are sets."""
+    return [ln.replace("t distribution over processes", "t distribution over sets").replace(
+        f"fewer than {stats.MIN_TESTED} processes", f"fewer than {stats.MIN_TESTED} sets") for ln in lines]
+
+
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """The Method section: how every number of the report was made (a run of process sets: its
     own description of processes and intervals first)."""
-    side = summary.side_by_side(df)
-    timing, choice_ = TIMING_METHOD, CHOICE_METHOD
+    side = rdata.side_by_side(df)
+    timing, words = TIMING_METHOD, (_in_sets if side else list)
     if side:        # the lone processes' roles give way to the sets'; what stays per process says so
         timing = [TIMING_METHOD[0], SETS_ROLES_METHOD, TIMING_METHOD[2].replace(
             "Intervals: ", "Intervals of what is measured once per process (first calls; the per-process numbers of "
             "the dynamic, derivatives and serving sections): ", 1), *TIMING_METHOD[3:]]
-        choice_ = [CHOICE_METHOD[0].replace("t distribution over processes", "t distribution over sets").replace(
-            "fewer than 3 processes", "fewer than 3 sets"), *CHOICE_METHOD[1:]]
-    return [*(SIDE_METHOD if side else []), *timing, *verdict_method(fam), *FLAGS_METHOD,
+    return [*(SIDE_METHOD if side else []), *timing, *words(verdict_method(fam)), *FLAGS_METHOD,
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
         + " compile latency = a non-eager mode's cold first call minus the same mode's steady step (eager modes "
@@ -686,7 +691,8 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "of the same t distributions.",
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
-        *[f"{k}: {v}" for k, v in METHOD.items()], *choice_, *claims.rules(), *drawings.method(df),
+        *[f"{k}: {v}" for k, v in METHOD.items()], *words(CHOICE_METHOD), *words(claims.rules()),
+        *drawings.method(df),
         *UTILISATION_METHOD]
 
 

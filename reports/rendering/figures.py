@@ -32,8 +32,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from reports.conclusions import summary
 from reports.conclusions.findings import CLAIM
+from reports.measures import data as rdata
 from reports.measures.data import (
     OP_BY_OP_EAGER,
     TIMED,
@@ -725,7 +725,7 @@ def too_many(name: str, n: int, limit: int | None = None, what: str = "panels") 
 def caption(name: str, df: pd.DataFrame) -> str:
     """FIGURES' caption of `name` in the words of the report's design (STEADY, UNIT)."""
     text = FIGURES[name][1]
-    for token, words in (("STEADY", summary.steady_source(df)), ("UNIT", summary.unit(df))):
+    for token, words in (("STEADY", rdata.steady_source(df)), ("UNIT", rdata.unit(df))):
         text = text.replace(token, words)
     return text
 

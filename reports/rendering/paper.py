@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.conclusions import claims, summary
+from reports.conclusions import claims
+from reports.measures import data as rdata
 from reports.measures import stats
 from reports.measures.data import TIMED
 from reports.rendering import bibliography, latex
@@ -424,7 +425,7 @@ def _command(text: str) -> str:
 def _design_sentences(cases: pd.DataFrame, cold: int, warm: int) -> str:
     """How the processes ran and what a steady step and a ratio are, for the run's design: process sets
     (side by side) or lone processes one at a time."""
-    if summary.side_by_side(cases):
+    if rdata.side_by_side(cases):
         return (f"Each framework ran in process sets: {stats.plural(cold, 'cold set')} (every compile cache empty) "
                 f"and {stats.plural(warm, 'warm set')} (the run's cache filled), one after another, each one process "
                 "per framework and a second process of one framework (an A/A control), alive together and started "
@@ -449,7 +450,7 @@ def method_paragraph(cases: pd.DataFrame, fam: stats.Family) -> str:
     cold = int(t["n_cold"].max()) if "n_cold" in t.columns and t["n_cold"].notna().any() else 0
     warm = int(t["n_warm"].max()) if "n_warm" in t.columns and t["n_warm"].notna().any() else 0
     m = f"{100 * fam.margin:.0f}%"
-    u = summary.unit(cases)
+    u = rdata.unit(cases)
     return (_design_sentences(cases, cold, warm)
             + f" A comparison needs {stats.MIN_TESTED} {u} a side; below that the {u}' range is "
             f"shown and it is not tested. Verdicts are stated against a {m} margin, "

@@ -42,7 +42,7 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
         return []
     margin = fam.margin if fam is not None else stats.MARGIN
     one = int((t["n_processes"] == 1).sum())
-    sets = summary.side_by_side(d)
+    sets = rdata.side_by_side(d)
     u, noise = ("sets", "block-to-block") if sets else ("processes", "round-to-round")
     lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state {u} or more"
              + (f"; {one} have one: nothing between {u} is tested for them, and their intervals cover "
@@ -168,7 +168,7 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     m = f"{100 * margin:.0f}%"
     b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
     wls = sorted({str(w) for w in df["workload"].dropna()})
-    sets = summary.side_by_side(df)
+    sets = rdata.side_by_side(df)
     unit, units = ("set", "sets") if sets else ("process", "processes")
     design = ("timed side by side in process sets: a case's step time is the geometric mean over sets of its "
               "blocks' time per call, with a 95% t interval over sets, and two configurations compare paired by "
