@@ -124,6 +124,8 @@ def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
                  "one at a time in a seeded order", "processes (cold+warm)", "round-to-round"):
         assert lone not in md and lone not in tex, lone
     assert "| sets (cold+warm) |" in md and "The cold sets' steady step over the warm sets'" in md
+    # page 1 says why no job cost has an interval: the one cold set (its steady steps have 3 sets)
+    assert "no interval: each cold first call comes from 1 cold set, fewer than 3 (fwbench run --cold 3)" in md
     assert "Cold and warm sets: " in md and "Steady state comes from every set's blocks, cold and warm" in md
     assert "Intervals of what is measured once per process (first calls;" in md
     assert "draws of each term's t distribution over sets" in md and "fewer than 3 sets leaves the cost" in md
