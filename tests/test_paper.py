@@ -126,6 +126,9 @@ def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
     assert "| sets (cold+warm) |" in md and "The cold sets' steady step over the warm sets'" in md
     # page 1 says why no job cost has an interval: the one cold set (its steady steps have 3 sets)
     assert "no interval: each cold first call comes from 1 cold set, fewer than 3 (fwbench run --cold 3)" in md
+    if has_example("cpu-2core-serving"):      # a serving case is per process, in sets too
+        serving = (rendered_example("cpu-2core-serving")[0] / "report.md").read_text()
+        assert "no interval: each cold first call comes from 1 cold process, fewer than 3" in serving
     assert "Cold and warm sets: " in md and "Steady state comes from every set's blocks, cold and warm" in md
     assert "Intervals of what is measured once per process (first calls;" in md
     assert "draws of each term's t distribution over sets" in md and "fewer than 3 sets leaves the cost" in md

@@ -510,7 +510,8 @@ def _no_interval(df: pd.DataFrame) -> str:
     cold = df["n_first_cold"].dropna() if "n_first_cold" in df.columns else pd.Series(dtype=float)
     if len(cold) and cold.max() < stats.MIN_TESTED:
         n = int(cold.max())
-        return (f"; no interval: each cold first call comes from {n} cold {u[:-1] if n == 1 else u}, fewer than "
+        return (f"; no interval: each cold first call comes from "
+                f"{stats.plural(n, 'cold set' if u == 'sets' else 'cold process')}, fewer than "
                 f"{stats.MIN_TESTED} (fwbench run --cold {stats.MIN_TESTED})")
     return f"; no interval: fewer than {stats.MIN_TESTED} {u}"
 
