@@ -126,6 +126,12 @@ def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
     assert "| sets (cold+warm) |" in md and "The cold sets' steady step over the warm sets'" in md
     # page 1 says why no job cost has an interval: the one cold set (its steady steps have 3 sets)
     assert "no interval: each cold first call comes from 1 cold set, fewer than 3 (fwbench run --cold 3)" in md
+    # the Replication line's interval for a ratio is the paired one the Scope states, not the unpaired
+    paired = re.search(r"Paired by set \(.*?\), a ratio between two frameworks' configurations has a 95% interval of "
+                       r"about \+-([0-9.]+)% \(median of (\d+) comparisons; \+-([0-9.]+)% were the sets not paired", md)
+    scope = re.search(r"between frameworks \+-([0-9.]+)% at 95% and .*? \(median of (\d+) comparisons\)", md)
+    assert paired and scope and paired.group(1, 2) == scope.group(1, 2), (paired, scope)
+    assert float(paired.group(3)) > float(paired.group(1))
     if has_example("cpu-2core-serving"):      # a serving case is per process, in sets too
         serving = (rendered_example("cpu-2core-serving")[0] / "report.md").read_text()
         assert "no interval: each cold first call comes from 1 cold process, fewer than 3" in serving

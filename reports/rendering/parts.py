@@ -34,6 +34,42 @@ def _uniq(values: Any) -> str:
     return ", ".join(v) if v else "n/a"
 
 
+def _spread_lines(d: pd.DataFrame, t: pd.DataFrame, fam: stats.Family | None, margin: float) -> list[str]:
+    """How much the replicates (warm processes, or sets) of a case differ, and what interval that
+    gives a ratio: in a run of sets the ratios are paired by set, so the figure is the paired
+    comparisons' own (summary.resolution), the unpaired one beside it."""
+    sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
+    multi = t[t["n_processes"] >= 2]
+    if not (finite(sd) and len(multi)):
+        return []
+    sets, u = rdata.side_by_side(d), rdata.unit(d)
+    p = int(multi["n_processes"].median())
+    warm = "steady_from" in multi.columns and multi["steady_from"].astype(str).str.startswith("warm").all()
+    res = stats.resolution(sd, p) if p >= stats.MIN_TESTED else math.nan
+    who, of = (("Sets", "per-set steps, each the geometric mean of the set's blocks") if sets else
+               ("Warm processes" if warm else "Steady-state processes", "median steps"))
+    text = (f"{who} of the same case differ by {100 * sd:.1f}% (SD of their {of}, median over the {len(multi)} "
+            f"cases with two or more; the largest over the smallest of a case's {p} {u} is {100 * spread:.1f}% in "
+            f"median, a range that grows with the number of {u}).")
+    paired = summary.resolution(d, fam) if sets and fam is not None and finite(res) else None
+    if paired is not None and paired["n_between"]:
+        text += (f" Paired by set (the machine's state during a cycle falls on both sides), a ratio between two "
+                 f"frameworks' configurations has a 95% interval of about +-{100 * paired['between_95']:.1f}% "
+                 f"(median of {paired['n_between']} comparisons; +-{100 * res:.1f}% were the sets not paired; wider "
+                 "at the verdicts' Holm levels).")
+        res = paired["between_95"]
+    elif finite(res):
+        text += (f" At that spread a ratio of two cases of {p} {u} each has a 95% interval of about "
+                 f"+-{100 * res:.1f}% (wider at the verdicts' Holm levels).")
+    else:
+        text += (f" Cases with fewer than {stats.MIN_TESTED} {u} on a side are not tested: their tables show the "
+                 f"{u}' min-max, not an interval.")
+    if finite(res) and res > margin:
+        text += (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown equivalent, and "
+                 f"differences near the margin stay inconclusive; measure on a quieter machine or with more {u}.")
+    return [text]
+
+
 def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[str]:
     """Replication, the spread between warm processes, the cold processes, the machine's
     state and what the flags found, as the reader needs them before trusting a verdict."""
@@ -47,24 +83,7 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
     lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state {u} or more"
              + (f"; {one} have one: nothing between {u} is tested for them, and their intervals cover "
                 f"{noise} noise only (marked * in the results)." if one else ".")]
-    sd, spread = d.attrs.get("warm_sd", math.nan), d.attrs.get("warm_spread", math.nan)
-    multi = t[t["n_processes"] >= 2]
-    if finite(sd) and len(multi):
-        p = int(multi["n_processes"].median())
-        warm = "steady_from" in multi.columns and multi["steady_from"].astype(str).str.startswith("warm").all()
-        res = stats.resolution(sd, p) if p >= stats.MIN_TESTED else math.nan
-        who, of = (("Sets", "per-set steps, each the geometric mean of the set's blocks") if sets else
-                   ("Warm processes" if warm else "Steady-state processes", "median steps"))
-        lines.append(f"{who} of the same case differ by {100 * sd:.1f}% (SD of their {of}, median over the "
-                     f"{len(multi)} cases with two or more; the largest over the smallest of a case's {p} {u} is "
-                     f"{100 * spread:.1f}% in median, a range that grows with the number of {u})."
-                     + (f" At that spread a ratio of two cases of {p} {u} each has a 95% interval of about "
-                        f"+-{100 * res:.1f}% (wider at the verdicts' Holm levels)." if finite(res) else
-                        f" Cases with fewer than {stats.MIN_TESTED} {u} on a side are not tested: their "
-                        f"tables show the {u}' min-max, not an interval.")
-                     + (f" WARNING: that exceeds the {100 * margin:.0f}% margin: no comparison can be shown "
-                        "equivalent, and differences near the margin stay inconclusive; measure on a quieter machine "
-                        f"or with more {u}." if finite(res) and res > margin else ""))
+    lines += _spread_lines(d, t, fam, margin)
     cold = d.attrs.get("cold_over_warm", math.nan)
     if finite(cold) and sets:
         lines.append(f"The cold sets' steady step over the warm sets' (median over cases): {cold:.3f}x; per case in "
