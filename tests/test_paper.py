@@ -139,6 +139,9 @@ def test_a_run_of_sets_is_described_as_sets_not_as_lone_processes():
     assert "Intervals of what is measured once per process (first calls;" in md
     assert "draws of each term's t distribution over sets" in md and "fewer than 3 sets leaves the cost" in md
     assert "Each framework ran in process sets: 1 cold set" in tex and "paired by set" in tex
+    assert "process sets as replicates" in tex and "processes as replicates" not in tex          # related work
+    assert "the process set as the unit of replication" in tex                                  # contributions
+    assert "no job cost has an interval (each cold first call comes from 1 cold set" in tex      # abstract
     assert "whiskers: 95\\% t interval over sets" in tex or "95% t interval over sets" in md
 
 

@@ -370,7 +370,7 @@ def _recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job
         if won:
             parts.append(f"for the other {len(rest)} no framework is resolved cheapest")
         else:
-            why = ("no job cost has an interval (fewer than 3 processes)" if all(
+            why = (f"no job cost has an interval ({summary.no_interval(df)})" if all(
                 o.verdict == jobs.INDICATIVE for o in rest) else "no framework is resolved cheapest")
             parts.append(f"by the point estimates the cheapest framework is {lead} of the {len(rest)} jobs; {why}")
     return "; ".join(parts)

@@ -503,17 +503,16 @@ def _configurations_words(os: list[jobs.Outcome]) -> str:
     return ", ".join(f"{c} at {' and '.join(f'{n:,}' for n in sorted(ns))}" for c, ns in by.items())
 
 
-def _no_interval(df: pd.DataFrame) -> str:
+def no_interval(df: pd.DataFrame) -> str:
     """Why no job cost has an interval: a term from fewer than MIN_TESTED values, most often the cold
     first call (one cold process or set a case, where the steady step has more)."""
     u = unit(df)
     cold = df["n_first_cold"].dropna() if "n_first_cold" in df.columns else pd.Series(dtype=float)
     if len(cold) and cold.max() < stats.MIN_TESTED:
-        n = int(cold.max())
-        return (f"; no interval: each cold first call comes from "
-                f"{stats.plural(n, 'cold set' if u == 'sets' else 'cold process')}, fewer than "
+        return (f"each cold first call comes from "
+                f"{stats.plural(int(cold.max()), 'cold set' if u == 'sets' else 'cold process')}, fewer than "
                 f"{stats.MIN_TESTED} (fwbench run --cold {stats.MIN_TESTED})")
-    return f"; no interval: fewer than {stats.MIN_TESTED} {u}"
+    return f"fewer than {stats.MIN_TESTED} {u}"
 
 
 def recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job] | None = None) -> str:
@@ -542,7 +541,7 @@ def recommendation(df: pd.DataFrame, fam: stats.Family, job_list: list[jobs.Job]
     if open_:
         tasks = list(dict.fromkeys(f"{o.job.workload + ' ' if o.job.workload else ''}{o.job.task}" for o in open_))
         lead = ", ".join(f"{f} for {n}" for f, n in tally(str(o.best.iloc[0]["framework"]) for o in open_))
-        why = (_no_interval(df) if all(o.verdict == jobs.INDICATIVE for o in open_) else "")
+        why = (f"; no interval: {no_interval(df)}" if all(o.verdict == jobs.INDICATIVE for o in open_) else "")
         parts.append(f"no framework is resolved cheapest for {'the other ' if won else ''}{len(open_)} job"
                      f"{'s' if len(open_) > 1 else ''} ({', '.join(tasks)}{why}), where the cheapest by the point "
                      f"estimates is {lead}")

@@ -778,7 +778,7 @@ def paper_text(cases: pd.DataFrame, blocks: list[Block], jobs: list[Job] | None 
         limitations=narrative.limitations(df, fam), reproducibility=narrative.reproducibility(cases, rendered_by()),
         conclusion=narrative.conclusion(df, fam, jobs, ct),
         title=f"Which framework for which job? PyTorch, JAX and TensorFlow on equal work on {device}",
-        date=narrative.run_date(cases), authors=narrative.authors())
+        date=narrative.run_date(cases), authors=narrative.authors(), sets=rdata.side_by_side(cases))
 
 
 def rendered_by() -> str | None:

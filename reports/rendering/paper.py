@@ -100,6 +100,18 @@ class Meta:
     date: str | None = None
 
 
+LONE_DESIGN = (r"processes as replicates, an environment padded to a random length per process, Student-t intervals "
+               r"over processes")
+SETS_DESIGN = (r"process sets as replicates, the configurations of a task timed side by side in each (one block at a "
+               r"time, in an order drawn per cycle) so that a ratio is paired by set, an environment padded to a "
+               r"random length per process, Student-t intervals over sets")
+
+
+def related(sets: bool) -> str:
+    """The related-work section, its last sentence in the words of the run's design."""
+    return RELATED.replace(LONE_DESIGN, SETS_DESIGN) if sets else RELATED
+
+
 @dataclass
 class Text:
     """What the paper says that the report's blocks do not hold (reports.conclusions.narrative's)."""
@@ -120,6 +132,7 @@ class Text:
     title: str
     date: str
     authors: list[str] = field(default_factory=list)
+    sets: bool = False          # a run of process sets (side by side), not of lone processes
 
 
 # ----------------------------------------------------------------------------- text
@@ -284,8 +297,10 @@ def _intro(text: Text, n_claims: int, jobs_figure: bool) -> list[str]:
         r"\item Equal work in three frameworks: every implementation is checked against an independent numpy float64 "
         r"reference (outputs, losses, gradients, optimizer steps) before anything is timed, each on its "
         r"framework's idiomatic fast path (Section~\ref{sec:design}).",
-        r"\item A measurement design with the process as the unit of replication \citep{kalibera2013rigorous}, "
-        r"cold and warm compile caches by design, the compiler's one-off start-up measured apart, one error rate "
+        (r"\item A measurement design with the process set as the unit of replication, the frameworks' "
+         r"configurations timed side by side in each so that ratios are paired, " if text.sets else
+         r"\item A measurement design with the process as the unit of replication \citep{kalibera2013rigorous}, ")
+        + r"cold and warm compile caches by design, the compiler's one-off start-up measured apart, one error rate "
         r"per report \citep{holm1979simple}, and the smallest difference the run resolves stated with its answers.",
         r"\item An answer per job instead of a framework score: the cost of $N$ steps, calls or requests in a "
         r"fresh process with its interval, every pair of frameworks tested on its ratio "
@@ -392,7 +407,7 @@ def article(blocks: list[tuple], text: Text, meta: Meta | None = None, fig_dir: 
            r"\begin{abstract}", " ".join(_para(x) for x in text.abstract), r"\end{abstract}",
            r"\noindent\textit{Provenance.} " + _para(text.provenance), ""]
     out += _intro(text, len(claims.CLAIMS), any(b[1] == "pareto_jobs" for b in main_figs))
-    out += [r"\section{Related work}\label{sec:related}", RELATED]
+    out += [r"\section{Related work}\label{sec:related}", related(text.sets)]
     out += _design(text, caveats, labels)
     out += _results(blocks, text, main_figs, fig_dir, labels)
     out += _claims_section(blocks, labels)
