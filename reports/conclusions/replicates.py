@@ -15,6 +15,13 @@ variance between processes); cold processes measure first calls and the cold/war
 the steady state, a quantity of its own. Caches off (`off`) or unknown: every process
 counts for both. Files from before roles (`empty` = cold).
 
+A run of process sets (records with blocks, reports.commands.sets) is different: a case's value
+is per set, the geometric mean of its blocks, and every set, cold and warm, enters the steady
+state (`_set_est`): its configurations were timed side by side, so the machine's state during a
+cycle falls on both sides of a ratio paired by set, and the cold set's steady blocks come after
+its first calls like a warm set's. The report words each number for the design
+(reports.measures.data: side_by_side, unit, steady_source).
+
 Columns (besides the record's fields, taken from the case's first process):
 
     n_processes        steady-state processes (warm ones where there are any)
