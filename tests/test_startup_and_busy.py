@@ -6,6 +6,7 @@ tests drive the real host check (/proc/stat) with a CPU hog: two processes spinn
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -89,7 +90,6 @@ def test_machine_info_carries_the_startup_and_the_report_shows_it_apart(tmp_path
     folder = tmp_path / "run"
     paths = fx.simulated_processes(folder, "torch", {("gpt", "forward", "eager"): 0.004,
                                                     ("gpt", "forward", "compiled"): 0.003}, cold=1, warm=3)
-    import json
     for i, p in enumerate(paths):
         doc = json.loads(p.read_text())
         doc["machine_info"]["fwbench"].update(compiler_startup={"torch/compiled": 8.0 + i},
@@ -155,10 +155,9 @@ def _cache_files(folder):
     return sorted(str(p) for p in Path(folder).rglob("*") if p.is_file()) if folder and Path(folder).exists() else []
 
 
-def startup_leaves(framework: str) -> list[dict]:
+def startup_leaves(framework: str) -> None:
     """In this process (a fresh one, tests below): each mode's compiler start-up, and the files it
-    added to the process's persistent cache folder."""
-    import json
+    added to the process's persistent cache folder, printed as one JSON line."""
     adapter = frameworks.load(framework)
     adapter.configure()
     folder = adapter.cache_dir_in_use()
@@ -168,7 +167,6 @@ def startup_leaves(framework: str) -> list[dict]:
         started = timing.compiler_startup(adapter, mode, "cpu")
         out.append({"mode": mode, "started": started, "new": sorted(set(_cache_files(folder)) - set(before))})
     print(json.dumps(out))
-    return out
 
 
 @pytest.mark.parametrize("framework", ["jax", pytest.param("torch", marks=pytest.mark.slow),
@@ -182,7 +180,6 @@ def test_a_real_startup_compiles_and_leaves_nothing_a_case_can_find(framework, t
     In a fresh process with a cache folder of its own, as a cold process of a run: in the test
     workers' shared folder the other worker's programs, written meanwhile, were counted as the
     start-up's (a fresh-clone CI, every cache empty: JAX's jit__mean, jit_div, ... in the block)."""
-    import json
     if framework not in INSTALLED:
         pytest.skip(f"{framework} not installed")
     p = subprocess.run([sys.executable, "-c", "import tests.test_startup_and_busy as t; "
@@ -276,7 +273,6 @@ def test_a_case_that_stays_busy_is_left_out_and_counted_on_page_one(benchmark, m
     busy = {k: rec[k] for k in ("busy", "other_cpu", "steal_frac", "load_avg", "busy_retries", "busy_wait_s")}
     folder = tmp_path / "run"
     medians = {("gpt", "forward", "eager"): 0.004, ("gpt", "forward", "compiled"): 0.003}
-    import json
     for fw in ("torch", "jax"):
         for i, p in enumerate(fx.simulated_processes(folder, fw, medians, cold=1, warm=3, seed=len(fw))):
             doc = json.loads(p.read_text())
