@@ -58,6 +58,8 @@ def test_markdown_sections_missing_framework_and_failure(rendered):
                     "ranks first under"):
         assert section in md
     assert "Indicative only: every case has a single steady-state process" in md
+    assert "no comparison between processes is tested" in md
+    assert "not tested (fewer than 3 processes on a side)" in md and "t distribution over processes" in md
     assert "![throughput](figures/throughput.png)" in md
     assert "torch 2.13.0" in md and "Test CPU" in md and "100.0 GFLOP/s" in md and "abc1234" in md
 

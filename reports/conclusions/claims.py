@@ -381,7 +381,7 @@ def _torch_vmap(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Ans
     what = (_count_text(n, "torch", "JAX", "tasks", fam.margin) + " (each framework's fastest transform and mode)"
             + "; " + _coverage(applicable(d[d["framework"].isin(("torch", "jax"))], df)))
     return Answer(verdict + (INDICATIVE if indicative else ""), what,
-                  f"fewer than {stats.MIN_TESTED} processes per case: point estimates" if indicative else "")
+                  f"fewer than {stats.MIN_TESTED} {unit(df)} per case: point estimates" if indicative else "")
 
 
 def _flip(v: str) -> str:
@@ -493,7 +493,7 @@ def _tf_dynamic(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame) -> Ans
             "graph or compiled strategy): " + _count_text(n, "tensorflow", "the others", "streams", fam.margin)
             + "; " + "; ".join(parts))
     return Answer(verdict + (INDICATIVE if indicative else ""), what,
-                  (f"fewer than {stats.MIN_TESTED} processes: point estimates; " if indicative else "")
+                  (f"fewer than {stats.MIN_TESTED} {unit(df)}: point estimates; " if indicative else "")
                   + "lines: fwbench's lines naming the strategy (workloads/code_size.py); padding (bucketed) is "
                     "framework-neutral code")
 
@@ -604,14 +604,14 @@ def table(df: pd.DataFrame, fam: stats.Family, every: pd.DataFrame | None = None
     return pd.DataFrame(rows)
 
 
-def rules() -> list[str]:
-    """The verdict rules, one per kind of claim, for the method."""
+def rules(unit: str = "processes") -> list[str]:
+    """The verdict rules, one per kind of claim, for the method (unit: the run's unit of replication)."""
     kinds: dict[str, list[int]] = {}
     for i, c in enumerate(CLAIMS, start=1):
         kinds.setdefault(c.kind, []).append(i)
     return [f"Claims, {kind} (claim{'s' if len(n) > 1 else ''} {', '.join(map(str, n))}): {RULES[kind]}." for kind, n
-            in kinds.items()] + ["A claim's verdict resting on fewer than 3 processes on a side, or on point "
-                                 "estimates, says (indicative); one whose workload did not run reads 'not tested in "
-                                 "this run'; the sources are as ../shared/CLAIMS.md cites them: an industry article "
-                                 "(2023) quoting Luca Antiga, Dan Shiebler and Pieter Luitjens, which gives no "
-                                 "measurements of its own."]
+            in kinds.items()] + [
+        f"A claim's verdict resting on fewer than {stats.MIN_TESTED} {unit} on a side, or on point estimates, says "
+        "(indicative); one whose workload did not run reads 'not tested in this run'; the sources are as "
+        "../shared/CLAIMS.md cites them: an industry article (2023) quoting Luca Antiga, Dan Shiebler and Pieter "
+        "Luitjens, which gives no measurements of its own."]

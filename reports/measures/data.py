@@ -551,9 +551,16 @@ def side_by_side(df: pd.DataFrame) -> bool:
         lambda x: isinstance(x, str) and x.startswith("sets")).any())
 
 
-def unit(df: pd.DataFrame) -> str:
-    """The report's unit of replication, in words: sets, or processes."""
-    return "sets" if side_by_side(df) else "processes"
+def unit(df: pd.DataFrame, one: bool = False) -> str:
+    """The report's unit of replication, in words: sets, or processes (one: set, or process)."""
+    if side_by_side(df):
+        return "set" if one else "sets"
+    return "process" if one else "processes"
+
+
+def noise(df: pd.DataFrame) -> str:
+    """What a lone replicate's interval covers, in words: the blocks of one set, or the rounds of one process."""
+    return "block-to-block" if side_by_side(df) else "round-to-round"
 
 
 def steady_source(df: pd.DataFrame) -> str:

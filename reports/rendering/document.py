@@ -242,15 +242,13 @@ def mfu_table(d: pd.DataFrame) -> pd.DataFrame:
 
 def _results_caption(wl: str, w: pd.DataFrame) -> str:
     """The caption of a workload's case table, in the words of the run's design (sets or lone processes)."""
-    if rdata.side_by_side(w):
-        return (f"{wl}: step time, {rdata.steady_source(w)} (* one set: the interval covers block-to-block noise "
-                "only), throughput, speedup over the same framework's eager mode (paired by set; op-by-op: JAX's and "
-                "TensorFlow's eager), the cold sets' step over the warm sets', and the case's flags (see Replication "
-                "and stability).")
-    return (f"{wl}: step time over warm processes (* one process: the interval covers round-to-round noise only), "
-            "throughput, speedup over the same framework's eager mode (paired over processes; op-by-op: JAX's and "
-            "TensorFlow's eager), the cold processes' step over the warm ones', and the case's flags (see "
-            "Replication and stability).")
+    sets = rdata.side_by_side(w)
+    step = f", {rdata.steady_source(w)}" if sets else " over warm processes"
+    paired, cold = (("by set", "the cold sets' step over the warm sets'") if sets else
+                    ("over processes", "the cold processes' step over the warm ones'"))
+    return (f"{wl}: step time{step} (* one {rdata.unit(w, one=True)}: the interval covers {rdata.noise(w)} noise "
+            f"only), throughput, speedup over the same framework's eager mode (paired {paired}; op-by-op: JAX's and "
+            f"TensorFlow's eager), {cold}, and the case's flags (see Replication and stability).")
 
 
 def mfu_blocks(model: pd.DataFrame) -> list[Block]:
@@ -618,19 +616,23 @@ FLAGS_METHOD = [
     "for a quiet machine, and a measurement still busy enters no number), where it recompiled during the timed "
     "rounds, or where a first call compiled nothing.",
 ]
-CHOICE_METHOD = [
-    "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
-    "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
-    "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
-    "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
-    "comes from draws of each term's t distribution over processes (a cold first call at the spread pooled "
-    "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
-    "from fewer than 3 processes leaves the cost without one (never a range). Every pair of frameworks' "
-    "cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs (Bonferroni over "
-    "the job's pairs): a framework is named cheapest against those it is resolved below, 'not resolved "
-    "against' the others. Where the cheapest configuration changes with N, the change's N has the 95% "
-    "interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ at 95%.",
-]
+def choice_method(unit: str = "processes") -> str:
+    """The Method's choice per job, in the words of the run's unit of replication (processes, or sets)."""
+    return (
+        "The choice per job: a configuration is framework x mode x strategy (eager included); a job's cost, in a "
+        "fresh process, is the compiled mode's compiler start-up (Appendix C; none for eager modes or for runs "
+        "from before it was measured apart) + first call + N x steady step (M examples: M / examples per call "
+        "calls; a stream: its cold pass, then the other requests at the warm per-request rate). Its 95% interval "
+        f"comes from draws of each term's t distribution over {unit} (a cold first call at the spread pooled "
+        "over its framework's cases of the mode, as Appendix C prints it), the terms drawn independently; a term "
+        f"from fewer than {stats.MIN_TESTED} {unit} leaves the cost without one (never a range). Every pair of "
+        "frameworks' cheapest configurations is tested on the ratio of their costs' draws at 1 - 5%/pairs "
+        "(Bonferroni over the job's pairs): a framework is named cheapest against those it is resolved below, "
+        "'not resolved against' the others. Where the cheapest configuration changes with N, the change's N has "
+        "the 95% interval of the two costs' crossing, or reads 'not resolved' where the two steps do not differ "
+        "at 95%.")
+
+
 UTILISATION_METHOD = [
     "utilisation = model FLOPs per step / step time / the machine's GEMM rate at the case's precision "
     "(fp32, tf32 or bf16): the best rate any run on the same set-up measured with one instrument, a "
@@ -646,14 +648,15 @@ UTILISATION_METHOD = [
 ]
 
 
-def verdict_method(fam: stats.Family) -> list[str]:
-    """The Method's verdict rule and error rate: the margin and the family's size."""
+def verdict_method(fam: stats.Family, unit: str = "processes") -> list[str]:
+    """The Method's verdict rule and error rate: the margin, the family's size and the unit of replication."""
     m = f"{100 * fam.margin:.0f}%"
     return [
         f"Verdicts against a margin of {m} (--margin): faster or slower by at least the margin (the whole interval "
         f"beyond it), faster or slower (the interval excludes 1 but reaches inside the margin), equivalent within "
         f"+-{m} (the interval contains 1 and lies inside the margin), inconclusive (the interval contains 1 and "
-        "reaches beyond the margin), not tested (fewer than 3 processes on a side). `fwbench compare` uses the same.",
+        f"reaches beyond the margin), not tested (fewer than {stats.MIN_TESTED} {unit} on a side). `fwbench compare` "
+        "uses the same.",
         f"One error rate: the report's {fam.m} tested comparisons share one 5% chance that any 'faster' or "
         "'slower' of this report is false, whatever the other comparisons' truth: Holm's step-down procedure in "
         "two groups, the comparisons against an op-by-op eager mode (JAX's, TensorFlow's) with 1% and the others "
@@ -667,22 +670,16 @@ def verdict_method(fam: stats.Family) -> list[str]:
     ]
 
 
-def _in_sets(lines: list[str]) -> list[str]:
-    """Rules written for processes, in a run of sets: its replicates are sets."""
-    return [ln.replace("t distribution over processes", "t distribution over sets").replace(
-        f"fewer than {stats.MIN_TESTED} processes", f"fewer than {stats.MIN_TESTED} sets") for ln in lines]
-
-
 def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
     """The Method section: how every number of the report was made (a run of process sets: its
     own description of processes and intervals first)."""
-    side = rdata.side_by_side(df)
-    timing, words = TIMING_METHOD, (_in_sets if side else list)
+    side, unit = rdata.side_by_side(df), rdata.unit(df)
+    timing = TIMING_METHOD
     if side:        # the lone processes' roles give way to the sets'; what stays per process says so
         timing = [TIMING_METHOD[0], SETS_ROLES_METHOD, TIMING_METHOD[2].replace(
             "Intervals: ", "Intervals of what is measured once per process (first calls; the per-process numbers of "
             "the dynamic, derivatives and serving sections): ", 1), *TIMING_METHOD[3:]]
-    return [*(SIDE_METHOD if side else []), *timing, *words(verdict_method(fam)), *FLAGS_METHOD,
+    return [*(SIDE_METHOD if side else []), *timing, *verdict_method(fam, unit), *FLAGS_METHOD,
         "first call = wall time of the first call (trace + compile + run): cold in cold processes, warm in warm ones; "
         "a non-eager first call that compiled nothing reused code and is left out. " + startup_method(df)
         + " compile latency = a non-eager mode's cold first call minus the same mode's steady step (eager modes "
@@ -691,7 +688,7 @@ def method_lines(df: pd.DataFrame, fam: stats.Family) -> list[str]:
         "of the same t distributions.",
         "compilations count each framework's own events: " + "; ".join(f"{f}: {c}" for f, c in COUNTERS.items())
         + ". They are not comparable across frameworks; a compilation during the timed rounds is flagged.",
-        *[f"{k}: {v}" for k, v in METHOD.items()], *words(CHOICE_METHOD), *words(claims.rules()),
+        *[f"{k}: {v}" for k, v in METHOD.items()], choice_method(unit), *claims.rules(unit),
         *drawings.method(df),
         *UTILISATION_METHOD]
 

@@ -78,8 +78,7 @@ def stability_lines(d: pd.DataFrame, fam: stats.Family | None = None) -> list[st
         return []
     margin = fam.margin if fam is not None else stats.MARGIN
     one = int((t["n_processes"] == 1).sum())
-    sets = rdata.side_by_side(d)
-    u, noise = ("sets", "block-to-block") if sets else ("processes", "round-to-round")
+    sets, u, noise = rdata.side_by_side(d), rdata.unit(d), rdata.noise(d)
     lines = [f"{len(t) - one} of {len(t)} timed cases have two steady-state {u} or more"
              + (f"; {one} have one: nothing between {u} is tested for them, and their intervals cover "
                 f"{noise} noise only (marked * in the results)." if one else ".")]
@@ -188,7 +187,7 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     b: list[Block] = [("h", 1, "fwbench report")] + ([("p", recommendation)] if recommendation else [])
     wls = sorted({str(w) for w in df["workload"].dropna()})
     sets = rdata.side_by_side(df)
-    unit, units = ("set", "sets") if sets else ("process", "processes")
+    unit, units = rdata.unit(df, one=True), rdata.unit(df)
     design = ("timed side by side in process sets: a case's step time is the geometric mean over sets of its "
               "blocks' time per call, with a 95% t interval over sets, and two configurations compare paired by "
               "set; cold sets (every cache empty) give the cold first calls, warm sets the warm ones" if sets else
@@ -209,10 +208,9 @@ def intro_blocks(df: pd.DataFrame, fam: stats.Family, missing: dict[str, str], m
     if provenance:
         b.append(("p", provenance))
     if df.attrs.get("max_processes", 0) <= 1 and not df[df["status"].isin(TIMED)].empty:
-        one, noise = (("set", "block-to-block") if sets else ("process", "round-to-round"))
-        b.append(("p", f"{INDICATIVE} every case has a single steady-state {one} (as `fwbench run --quick` "
-                       f"measures), so no comparison between {one}s is tested and no framework is found faster "
-                       f"than another; the intervals cover {noise} noise only. Run without --quick for "
+        b.append(("p", f"{INDICATIVE} every case has a single steady-state {unit} (as `fwbench run --quick` "
+                       f"measures), so no comparison between {units} is tested and no framework is found faster "
+                       f"than another; the intervals cover {rdata.noise(df)} noise only. Run without --quick for "
                        "findings."))
     if missing:
         b.append(("p", f"{NOT_MEASURED} " +
