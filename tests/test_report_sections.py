@@ -10,7 +10,7 @@ import pytest
 
 import reports
 from reports.conclusions import findings, replicates, summary
-from reports.rendering import document
+from reports.rendering import method
 from reports.rendering import sections as drawings
 from reports.rendering.sections import derivatives as derivatives_draw
 from reports.rendering.sections import dynamic as dynamic_draw
@@ -422,5 +422,5 @@ def test_a_fourth_section_is_one_registration_read_everywhere(tmp_path, monkeypa
     blocks = drawings.blocks(c, c, {}, fam)
     assert blocks[0] == ("h", 2, "Toy axis") and blocks[1][0] == "table" and blocks[-1] == ("ul", ["2 toy cases"])
     assert summary.section_sentences(c, fam) == ["Toy summary."]
-    assert "toy: how it is measured." in document.method_lines(c, fam)
+    assert "toy: how it is measured." in method.method_lines(c, fam)
     assert "toy" not in findings.findings(c)    # its section states its own findings

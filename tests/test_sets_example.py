@@ -15,7 +15,7 @@ from scipy import stats as sps
 import reports
 from reports.conclusions import replicates, variance
 from reports.measures import controls, stats, verdicts
-from reports.rendering import document, figures, parts
+from reports.rendering import figures, method, parts
 from workloads import options
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "reports" / "examples" / "cpu-2core"
@@ -111,6 +111,6 @@ def test_one_set_reads_as_one_set(records):
     assert stats.sentence(j, "a", "b", 0.1).startswith("a against b: not tested (fewer than 3 sets)")
     intro = " ".join(str(b[-1]) for b in parts.intro_blocks(one, stats.Family(), {}, stats.MARGIN))
     assert "single steady-state set (as `fwbench run --quick` measures), so no comparison between sets" in intro
-    method = " ".join(document.method_lines(one, stats.Family()))
-    assert "fewer than 3 sets on a side" in method and "t distribution over sets" in method
-    assert "fewer than 3 processes" not in method and "t distribution over processes" not in method
+    how = " ".join(method.method_lines(one, stats.Family()))
+    assert "fewer than 3 sets on a side" in how and "t distribution over sets" in how
+    assert "fewer than 3 processes" not in how and "t distribution over processes" not in how
