@@ -216,7 +216,7 @@ def draw(pl: Plan, warm: int, rounds: int, truth: np.ndarray, trials: int,
 def tests(pl: Plan, la: np.ndarray, lb: np.ndarray, hsu: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log ratio, its standard error, df) of each simulated comparison, as stats.ratio
     computes them: paired over the processes, Welch between them (Hsu's df; hsu=False: the
-    Welch-Satterthwaite df stats.ratio used before issue 30)."""
+    Welch-Satterthwaite df, liberal in the tails Holm's first steps use at unequal spreads)."""
     n = la.shape[-1]
     paired = np.array([c[4] == "paired" for c in pl.comparisons])[None, :]
     d = la - lb
@@ -298,7 +298,7 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
     that hold the truth. `null`: every main-group comparison at a true ratio of 1 (equal
     frameworks, compiled as fast as eager), the op-by-op ones at their measured ratios:
     `false`, the share of reports with any false faster/slower. grouped=False: one Holm
-    family over all, hsu=False: Welch-Satterthwaite df (the report before issue 30)."""
+    family over all, hsu=False: Welch-Satterthwaite df (the design Hsu's df replaced)."""
     rng = np.random.default_rng(seed)
     measured = np.array([c[5] for c in pl.comparisons])
     main = np.array([c[3] == stats.MAIN for c in pl.comparisons])
@@ -328,7 +328,7 @@ def simulate(pl: Plan, warm: int, rounds: int, effect: float = 1.2, trials: int 
 
 ALLOCATIONS: tuple[tuple[str, Mapping[str, int] | int, int, int, bool, bool], ...] = (
     # (label, cold per framework, warm, rounds, grouped family, Hsu's df)
-    ("before issue 30: 2 cold + 5 warm, one Holm family, Satterthwaite df", 2, 5, 6, False, False),
+    ("2 cold + 5 warm, one Holm family, Satterthwaite df (the earlier design)", 2, 5, 6, False, False),
     ("2 cold + 5 warm", 2, 5, 6, True, True),
     ("2 cold + 6 warm", 2, 6, 6, True, True),
     ("2 cold + 7 warm", 2, 7, 6, True, True),
