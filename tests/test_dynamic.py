@@ -20,7 +20,8 @@ from workloads.base import FwbenchError, Model, rel_err
 from workloads.case import Case
 
 TINY = D.preset("tiny").config
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 
 
 # ----------------------------------------------------------------------------- framework-free

@@ -14,7 +14,8 @@ from frameworks import harness
 from workloads import record as record_mod
 from workloads.case import Case
 
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 
 
 def _torch():

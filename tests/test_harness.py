@@ -22,7 +22,8 @@ from workloads.case import Case
 
 STEP_S = 0.004
 # cases that skip or fail before timing leave pytest-benchmark's fixture unused, by design
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 
 
 class FakeModel(Model):

@@ -18,7 +18,8 @@ from workloads.base import FwbenchError, Unsupported
 from workloads.case import Case
 
 CFG = I.preset("tiny").config
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 
 
 # ----------------------------------------------------------------------------- framework-free

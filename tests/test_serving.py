@@ -27,7 +27,8 @@ from workloads.base import Unsupported, rel_err
 from workloads.case import Case
 
 TINY = W.preset("tiny").config
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 
 # The exporters' refusals at the pinned versions (what the export matrix shows), by path and
 # task: a converter that starts to work (or stops) changes this table on purpose.

@@ -24,7 +24,8 @@ from tests.support.helpers import INSTALLED
 from tests.test_harness import FakeAdapter, session
 from workloads.case import Case
 
-pytestmark = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+pytestmark = [pytest.mark.filterwarnings("ignore:Benchmark fixture was not used"),
+              pytest.mark.usefixtures("frozen_heap")]     # cases run in the worker (conftest)
 ROOT = Path(__file__).resolve().parent.parent
 
 
