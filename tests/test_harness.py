@@ -297,6 +297,16 @@ def test_reported_time_matches_a_bare_loop(benchmark, monkeypatch):
     assert reported >= STEP_S
 
 
+def test_what_lives_as_long_as_the_process_is_out_of_the_collectors_reach(benchmark, monkeypatch):
+    """After the compiler's start-up in a mode the harness freezes what is alive (the framework,
+    the harness: gc.freeze), so the collection before each case scans only what cases made."""
+    monkeypatch.setattr(frameworks, "load", lambda name: FakeAdapter())
+    gc.unfreeze()                   # this module's frozen_heap (conftest) froze before the test
+    assert gc.get_freeze_count() == 0
+    rec = harness.run_case(benchmark, session(), Case("torch", "gpt", "forward", "eager"))
+    assert rec["status"] == "ok" and gc.get_freeze_count() > 0 and "gc.freeze" in harness.machine.GC_POLICY
+
+
 def test_rounds_follow_the_time_budget():
     opts = harness.Options(frameworks=("torch",), workloads=("gpt",), budget_s=3.0)
     assert timing.choose_rounds(0.5, opts) == 7          # at least min_rounds

@@ -119,7 +119,8 @@ def frameworks_seen(opts: Options) -> tuple[dict[str, Any], dict[str, str], list
 # What the harness does with Python's garbage collector around a case (frameworks.harness.timing).
 GC_POLICY = ("gc.collect(), then the collector disabled from each case's sizing call through its warm-up and "
              "timed rounds, during a stream's cold pass and through its warm passes, and through each side-by-side "
-             "block (what was alive when its task was built frozen out of the collector's reach)")
+             "block; what was alive after the compiler's start-up in each mode (the framework, the harness) and "
+             "when a set's task was built is frozen out of the collector's reach (gc.freeze)")
 
 
 def machine_info(opts: Options, gemm_samples: list[dict[str, float]] = (),
